@@ -1,0 +1,37 @@
+#ifndef NDSERVE_MEMORY_DEVICE_POOLS_H_
+#define NDSERVE_MEMORY_DEVICE_POOLS_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "memory/device.h"
+#include "memory/memory_config.h"
+#include "memory/pool.h"
+
+namespace ndserve {
+
+// One pool per device, of the kind and limit the MemoryConfig names, made on first
+// use. Owns the pools; pointers it hands out live as long as it does. Thread-safe.
+class DevicePools {
+ public:
+  explicit DevicePools(MemoryConfig config) : config_(config) {}
+
+  // FAILED_PRECONDITION for a CUDA device that is not present.
+  absl::StatusOr<Pool*> Get(Device device);
+  // Every pool made so far, in device order.
+  std::vector<Pool*> All() const;
+  const MemoryConfig& config() const { return config_; }
+
+ private:
+  const MemoryConfig config_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<Device, std::unique_ptr<Pool>> pools_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_MEMORY_DEVICE_POOLS_H_

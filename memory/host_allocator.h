@@ -1,0 +1,36 @@
+#ifndef NDSERVE_MEMORY_HOST_ALLOCATOR_H_
+#define NDSERVE_MEMORY_HOST_ALLOCATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+#include "memory/device_allocator.h"
+
+namespace ndserve {
+
+// Host memory standing in for a device on machines without a GPU: 256-byte aligned
+// blocks from aligned_alloc. `capacity` makes it behave like a device of that size
+// (allocations beyond it fail with RESOURCE_EXHAUSTED), which tests use to reach the
+// device-full branches of a pool; without it the capacity is the machine's RAM.
+// Thread-safe.
+class HostAllocator final : public DeviceAllocator {
+ public:
+  explicit HostAllocator(std::optional<std::uint64_t> capacity = std::nullopt);
+
+  std::uint64_t TotalBytes() const override;
+  std::uint64_t FreeBytes() const override;
+  // Bytes handed out and not yet returned.
+  std::uint64_t in_use() const { return in_use_.load(std::memory_order_relaxed); }
+
+ private:
+  absl::StatusOr<void*> DoAllocate(std::size_t bytes) override;
+  void DoDeallocate(void* ptr, std::size_t bytes) override;
+
+  const std::optional<std::uint64_t> capacity_;
+  std::atomic<std::uint64_t> in_use_{0};
+};
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_MEMORY_HOST_ALLOCATOR_H_

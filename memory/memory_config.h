@@ -1,0 +1,50 @@
+#ifndef NDSERVE_MEMORY_MEMORY_CONFIG_H_
+#define NDSERVE_MEMORY_MEMORY_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "memory/pool.h"
+
+namespace ndserve {
+
+inline constexpr char kPoolEnv[] = "NDSERVE_MEMORY_POOL";
+inline constexpr char kLimitEnv[] = "NDSERVE_MEMORY_LIMIT";
+inline constexpr char kDebugLevelEnv[] = "NDSERVE_DEBUG_LEVEL";
+
+// A memory limit as written by the operator: absolute bytes, or a fraction of the
+// device's memory that is resolved once the device is known.
+struct MemoryLimit {
+  bool unlimited = true;
+  std::uint64_t bytes = 0;  // when !unlimited and fraction == 0
+  double fraction = 0;      // 0.8 for "80%"
+
+  std::uint64_t Resolve(std::uint64_t device_total_bytes) const;
+};
+
+// Parses "1073741824", "512MiB", "8GiB", "1.5GB", "64k", "80%", or "" / "none" for no
+// limit. Decimal units (kB, MB, GB, TB) are powers of 1000, binary ones (KiB, MiB,
+// GiB, TiB, and the bare K, M, G, T) powers of 1024. Zero, negative, fractional byte
+// counts and anything unparsable are INVALID_ARGUMENT naming `source` (the flag or
+// environment variable the text came from).
+absl::StatusOr<MemoryLimit> ParseMemoryLimit(absl::string_view text, absl::string_view source);
+
+// Parses a debug level 0, 1 or 2; errors name `source`.
+absl::StatusOr<int> ParseDebugLevel(absl::string_view text, absl::string_view source);
+
+// The memory settings of the process. Plain value.
+struct MemoryConfig {
+  PoolKind pool = PoolKind::kBinned;
+  MemoryLimit limit;
+  int debug_level = 0;
+};
+
+// Reads NDSERVE_MEMORY_POOL, NDSERVE_MEMORY_LIMIT and NDSERVE_DEBUG_LEVEL (unset or
+// empty variables keep the defaults). A bad value is an error naming the variable.
+absl::StatusOr<MemoryConfig> MemoryConfigFromEnvironment();
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_MEMORY_MEMORY_CONFIG_H_

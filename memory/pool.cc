@@ -1,0 +1,262 @@
+#include "memory/pool.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/logging.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ndserve {
+
+absl::string_view PoolKindName(PoolKind kind) {
+  switch (kind) {
+    case PoolKind::kBinned:
+      return "binned";
+    case PoolKind::kSplit:
+      return "split";
+    case PoolKind::kSimple:
+      return "simple";
+    case PoolKind::kNone:
+      return "none";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<PoolKind> ParsePoolKind(absl::string_view name) {
+  std::string lower = absl::AsciiStrToLower(name);
+  for (PoolKind kind : {PoolKind::kBinned, PoolKind::kSplit, PoolKind::kSimple, PoolKind::kNone}) {
+    if (lower == PoolKindName(kind)) return kind;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown memory pool '", name,
+                                                 "' (expected binned, split, simple or none)"));
+}
+
+std::string FormatBytes(std::uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return absl::StrFormat("%.3f %s", value, kUnits[unit]);
+}
+
+Pool::Pool(PoolKind kind, std::unique_ptr<DeviceAllocator> allocator, PoolOptions options)
+    : kind_(kind),
+      allocator_(std::move(allocator)),
+      options_(options),
+      leaks_(options.debug_level) {}
+
+Pool::~Pool() {
+  SpinLockHolder lock(&mu_);
+  if (counters_.outstanding != 0) {
+    LOG(ERROR) << "pool '" << name() << "' on " << device().ToString() << " destroyed with "
+               << counters_.outstanding << " live allocations ("
+               << FormatBytes(counters_.allocated) << "); they leak";
+  }
+}
+
+absl::StatusOr<Block> Pool::Allocate(std::size_t bytes, absl::string_view owner) {
+  if (bytes == 0) return Block{};
+  // Escalation ladder of DESIGN.md §3; each rung runs only if the one above failed.
+  absl::StatusOr<Block> block = TryAllocate(bytes);
+  if (!block.ok()) {
+    if (!absl::IsResourceExhausted(block.status())) return block.status();
+    const std::uint64_t needed = DoSegmentSize(bytes);
+    Reclaim(needed, ReclaimReason::kPressure);
+    block = TryAllocate(bytes);
+  }
+  if (!block.ok()) {
+    std::vector<ReclaimHook> hooks;
+    {
+      absl::MutexLock lock(&hooks_mu_);
+      hooks = hooks_;
+    }
+    const std::uint64_t needed = DoSegmentSize(bytes);
+    for (const ReclaimHook& hook : hooks) {
+      if (hook(needed) == 0) continue;
+      Reclaim(needed, ReclaimReason::kPressure);
+      block = TryAllocate(bytes);
+      if (block.ok()) break;
+    }
+  }
+  if (!block.ok()) return OutOfMemory(bytes, block.status());
+  leaks_.Record(block->ptr, block->requested, owner);
+  return block;
+}
+
+absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
+  const std::size_t segment_bytes = DoSegmentSize(bytes);
+  {
+    SpinLockHolder lock(&mu_);
+    Block block = DoTakeCached(bytes);
+    if (!block.empty()) {
+      ++counters_.hits;
+      CountAllocated(block);
+      return block;
+    }
+    if (options_.limit_bytes != kNoLimit &&
+        (segment_bytes > options_.limit_bytes ||
+         counters_.reserved > options_.limit_bytes - segment_bytes)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("pool limit of ", FormatBytes(options_.limit_bytes), " reached"));
+    }
+    // Reserve before the device call so concurrent misses cannot overshoot the limit.
+    counters_.reserved += segment_bytes;
+  }
+  absl::StatusOr<void*> ptr = allocator_->Allocate(segment_bytes);
+  SpinLockHolder lock(&mu_);
+  if (!ptr.ok()) {
+    counters_.reserved -= segment_bytes;
+    return ptr.status();
+  }
+  ++counters_.device_allocs;
+  ++counters_.misses;
+  Block block = DoAdoptSegment(Segment{*ptr, segment_bytes}, bytes);
+  CountAllocated(block);
+  return block;
+}
+
+void Pool::CountAllocated(const Block& block) {
+  counters_.allocated += block.size;
+  counters_.requested += block.requested;
+  counters_.peak = std::max(counters_.peak, counters_.allocated);
+  ++counters_.alloc_count;
+  ++counters_.outstanding;
+}
+
+void Pool::Free(const Block& block) {
+  if (block.empty()) return;
+  leaks_.Erase(block.ptr);
+  Segment release{nullptr, 0};
+  {
+    SpinLockHolder lock(&mu_);
+    counters_.allocated -= block.size;
+    counters_.requested -= block.requested;
+    ++counters_.free_count;
+    --counters_.outstanding;
+    release = DoReturn(block);
+  }
+  if (release.ptr != nullptr) ReleaseSegments({release}, ReclaimReason::kAdmin, false);
+}
+
+std::uint64_t Pool::Reclaim(std::uint64_t target_bytes, ReclaimReason reason) {
+  std::vector<Segment> segments;
+  {
+    SpinLockHolder lock(&mu_);
+    DoCollectReclaimable(target_bytes, &segments);
+  }
+  std::uint64_t released = 0;
+  for (const Segment& s : segments) released += s.bytes;
+  ReleaseSegments(segments, reason, true);
+  if (released > 0) {
+    LOG(INFO) << "pool '" << name() << "' on " << device().ToString() << " reclaimed "
+              << FormatBytes(released) << " ("
+              << (reason == ReclaimReason::kAdmin ? "admin" : "pressure") << ")";
+  }
+  return released;
+}
+
+void Pool::ReleaseAllCached() { Reclaim(0, ReclaimReason::kAdmin); }
+
+void Pool::ReleaseSegments(const std::vector<Segment>& segments, ReclaimReason reason,
+                           bool count_as_reclaim) {
+  if (segments.empty()) return;
+  std::uint64_t released = 0;
+  // Device calls happen outside the lock; the reservation drops only after the memory
+  // is really back, so reserved bytes never understate what the device holds for us.
+  for (const Segment& s : segments) {
+    allocator_->Deallocate(s.ptr, s.bytes);
+    released += s.bytes;
+  }
+  SpinLockHolder lock(&mu_);
+  counters_.reserved -= released;
+  counters_.device_frees += segments.size();
+  if (count_as_reclaim) {
+    (reason == ReclaimReason::kAdmin ? counters_.reclaimed_admin : counters_.reclaimed_pressure) +=
+        released;
+  }
+}
+
+void Pool::AddReclaimHook(ReclaimHook hook) {
+  absl::MutexLock lock(&hooks_mu_);
+  hooks_.push_back(std::move(hook));
+}
+
+absl::Status Pool::OutOfMemory(std::size_t bytes, const absl::Status& cause) {
+  {
+    SpinLockHolder lock(&mu_);
+    ++counters_.ooms;
+  }
+  std::string status = MemoryStatus(/*include_outstanding=*/false);
+  LOG(WARNING) << "out of memory: " << FormatBytes(bytes) << " on " << device().ToString()
+               << " (" << cause.message() << ")";
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "out of memory allocating ", FormatBytes(bytes), " on ", device().ToString(), ": ",
+      cause.message(), ". ", status));
+}
+
+PoolStats Pool::Stats() const {
+  PoolStats s;
+  {
+    SpinLockHolder lock(&mu_);
+    const Counters& c = counters_;
+    s.allocated_bytes = c.allocated;
+    s.requested_bytes = c.requested;
+    s.reserved_bytes = c.reserved;
+    s.cached_bytes = c.reserved - c.allocated;
+    s.peak_allocated_bytes = c.peak;
+    s.alloc_count = c.alloc_count;
+    s.free_count = c.free_count;
+    s.cache_hits = c.hits;
+    s.cache_misses = c.misses;
+    s.device_allocs = c.device_allocs;
+    s.device_frees = c.device_frees;
+    s.reclaimed_bytes_admin = c.reclaimed_admin;
+    s.reclaimed_bytes_pressure = c.reclaimed_pressure;
+    s.oom_count = c.ooms;
+    s.outstanding_allocations = c.outstanding;
+    s.inactive_split_bytes = DoInactiveSplitBytes();
+  }
+  s.limit_bytes = options_.limit_bytes;
+  s.device_total_bytes = allocator_->TotalBytes();
+  s.device_free_bytes = allocator_->FreeBytes();
+  return s;
+}
+
+std::vector<OutstandingAllocation> Pool::Outstanding() const { return leaks_.List(); }
+
+std::string Pool::MemoryStatus(bool include_outstanding) const {
+  const PoolStats s = Stats();
+  const std::uint64_t used = s.device_total_bytes - std::min(s.device_total_bytes,
+                                                             s.device_free_bytes);
+  const double percent =
+      s.device_total_bytes == 0 ? 0.0 : 100.0 * static_cast<double>(used) /
+                                            static_cast<double>(s.device_total_bytes);
+  std::string out = absl::StrFormat(
+      "Effective device memory usage: %.2f%% (%s/%s)\n"
+      "Pool '%s' on %s: %s allocated, %s cached, %s reserved (limit %s)",
+      percent, FormatBytes(used), FormatBytes(s.device_total_bytes), name(),
+      device().ToString(), FormatBytes(s.allocated_bytes), FormatBytes(s.cached_bytes),
+      FormatBytes(s.reserved_bytes),
+      s.limit_bytes == kNoLimit ? std::string("none") : FormatBytes(s.limit_bytes));
+  absl::StrAppendFormat(&out,
+                        "; peak %s; %d live allocations; %s inactive split; %d OOMs\n",
+                        FormatBytes(s.peak_allocated_bytes), s.outstanding_allocations,
+                        FormatBytes(s.inactive_split_bytes), s.oom_count);
+  if (include_outstanding) {
+    for (const OutstandingAllocation& a : Outstanding()) {
+      absl::StrAppendFormat(&out, "Outstanding allocation of %s at %#x (manager %s)\n%s",
+                            FormatBytes(a.bytes), a.address,
+                            a.owner.empty() ? "unknown" : a.owner, a.stack_trace);
+    }
+  }
+  return out;
+}
+
+}  // namespace ndserve
