@@ -36,7 +36,7 @@ void LeakTracker::Record(const void* ptr, std::uint64_t bytes, absl::string_view
   entry.bytes = bytes;
   entry.owner = std::string(owner);
   // Skip Record itself and Pool::Allocate: the first frame shown is the caller.
-  if (level_ >= 2) entry.depth = absl::GetStackTrace(entry.frames, kMaxFrames, 2);
+  if (level_ >= 2) entry.depth = absl::GetStackTrace(entry.frames, kMaxFrames, 1);
   absl::MutexLock lock(&mu_);
   live_[reinterpret_cast<std::uintptr_t>(ptr)] = std::move(entry);
 }

@@ -67,7 +67,7 @@ absl::StatusOr<Block> Pool::Allocate(std::size_t bytes, absl::string_view owner)
   absl::StatusOr<Block> block = TryAllocate(bytes);
   if (!block.ok()) {
     if (!absl::IsResourceExhausted(block.status())) return block.status();
-    const std::uint64_t needed = DoSegmentSize(bytes);
+    const std::uint64_t needed = DoMinSegmentSize(bytes);
     Reclaim(needed, ReclaimReason::kPressure);
     block = TryAllocate(bytes);
   }
@@ -77,7 +77,7 @@ absl::StatusOr<Block> Pool::Allocate(std::size_t bytes, absl::string_view owner)
       absl::MutexLock lock(&hooks_mu_);
       hooks = hooks_;
     }
-    const std::uint64_t needed = DoSegmentSize(bytes);
+    const std::uint64_t needed = DoMinSegmentSize(bytes);
     for (const ReclaimHook& hook : hooks) {
       if (hook(needed) == 0) continue;
       Reclaim(needed, ReclaimReason::kPressure);
@@ -91,7 +91,6 @@ absl::StatusOr<Block> Pool::Allocate(std::size_t bytes, absl::string_view owner)
 }
 
 absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
-  const std::size_t segment_bytes = DoSegmentSize(bytes);
   {
     SpinLockHolder lock(&mu_);
     Block block = DoTakeCached(bytes);
@@ -100,6 +99,27 @@ absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
       CountAllocated(block);
       return block;
     }
+  }
+  std::size_t segment_bytes = DoSegmentSize(bytes);
+  absl::StatusOr<void*> ptr = AcquireSegment(segment_bytes);
+  if (!ptr.ok() && absl::IsResourceExhausted(ptr.status())) {
+    if (const std::size_t min_bytes = DoMinSegmentSize(bytes); min_bytes < segment_bytes) {
+      segment_bytes = min_bytes;
+      ptr = AcquireSegment(segment_bytes);
+    }
+  }
+  if (!ptr.ok()) return ptr.status();
+  SpinLockHolder lock(&mu_);
+  ++counters_.device_allocs;
+  ++counters_.misses;
+  Block block = DoAdoptSegment(Segment{*ptr, segment_bytes}, bytes);
+  CountAllocated(block);
+  return block;
+}
+
+absl::StatusOr<void*> Pool::AcquireSegment(std::size_t segment_bytes) {
+  {
+    SpinLockHolder lock(&mu_);
     if (options_.limit_bytes != kNoLimit &&
         (segment_bytes > options_.limit_bytes ||
          counters_.reserved > options_.limit_bytes - segment_bytes)) {
@@ -110,16 +130,11 @@ absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
     counters_.reserved += segment_bytes;
   }
   absl::StatusOr<void*> ptr = allocator_->Allocate(segment_bytes);
-  SpinLockHolder lock(&mu_);
   if (!ptr.ok()) {
+    SpinLockHolder lock(&mu_);
     counters_.reserved -= segment_bytes;
-    return ptr.status();
   }
-  ++counters_.device_allocs;
-  ++counters_.misses;
-  Block block = DoAdoptSegment(Segment{*ptr, segment_bytes}, bytes);
-  CountAllocated(block);
-  return block;
+  return ptr;
 }
 
 void Pool::CountAllocated(const Block& block) {

@@ -95,6 +95,10 @@ class Pool {
   virtual Block DoTakeCached(std::size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;
   // How many bytes to take from the device for a request of `bytes` that missed.
   virtual std::size_t DoSegmentSize(std::size_t bytes) const = 0;
+  // The smallest segment that still serves `bytes`; tried when DoSegmentSize's does
+  // not fit under the limit or on the device (a pool that carves requests out of
+  // bigger segments must still serve them when only the exact size fits).
+  virtual std::size_t DoMinSegmentSize(std::size_t bytes) const { return DoSegmentSize(bytes); }
   // Turn a fresh device segment into the block for `bytes`; the rest (if any) joins
   // the cache.
   virtual Block DoAdoptSegment(Segment segment, std::size_t bytes)
@@ -129,6 +133,8 @@ class Pool {
 
   // One pass of cache -> device. RESOURCE_EXHAUSTED when neither has room.
   absl::StatusOr<Block> TryAllocate(std::size_t bytes);
+  // Takes `segment_bytes` from the device within the limit; reserves before the call.
+  absl::StatusOr<void*> AcquireSegment(std::size_t segment_bytes);
   void CountAllocated(const Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSegments(const std::vector<Segment>& segments, ReclaimReason reason,
                        bool count_as_reclaim);

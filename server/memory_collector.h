@@ -1,0 +1,58 @@
+#ifndef NDSERVE_SERVER_MEMORY_COLLECTOR_H_
+#define NDSERVE_SERVER_MEMORY_COLLECTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+namespace ndserve {
+
+class DevicePools;
+
+// Live managers, attached resources and refused attaches of one manager level
+// (system, model, predictor, context, trainer, batch).
+struct ManagerLevelSample {
+  std::string level;
+  std::uint64_t live = 0;
+  std::uint64_t resources = 0;
+  std::uint64_t cap_violations = 0;
+};
+using ManagerLevelSource = std::function<std::vector<ManagerLevelSample>()>;
+
+// Builds the memory and manager families of DESIGN.md §5 at scrape time from counters
+// memory/ keeps: one Pool::Stats() snapshot per pool (a short lock, no walk over live
+// blocks), the manager level counters, and the process's resident set from
+// /proc/self/statm. Holding no series of its own, it can never drift from the pools.
+//
+// Families (labels): ndserve_memory_{allocated,cached,reserved,peak_allocated,
+// inactive_split}_bytes{device,pool}, ndserve_memory_outstanding_allocations{device,pool},
+// ndserve_memory_limit_bytes{device}, ndserve_memory_alloc_total{device,pool,result},
+// ndserve_memory_device_{alloc,free}_total{device},
+// ndserve_memory_reclaimed_bytes_total{device,pool,reason}, ndserve_memory_oom_total{device},
+// ndserve_manager_live{level}, ndserve_manager_resources{level},
+// ndserve_manager_cap_violations_total{level}, process_resident_memory_bytes.
+//
+// Reads `pools` (not owned; must outlive this object). Thread-safe: Collect may run on
+// any number of scrape threads at once.
+class MemoryCollector : public prometheus::Collectable {
+ public:
+  // `managers` may be empty: the manager families are then left out.
+  MemoryCollector(const DevicePools* pools, ManagerLevelSource managers);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // Resident set size of this process, 0 where /proc is unavailable.
+  static std::uint64_t ResidentBytes();
+
+ private:
+  const DevicePools* const pools_;
+  const ManagerLevelSource managers_;
+};
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_SERVER_MEMORY_COLLECTOR_H_

@@ -1,0 +1,234 @@
+#include "server/options.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "memory/cuda_runtime.h"
+#include "memory/pool.h"
+
+namespace ndserve {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The text of one memory setting and where it came from, flag before environment.
+struct Setting {
+  std::string text;
+  std::string source;  // "--memory_pool" or "NDSERVE_MEMORY_POOL"; empty when unset
+};
+
+Setting Pick(const std::string& flag_value, absl::string_view flag_name, const char* env_name,
+             const EnvLookup& env) {
+  if (!flag_value.empty()) return {flag_value, absl::StrCat("--", flag_name)};
+  if (const char* v = env ? env(env_name) : nullptr; v != nullptr && *v != '\0') {
+    return {v, env_name};
+  }
+  return {};
+}
+
+absl::Status Invalid(absl::string_view flag, absl::string_view text, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, "='", text, "': ", why));
+}
+
+}  // namespace
+
+absl::string_view ModelControlModeName(ModelControlMode mode) {
+  return mode == ModelControlMode::kNone ? "none" : "explicit";
+}
+
+bool AbslParseFlag(absl::string_view text, ModelControlMode* mode, std::string* error) {
+  const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (lower == "explicit") {
+    *mode = ModelControlMode::kExplicit;
+    return true;
+  }
+  if (lower == "none") {
+    *mode = ModelControlMode::kNone;
+    return true;
+  }
+  *error = "expected 'explicit' or 'none'";
+  return false;
+}
+
+std::string AbslUnparseFlag(ModelControlMode mode) {
+  return std::string(ModelControlModeName(mode));
+}
+
+EnvLookup ProcessEnvironment() {
+  return [](const char* name) -> const char* { return std::getenv(name); };
+}
+
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text, absl::string_view flag) {
+  ListenAddress address;
+  if (absl::StartsWith(text, "unix:")) {
+    if (text.size() == 5) return Invalid(flag, text, "a unix socket address needs a path");
+    address.is_unix = true;
+    address.host = std::string(text.substr(5));
+    return address;
+  }
+  absl::string_view host;
+  absl::string_view port;
+  if (absl::StartsWith(text, "[")) {
+    const size_t close = text.find(']');
+    if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return Invalid(flag, text, "expected [ipv6-address]:port");
+    }
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos) return Invalid(flag, text, "expected host:port");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (absl::StrContains(host, ':')) {
+      return Invalid(flag, text, "write IPv6 addresses in brackets: [::1]:8003");
+    }
+  }
+  if (host.empty()) return Invalid(flag, text, "the host is empty (use 0.0.0.0 for all)");
+  int port_number = 0;
+  if (!absl::SimpleAtoi(port, &port_number) || port_number < 0 || port_number > 65535) {
+    return Invalid(flag, text, "the port must be a number from 0 to 65535");
+  }
+  address.host = std::string(host);
+  address.port = port_number;
+  return address;
+}
+
+bool IsLoopback(const ListenAddress& address) {
+  if (address.is_unix) return true;
+  const std::string host = absl::AsciiStrToLower(address.host);
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options, const EnvLookup& env) {
+  MemoryConfig config;
+  if (Setting s = Pick(options.memory_pool, "memory_pool", kPoolEnv, env); !s.source.empty()) {
+    absl::StatusOr<PoolKind> kind = ParsePoolKind(s.text);
+    if (!kind.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(s.source, "='", s.text, "': ",
+                                                     kind.status().message()));
+    }
+    config.pool = *kind;
+  }
+  if (Setting s = Pick(options.memory_limit, "memory_limit", kLimitEnv, env);
+      !s.source.empty()) {
+    absl::StatusOr<MemoryLimit> limit = ParseMemoryLimit(s.text, s.source);
+    if (!limit.ok()) return limit.status();
+    config.limit = *limit;
+  }
+  if (Setting s = Pick(options.debug_level, "debug_level", kDebugLevelEnv, env);
+      !s.source.empty()) {
+    absl::StatusOr<int> level = ParseDebugLevel(s.text, s.source);
+    if (!level.ok()) return level.status();
+    config.debug_level = *level;
+  }
+  return config;
+}
+
+absl::StatusOr<Device> ResolveDevice(absl::string_view text) {
+  const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  const int gpus = CudaDeviceCount();
+  if (lower == "auto") return gpus > 0 ? Device::Cuda(0) : Device::Cpu();
+  absl::StatusOr<Device> device = ParseDevice(lower);
+  if (!device.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device='", text, "': ", device.status().message()));
+  }
+  if (device->is_cuda() && device->ordinal >= gpus) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--device='", text, "': no such device (", gpus, " CUDA device(s) present",
+        CudaBuilt() ? "" : "; this build has no CUDA backend", ")"));
+  }
+  return *device;
+}
+
+std::string DefaultModelRepository() {
+  std::error_code ec;
+  std::vector<fs::path> candidates;
+  // Installed layout: <prefix>/bin/ndserved next to <prefix>/share/ndserve/.
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path().parent_path() / "share/ndserve/examples/models");
+  }
+#ifdef NDSERVE_INSTALL_DATADIR
+  candidates.push_back(fs::path(NDSERVE_INSTALL_DATADIR) / "examples/models");
+#endif
+#ifdef NDSERVE_SOURCE_DIR
+  candidates.push_back(fs::path(NDSERVE_SOURCE_DIR) / "examples/models");
+#endif
+  for (const fs::path& p : candidates) {
+    if (fs::is_directory(p, ec)) return p.lexically_normal().string();
+  }
+  return "";
+}
+
+absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
+  absl::StatusOr<ListenAddress> grpc = ParseListenAddress(options.grpc_address, "grpc_address");
+  if (!grpc.ok()) return grpc.status();
+  absl::StatusOr<ListenAddress> metrics =
+      ParseListenAddress(options.metrics_address, "metrics_address");
+  if (!metrics.ok()) return metrics.status();
+  if (metrics->is_unix) {
+    return Invalid("metrics_address", options.metrics_address,
+                   "the metrics endpoint is HTTP over TCP; unix sockets are not supported");
+  }
+  absl::StatusOr<ListenAddress> admin =
+      ParseListenAddress(options.admin_address, "admin_address");
+  if (!admin.ok()) return admin.status();
+  if (!IsLoopback(*admin) && options.admin_token_file.empty()) {
+    return Invalid("admin_address", options.admin_address,
+                   "the admin API may listen beyond loopback only with --admin_token_file "
+                   "(it can reclaim memory and dump internals)");
+  }
+  if (!options.admin_token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadAdminToken(options.admin_token_file);
+    if (!token.ok()) return token.status();
+  }
+  if (absl::AsciiStrToLower(options.device) != "auto") {
+    absl::StatusOr<Device> device = ParseDevice(options.device);
+    if (!device.ok()) {
+      return Invalid("device", options.device,
+                     absl::StrCat(device.status().message(), " or auto"));
+    }
+  }
+  if (absl::StatusOr<MemoryConfig> memory = ResolveMemoryConfig(options, env); !memory.ok()) {
+    return memory.status();
+  }
+  if (options.exit_timeout_seconds < 0) {
+    return Invalid("exit_timeout_seconds", std::to_string(options.exit_timeout_seconds),
+                   "must not be negative");
+  }
+  if (!options.model_repository.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(options.model_repository, ec)) {
+      return Invalid("model_repository", options.model_repository, "not a directory");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--admin_token_file='", path, "': cannot be read"));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  std::string token(absl::StripAsciiWhitespace(contents.str()));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--admin_token_file='", path, "': the file holds no token"));
+  }
+  return token;
+}
+
+}  // namespace ndserve

@@ -1,0 +1,95 @@
+#ifndef NDSERVE_SERVER_OPTIONS_H_
+#define NDSERVE_SERVER_OPTIONS_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "memory/device.h"
+#include "memory/memory_config.h"
+
+namespace ndserve {
+
+// What the repository RPCs may do (DESIGN.md §5).
+enum class ModelControlMode {
+  kExplicit,  // every model is loaded at start; the repository RPCs load and unload
+  kNone,      // every model is loaded at start; the repository RPCs are UNAVAILABLE
+};
+
+absl::string_view ModelControlModeName(ModelControlMode mode);
+
+// Abseil flag support, so that --model_control_mode parses straight into the enum and a
+// bad value is reported by the flags library naming the flag.
+bool AbslParseFlag(absl::string_view text, ModelControlMode* mode, std::string* error);
+std::string AbslUnparseFlag(ModelControlMode mode);
+
+// The daemon's settings as the operator wrote them: main.cc binds its flags into this
+// struct and nothing else reads flags. The three memory settings stay text here,
+// because where a value came from (flag or environment variable) decides what an error
+// names; ResolveMemoryConfig turns them into a MemoryConfig. Plain value.
+struct Options {
+  // Empty: DefaultModelRepository().
+  std::string model_repository;
+  std::string grpc_address = "0.0.0.0:8001";
+  std::string metrics_address = "0.0.0.0:8002";
+  std::string admin_address = "127.0.0.1:8003";
+  // Empty: the admin API takes no token (then it must listen on loopback only).
+  std::string admin_token_file;
+  // "auto" (first GPU, else CPU), "cpu", "cuda", "cuda:N".
+  std::string device = "auto";
+  // Empty: $NDSERVE_MEMORY_POOL, else "binned".
+  std::string memory_pool;
+  // Empty: $NDSERVE_MEMORY_LIMIT, else no limit.
+  std::string memory_limit;
+  // Empty: $NDSERVE_DEBUG_LEVEL, else 0.
+  std::string debug_level;
+  int exit_timeout_seconds = 30;
+  ModelControlMode model_control_mode = ModelControlMode::kExplicit;
+};
+
+// Reads an environment variable; nullptr when unset. Injectable for tests.
+using EnvLookup = std::function<const char*(const char*)>;
+EnvLookup ProcessEnvironment();
+
+// Checks every option that can be checked without side effects: addresses parse, the
+// admin listener is on loopback unless a token file is given, the device and the
+// memory settings parse, the timeout is not negative, the repository is a directory.
+// The first problem found is INVALID_ARGUMENT naming the flag (or the environment
+// variable a memory setting came from).
+absl::Status ValidateOptions(const Options& options, const EnvLookup& env = ProcessEnvironment());
+
+// Flags win over the environment, the environment over built-in defaults. Errors name
+// the flag ("--memory_limit") or the variable ("NDSERVE_MEMORY_LIMIT") that held the bad
+// text.
+absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options,
+                                                 const EnvLookup& env = ProcessEnvironment());
+
+// "auto" becomes cuda:0 when a GPU is present, else cpu:0. A CUDA device that is not
+// present is FAILED_PRECONDITION naming --device.
+absl::StatusOr<Device> ResolveDevice(absl::string_view text);
+
+// The examples/models repository next to the installed binary
+// (<prefix>/share/ndserve/examples/models) or, for a build tree, in the source tree.
+// Empty when neither exists.
+std::string DefaultModelRepository();
+
+// Host and port of "host:port", "[v6]:port"; "unix:..." addresses have no port.
+struct ListenAddress {
+  std::string host;
+  int port = 0;
+  bool is_unix = false;
+};
+// `flag` names the option in errors.
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text, absl::string_view flag);
+// True for 127.0.0.0/8, ::1, localhost and unix sockets: reachable from this host only.
+bool IsLoopback(const ListenAddress& address);
+
+// The admin token: the file's contents without surrounding whitespace. An unreadable or
+// empty file is an error naming --admin_token_file.
+absl::StatusOr<std::string> ReadAdminToken(const std::string& path);
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_SERVER_OPTIONS_H_

@@ -1,0 +1,105 @@
+#include "memory/memory_config.h"
+
+#include <cstdlib>
+
+#include "gtest/gtest.h"
+
+namespace ndserve {
+namespace {
+
+constexpr std::uint64_t kGiB = 1ull << 30;
+
+TEST(ParseMemoryLimitTest, AcceptsBytesUnitsAndPercentages) {
+  struct Case {
+    const char* text;
+    std::uint64_t bytes;
+  } cases[] = {
+      {"1073741824", kGiB},       {"512MiB", 512ull << 20},     {"8GiB", 8 * kGiB},
+      {"1.5GB", 1500000000ull},   {"64k", 64ull << 10},         {"2 GiB", 2 * kGiB},
+      {"100kB", 100000ull},       {"1TiB", 1ull << 40},         {"3g", 3 * kGiB},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<MemoryLimit> limit = ParseMemoryLimit(c.text, "NDSERVE_MEMORY_LIMIT");
+    ASSERT_TRUE(limit.ok()) << c.text << ": " << limit.status();
+    EXPECT_FALSE(limit->unlimited);
+    EXPECT_EQ(limit->Resolve(16 * kGiB), c.bytes) << c.text;
+  }
+  absl::StatusOr<MemoryLimit> percent = ParseMemoryLimit("80%", "NDSERVE_MEMORY_LIMIT");
+  ASSERT_TRUE(percent.ok());
+  EXPECT_EQ(percent->Resolve(10 * kGiB), 8 * kGiB);
+  for (const char* none : {"", "none", "unlimited"}) {
+    absl::StatusOr<MemoryLimit> limit = ParseMemoryLimit(none, "X");
+    ASSERT_TRUE(limit.ok());
+    EXPECT_EQ(limit->Resolve(kGiB), kNoLimit);
+  }
+}
+
+TEST(ParseMemoryLimitTest, RejectsNonsenseAndNamesTheVariable) {
+  for (const char* bad : {"lots", "-1", "0", "0GiB", "-5MiB", "150%", "0%", "abc%", "1.5",
+                          "12 parsecs", "GiB", "nan", "inf"}) {
+    absl::StatusOr<MemoryLimit> limit = ParseMemoryLimit(bad, "NDSERVE_MEMORY_LIMIT");
+    ASSERT_FALSE(limit.ok()) << bad;
+    EXPECT_EQ(limit.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(limit.status().message().find("NDSERVE_MEMORY_LIMIT"), absl::string_view::npos)
+        << limit.status();
+  }
+}
+
+TEST(PoolKindTest, ParsesKnownNamesOnly) {
+  EXPECT_EQ(*ParsePoolKind("binned"), PoolKind::kBinned);
+  EXPECT_EQ(*ParsePoolKind("SPLIT"), PoolKind::kSplit);
+  EXPECT_EQ(*ParsePoolKind("simple"), PoolKind::kSimple);
+  EXPECT_EQ(*ParsePoolKind("none"), PoolKind::kNone);
+  EXPECT_FALSE(ParsePoolKind("cuda").ok());
+  EXPECT_FALSE(ParsePoolKind("").ok());
+}
+
+class EnvTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    unsetenv(kPoolEnv);
+    unsetenv(kLimitEnv);
+    unsetenv(kDebugLevelEnv);
+  }
+};
+
+TEST_F(EnvTest, DefaultsWhenUnset) {
+  unsetenv(kPoolEnv);
+  unsetenv(kLimitEnv);
+  unsetenv(kDebugLevelEnv);
+  absl::StatusOr<MemoryConfig> config = MemoryConfigFromEnvironment();
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->pool, PoolKind::kBinned);
+  EXPECT_TRUE(config->limit.unlimited);
+  EXPECT_EQ(config->debug_level, 0);
+}
+
+TEST_F(EnvTest, ReadsAllThreeVariables) {
+  setenv(kPoolEnv, "split", 1);
+  setenv(kLimitEnv, "2GiB", 1);
+  setenv(kDebugLevelEnv, "2", 1);
+  absl::StatusOr<MemoryConfig> config = MemoryConfigFromEnvironment();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->pool, PoolKind::kSplit);
+  EXPECT_EQ(config->limit.Resolve(0), 2 * kGiB);
+  EXPECT_EQ(config->debug_level, 2);
+}
+
+TEST_F(EnvTest, BadValuesNameTheirVariable) {
+  struct Case {
+    const char* var;
+    const char* value;
+  } cases[] = {{kPoolEnv, "turbo"},   {kLimitEnv, "lots"}, {kLimitEnv, "-3GiB"},
+               {kLimitEnv, "0"},      {kDebugLevelEnv, "3"}, {kDebugLevelEnv, "verbose"}};
+  for (const Case& c : cases) {
+    setenv(c.var, c.value, 1);
+    absl::StatusOr<MemoryConfig> config = MemoryConfigFromEnvironment();
+    ASSERT_FALSE(config.ok()) << c.var << "=" << c.value;
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(config.status().message().find(c.var), absl::string_view::npos) << config.status();
+    unsetenv(c.var);
+  }
+}
+
+}  // namespace
+}  // namespace ndserve

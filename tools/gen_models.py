@@ -1,0 +1,893 @@
+#!/usr/bin/python3
+"""Generates ndserve's example models and test fixtures, reproducibly.
+
+Run with Debian's python (it has python3-onnx and python3-numpy):
+
+    /usr/bin/python3 tools/gen_models.py [--out ROOT] [--only examples|fixtures]
+
+Every random tensor comes from a generator seeded by a fixed number, and every file is
+serialized deterministically, so running this again writes byte-identical files (files
+whose bytes did not change are not rewritten, which keeps their mtime).
+
+Writes, under ROOT (default: the repository root):
+
+  examples/models/mlp/{config.pbtxt,1/model.onnx}
+  examples/models/recsys/{config.pbtxt,1/model.onnx}
+  tests/fixtures/models/<mlp|recsys|transformer>/reference/{case.txt,*.bin}
+  tests/fixtures/models/transformer/{config.pbtxt,1/model.onnx}
+  tests/fixtures/ops/<case>/{model.onnx,case.txt,*.bin}
+  tests/fixtures/bad/*.onnx
+
+case.txt is a line-oriented manifest (see FORMAT below); tensors are raw little-endian,
+C-ordered .bin files so C++ tests can read them without an npz parser.
+"""
+
+FORMAT = """\
+# ndserve fixture manifest v1. One directive per line; '#' starts a comment.
+#   model <path>                                ONNX file, relative to this file
+#   op <OpType>                                 (op cases) the node's op_type
+#   opset <N>                                   (op cases) default-domain opset of model
+#   attr <name> int|float|ints|floats|dtype <v> (op cases) node attribute; lists are
+#                                               comma-separated, no spaces; dtype is a
+#                                               name such as FP32 (ONNX 'to' of Cast)
+#   input <name> <DTYPE> <dims> <file>          graph input, fed at run time
+#   const <name> <DTYPE> <dims> <file>          node input stored as an initializer
+#   output <name> <DTYPE> <dims> <file>         reference output (numpy)
+#   tolerance <atol> <rtol>                     pass if |got-ref| <= atol + rtol*|ref|
+# input/const lines appear in the node's input order; output lines in its output order.
+# dims are '[d0,d1,...]' ('[]' is a scalar); DTYPE is FP32, FP16, FP64, INT8, INT16,
+# INT32, INT64, UINT8, UINT16, UINT32, UINT64 or BOOL (1 byte, 0 or 1).
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+PRODUCER = "ndserve-gen_models"
+
+NP_TO_NAME = {
+    np.dtype(np.float32): "FP32",
+    np.dtype(np.float16): "FP16",
+    np.dtype(np.float64): "FP64",
+    np.dtype(np.int8): "INT8",
+    np.dtype(np.int16): "INT16",
+    np.dtype(np.int32): "INT32",
+    np.dtype(np.int64): "INT64",
+    np.dtype(np.uint8): "UINT8",
+    np.dtype(np.uint16): "UINT16",
+    np.dtype(np.uint32): "UINT32",
+    np.dtype(np.uint64): "UINT64",
+    np.dtype(np.bool_): "BOOL",
+}
+NP_TO_ONNX = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float16): TensorProto.FLOAT16,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.int16): TensorProto.INT16,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.uint8): TensorProto.UINT8,
+    np.dtype(np.uint16): TensorProto.UINT16,
+    np.dtype(np.uint32): TensorProto.UINT32,
+    np.dtype(np.uint64): TensorProto.UINT64,
+    np.dtype(np.bool_): TensorProto.BOOL,
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Writing
+
+
+class Writer:
+    """Writes files under a root, only when their bytes change; counts what it did."""
+
+    def __init__(self, root):
+        self.root = root
+        self.written = 0
+        self.unchanged = 0
+
+    def write(self, rel, data):
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        path = os.path.join(self.root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                if f.read() == data:
+                    self.unchanged += 1
+                    return
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        self.written += 1
+
+    def write_model(self, rel, model):
+        self.write(rel, model.SerializeToString(deterministic=True))
+
+
+def tensor_bytes(a):
+    a = np.array(a, copy=True, order="C")
+    if a.dtype == np.bool_:
+        return a.astype(np.uint8).tobytes()
+    return a.astype(a.dtype.newbyteorder("<")).tobytes()
+
+
+def dims_text(shape):
+    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+
+
+def safe_name(name):
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+
+
+def write_case(w, case_dir, header_lines, inputs, outputs, tolerance):
+    """inputs: [(kind 'input'|'const', name, array)]; outputs: [(name, array)]."""
+    lines = [FORMAT.rstrip("\n")] + header_lines
+    for kind, name, arr in inputs:
+        fname = "in_" + safe_name(name) + ".bin"
+        w.write(os.path.join(case_dir, fname), tensor_bytes(arr))
+        lines.append(f"{kind} {name} {NP_TO_NAME[arr.dtype]} {dims_text(arr.shape)} {fname}")
+    for name, arr in outputs:
+        fname = "out_" + safe_name(name) + ".bin"
+        w.write(os.path.join(case_dir, fname), tensor_bytes(arr))
+        lines.append(f"output {name} {NP_TO_NAME[arr.dtype]} {dims_text(arr.shape)} {fname}")
+    lines.append(f"tolerance {tolerance[0]:g} {tolerance[1]:g}")
+    w.write(os.path.join(case_dir, "case.txt"), "\n".join(lines) + "\n")
+
+
+def make_model(graph, opset, domains=()):
+    imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    model = helper.make_model(graph, opset_imports=imports, producer_name=PRODUCER,
+                              producer_version="1")
+    # IR 8 is what onnx 1.12 (Debian 12) writes for opsets up to 17.
+    model.ir_version = 8
+    return model
+
+
+def value_info(name, dtype, shape):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def init(name, arr):
+    # np.ascontiguousarray would turn a scalar into shape [1]; copy() keeps rank 0.
+    return numpy_helper.from_array(np.array(arr, copy=True, order="C"), name)
+
+
+def config_pbtxt(name, max_batch, inputs, outputs):
+    """inputs/outputs: [(name, 'TYPE_FP32', dims-without-batch)]."""
+
+    def block(entries):
+        parts = []
+        for n, t, dims in entries:
+            d = ", ".join(str(x) for x in dims)
+            parts.append(f"  {{\n    name: \"{n}\"\n    data_type: {t}\n    dims: [ {d} ]\n  }}")
+        return ",\n".join(parts)
+
+    return (f"name: \"{name}\"\n"
+            f"platform: \"onnxruntime_onnx\"\n"
+            f"max_batch_size: {max_batch}\n"
+            f"input [\n{block(inputs)}\n]\n"
+            f"output [\n{block(outputs)}\n]\n"
+            f"instance_group [\n  {{\n    count: 1\n    kind: KIND_AUTO\n  }}\n]\n"
+            f"dynamic_batching {{ }}\n")
+
+
+# ---------------------------------------------------------------------------------------
+# numpy references (float64 inside where it matters, float32 out)
+
+
+def erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+
+
+def softmax(x, axis):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
+
+
+def layernorm(x, scale, bias, axis, eps):
+    axis = axis % x.ndim
+    axes = tuple(range(axis, x.ndim))
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axes, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(var + eps)
+    y = (x64 - mean) * inv * scale.astype(np.float64)
+    if bias is not None:
+        y = y + bias.astype(np.float64)
+    return y.astype(np.float32), mean.astype(np.float32), inv.astype(np.float32)
+
+
+def gemm(a, b, c, alpha, beta, trans_a, trans_b):
+    a64 = a.astype(np.float64).T if trans_a else a.astype(np.float64)
+    b64 = b.astype(np.float64).T if trans_b else b.astype(np.float64)
+    y = alpha * (a64 @ b64)
+    if c is not None:
+        y = y + beta * c.astype(np.float64)
+    return y.astype(np.float32)
+
+
+def matmul(a, b):
+    return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+
+
+def reshape_ref(x, shape):
+    out = []
+    for i, d in enumerate(shape):
+        out.append(x.shape[i] if d == 0 else d)
+    return x.reshape(out)
+
+
+def gelu(h):
+    return (h.astype(np.float64) * 0.5 * (1.0 + erf(h / math.sqrt(2.0)))).astype(np.float32)
+
+
+def relu(x):
+    return np.maximum(x, 0).astype(x.dtype)
+
+
+def sigmoid(x):
+    return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------
+# Per-op fixtures
+
+
+def float_data(rng, shape, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+EXACT = (0.0, 0.0)
+ELEMENTWISE_MATH = (1e-6, 1e-5)
+GEMM_TOL = (1e-5, 1e-4)
+NORM_TOL = (1e-5, 1e-4)
+REDUCE_TOL = (1e-5, 1e-5)
+
+
+class OpCase:
+
+    def __init__(self, name, op, opset, inputs, outputs, attrs=None, tol=EXACT):
+        self.name = name
+        self.op = op
+        self.opset = opset
+        self.inputs = inputs  # [(kind, name, array)]
+        self.outputs = outputs  # [(name, array)]
+        self.attrs = attrs or {}  # name -> (kind, value)
+        self.tol = tol
+
+
+def op_cases():
+    cases = []
+    seed = [1000]
+
+    def rng():
+        seed[0] += 1
+        return np.random.default_rng(seed[0])
+
+    def add(*args, **kwargs):
+        cases.append(OpCase(*args, **kwargs))
+
+    # Gemm --------------------------------------------------------------------------------
+    r = rng()
+    a, b = float_data(r, (3, 4)), float_data(r, (4, 5))
+    add("gemm_basic", "Gemm", 13, [("input", "A", a), ("input", "B", b)],
+        [("Y", gemm(a, b, None, 1.0, 1.0, False, False))], tol=GEMM_TOL)
+    r = rng()
+    a, b, c = float_data(r, (4, 3)), float_data(r, (5, 4)), float_data(r, (5,))
+    add("gemm_trans_alpha_beta_c_row", "Gemm", 13,
+        [("input", "A", a), ("input", "B", b), ("input", "C", c)],
+        [("Y", gemm(a, b, c, 0.5, 2.0, True, True))],
+        attrs={"alpha": ("float", 0.5), "beta": ("float", 2.0), "transA": ("int", 1),
+               "transB": ("int", 1)}, tol=GEMM_TOL)
+    r = rng()
+    a, b, c = float_data(r, (3, 4)), float_data(r, (4, 5)), float_data(r, (3, 1))
+    add("gemm_c_column", "Gemm", 15, [("input", "A", a), ("input", "B", b), ("input", "C", c)],
+        [("Y", gemm(a, b, c, 1.0, 1.0, False, False))], tol=GEMM_TOL)
+    r = rng()
+    a, b, c = float_data(r, (3, 4)), float_data(r, (5, 4)), float_data(r, (1,))
+    add("gemm_c_scalar_transb", "Gemm", 13,
+        [("input", "A", a), ("input", "B", b), ("const", "C", c)],
+        [("Y", gemm(a, b, c, 1.0, 0.25, False, True))],
+        attrs={"beta": ("float", 0.25), "transB": ("int", 1)}, tol=GEMM_TOL)
+    r = rng()
+    a, b, c = float_data(r, (6, 17)), float_data(r, (17, 9)), float_data(r, (6, 9))
+    add("gemm_c_full", "Gemm", 17, [("input", "A", a), ("input", "B", b), ("input", "C", c)],
+        [("Y", gemm(a, b, c, 1.0, 1.0, False, False))], tol=GEMM_TOL)
+
+    # MatMul ------------------------------------------------------------------------------
+    for name, sa, sb in [
+        ("matmul_2d", (3, 4), (4, 5)),
+        ("matmul_batched", (2, 3, 4), (2, 4, 5)),
+        ("matmul_broadcast_batch", (2, 1, 3, 4), (3, 4, 5)),
+        ("matmul_rhs_2d", (2, 3, 4), (4, 5)),
+        ("matmul_lhs_2d", (3, 4), (2, 4, 5)),
+        ("matmul_1d_lhs", (4,), (2, 4, 5)),
+        ("matmul_1d_rhs", (2, 3, 4), (4,)),
+        ("matmul_1d_1d", (7,), (7,)),
+    ]:
+        r = rng()
+        a, b = float_data(r, sa), float_data(r, sb)
+        add(name, "MatMul", 13, [("input", "A", a), ("input", "B", b)], [("Y", matmul(a, b))],
+            tol=GEMM_TOL)
+
+    # Binary elementwise ------------------------------------------------------------------
+    binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
+    shapes = [("same", (2, 3), (2, 3)), ("bcast_row", (2, 3, 4), (4,)),
+              ("bcast_both", (2, 1, 4), (3, 1)), ("scalar", (2, 3), ())]
+    for op, fn in binary.items():
+        for tag, sa, sb in shapes:
+            r = rng()
+            a, b = float_data(r, sa), float_data(r, sb)
+            add(f"{op.lower()}_{tag}", op, 13, [("input", "A", a), ("input", "B", b)],
+                [("C", fn(a, b).astype(np.float32))])
+    for tag, sa, sb in shapes + [("bcast_col", (2, 3), (2, 1))]:
+        r = rng()
+        a = float_data(r, sa)
+        b = (r.uniform(0.5, 2.0, size=sb) * r.choice([-1.0, 1.0], size=sb)).astype(np.float32)
+        add(f"div_{tag}", "Div", 14, [("input", "A", a), ("input", "B", b)],
+            [("C", (a / b).astype(np.float32))])
+    r = rng()
+    a = r.integers(-1000, 1000, size=(2, 3)).astype(np.int64)
+    b = r.integers(-1000, 1000, size=(3,)).astype(np.int64)
+    add("add_int64_bcast", "Add", 14, [("input", "A", a), ("input", "B", b)], [("C", a + b)])
+    a = r.integers(-100, 100, size=(2, 3)).astype(np.int32)
+    b = r.integers(-100, 100, size=(2, 1)).astype(np.int32)
+    add("mul_int32_bcast", "Mul", 14, [("input", "A", a), ("input", "B", b)], [("C", a * b)])
+    a = np.array([[7, -7, 9, 0], [100, -100, 5, -5]], dtype=np.int64)
+    b = np.array([2, 2, -4, 3], dtype=np.int64)
+    # Integer Div truncates toward zero, as C++ (and onnxruntime) does.
+    add("div_int64_trunc", "Div", 14, [("input", "A", a), ("input", "B", b)],
+        [("C", np.trunc(a / b).astype(np.int64))])
+    r = rng()
+    a, b = float_data(r, (0, 3)), float_data(r, (3,))
+    add("add_empty", "Add", 13, [("input", "A", a), ("input", "B", b)], [("C", a + b)])
+
+    # Unary elementwise -------------------------------------------------------------------
+    r = rng()
+    x = float_data(r, (2, 3, 4), -5.0, 5.0)
+    x.flat[0], x.flat[1], x.flat[2] = 0.0, -30.0, 30.0
+    add("relu", "Relu", 14, [("input", "X", x)], [("Y", relu(x))])
+    add("sigmoid", "Sigmoid", 13, [("input", "X", x)], [("Y", sigmoid(x))], tol=ELEMENTWISE_MATH)
+    add("tanh", "Tanh", 13, [("input", "X", x)], [("Y", np.tanh(x.astype(np.float64))
+                                                        .astype(np.float32))],
+        tol=ELEMENTWISE_MATH)
+    add("erf", "Erf", 13, [("input", "X", x)], [("Y", erf(x).astype(np.float32))],
+        tol=ELEMENTWISE_MATH)
+
+    # Softmax -----------------------------------------------------------------------------
+    r = rng()
+    x = float_data(r, (2, 3, 5), -4.0, 4.0)
+    add("softmax_last_axis", "Softmax", 13, [("input", "X", x)], [("Y", softmax(x, -1))],
+        tol=ELEMENTWISE_MATH)
+    add("softmax_axis1", "Softmax", 13, [("input", "X", x)], [("Y", softmax(x, 1))],
+        attrs={"axis": ("int", 1)}, tol=ELEMENTWISE_MATH)
+    x = np.array([[1000.0, 999.0, -1000.0, 0.0], [-50.0, -50.0, -50.0, -50.0]], np.float32)
+    add("softmax_large_values", "Softmax", 13, [("input", "X", x)], [("Y", softmax(x, -1))],
+        tol=ELEMENTWISE_MATH)
+    r = rng()
+    x = float_data(r, (3, 300), -4.0, 4.0)
+    add("softmax_wide_row", "Softmax", 13, [("input", "X", x)], [("Y", softmax(x, -1))],
+        tol=ELEMENTWISE_MATH)
+
+    # LayerNormalization (opset 17 is the first to define it) ----------------------------
+    r = rng()
+    x, s, bb = float_data(r, (2, 3, 8)), float_data(r, (8,)), float_data(r, (8,))
+    y, mean, inv = layernorm(x, s, bb, -1, 1e-5)
+    add("layernorm_last_axis", "LayerNormalization", 17,
+        [("input", "X", x), ("const", "Scale", s), ("const", "B", bb)], [("Y", y)],
+        tol=NORM_TOL)
+    r = rng()
+    x, s, bb = float_data(r, (2, 3, 4)), float_data(r, (3, 4)), float_data(r, (3, 4))
+    y, mean, inv = layernorm(x, s, bb, 1, 1e-3)
+    add("layernorm_axis1_stats", "LayerNormalization", 17,
+        [("input", "X", x), ("input", "Scale", s), ("input", "B", bb)],
+        [("Y", y), ("Mean", mean), ("InvStdDev", inv)],
+        attrs={"axis": ("int", 1), "epsilon": ("float", 1e-3)}, tol=NORM_TOL)
+    r = rng()
+    x, s = float_data(r, (4, 384), -3.0, 3.0), float_data(r, (384,))
+    y, _, _ = layernorm(x, s, None, -1, 1e-5)
+    add("layernorm_no_bias_wide", "LayerNormalization", 17,
+        [("input", "X", x), ("input", "Scale", s)], [("Y", y)], tol=NORM_TOL)
+
+    # Gather ------------------------------------------------------------------------------
+    r = rng()
+    data = float_data(r, (10, 4))
+    idx = np.array([[0, 9, -1], [3, -10, 5]], dtype=np.int64)
+    add("gather_axis0", "Gather", 13, [("input", "data", data), ("input", "indices", idx)],
+        [("output", np.take(data, idx, axis=0))])
+    r = rng()
+    data = float_data(r, (3, 5, 2))
+    idx = np.array([4, 0, -2, 1], dtype=np.int32)
+    add("gather_axis1_int32", "Gather", 13, [("input", "data", data), ("input", "indices", idx)],
+        [("output", np.take(data, idx, axis=1))], attrs={"axis": ("int", 1)})
+    r = rng()
+    data = float_data(r, (3, 4))
+    idx = np.array(2, dtype=np.int64)
+    add("gather_scalar_index", "Gather", 13, [("input", "data", data), ("const", "indices", idx)],
+        [("output", np.take(data, idx, axis=0))])
+    r = rng()
+    data = r.integers(0, 1 << 40, size=(2, 4, 3)).astype(np.int64)
+    idx = np.array(1, dtype=np.int64)
+    add("gather_int64_data_axis1", "Gather", 13,
+        [("input", "data", data), ("const", "indices", idx)],
+        [("output", np.take(data, idx, axis=1))], attrs={"axis": ("int", 1)})
+
+    # ReduceSum (axes is an input from opset 13) ------------------------------------------
+    r = rng()
+    x = float_data(r, (2, 3, 4))
+    add("reducesum_axis1_keepdims", "ReduceSum", 13,
+        [("input", "data", x), ("const", "axes", np.array([1], np.int64))],
+        [("reduced", x.sum(axis=1, keepdims=True, dtype=np.float64).astype(np.float32))],
+        tol=REDUCE_TOL)
+    add("reducesum_axes02_nokeep", "ReduceSum", 13,
+        [("input", "data", x), ("const", "axes", np.array([0, 2], np.int64))],
+        [("reduced", x.sum(axis=(0, 2), dtype=np.float64).astype(np.float32))],
+        attrs={"keepdims": ("int", 0)}, tol=REDUCE_TOL)
+    add("reducesum_all_default_axes", "ReduceSum", 13, [("input", "data", x)],
+        [("reduced", x.sum(axis=(0, 1, 2), keepdims=True, dtype=np.float64)
+          .astype(np.float32))], tol=REDUCE_TOL)
+    add("reducesum_negative_axis", "ReduceSum", 13,
+        [("input", "data", x), ("const", "axes", np.array([-1], np.int64))],
+        [("reduced", x.sum(axis=-1, dtype=np.float64).astype(np.float32))],
+        attrs={"keepdims": ("int", 0)}, tol=REDUCE_TOL)
+    add("reducesum_noop_empty_axes", "ReduceSum", 13, [("input", "data", x)],
+        [("reduced", x.copy())], attrs={"noop_with_empty_axes": ("int", 1)}, tol=REDUCE_TOL)
+
+    # ReduceMean (axes is an attribute until opset 18) ------------------------------------
+    r = rng()
+    x = float_data(r, (2, 3, 4))
+    add("reducemean_axis1_keepdims", "ReduceMean", 13, [("input", "data", x)],
+        [("reduced", x.mean(axis=1, keepdims=True, dtype=np.float64).astype(np.float32))],
+        attrs={"axes": ("ints", [1])}, tol=REDUCE_TOL)
+    add("reducemean_axes02_nokeep", "ReduceMean", 17, [("input", "data", x)],
+        [("reduced", x.mean(axis=(0, 2), dtype=np.float64).astype(np.float32))],
+        attrs={"axes": ("ints", [0, -1]), "keepdims": ("int", 0)}, tol=REDUCE_TOL)
+    add("reducemean_all_nokeep", "ReduceMean", 13, [("input", "data", x)],
+        [("reduced", np.array(x.mean(dtype=np.float64), dtype=np.float32))],
+        attrs={"keepdims": ("int", 0)}, tol=REDUCE_TOL)
+
+    # Concat ------------------------------------------------------------------------------
+    r = rng()
+    a, b, c = float_data(r, (2, 3)), float_data(r, (4, 3)), float_data(r, (1, 3))
+    add("concat_axis0", "Concat", 13,
+        [("input", "a", a), ("input", "b", b), ("input", "c", c)],
+        [("concat_result", np.concatenate([a, b, c], axis=0))], attrs={"axis": ("int", 0)})
+    r = rng()
+    a, b, c = float_data(r, (2, 1, 4)), float_data(r, (2, 3, 4)), float_data(r, (2, 2, 4))
+    add("concat_axis1", "Concat", 13,
+        [("input", "a", a), ("input", "b", b), ("input", "c", c)],
+        [("concat_result", np.concatenate([a, b, c], axis=1))], attrs={"axis": ("int", 1)})
+    r = rng()
+    a = r.integers(-9, 9, size=(2, 2)).astype(np.int64)
+    b = r.integers(-9, 9, size=(2, 5)).astype(np.int64)
+    add("concat_negative_axis_int64", "Concat", 13, [("input", "a", a), ("input", "b", b)],
+        [("concat_result", np.concatenate([a, b], axis=-1))], attrs={"axis": ("int", -1)})
+
+    # Reshape / Flatten / Transpose / Unsqueeze / Squeeze / Identity ----------------------
+    r = rng()
+    x = float_data(r, (2, 3, 4))
+    for tag, shape in [("minus_one", [4, -1]), ("zero_and_minus_one", [0, -1, 2])]:
+        shape_arr = np.array(shape, dtype=np.int64)
+        add(f"reshape_{tag}", "Reshape", 14, [("input", "data", x), ("const", "shape", shape_arr)],
+            [("reshaped", reshape_ref(x, shape))])
+    for tag, axis in [("axis1", 1), ("axis0", 0), ("axis_negative", -1)]:
+        ax = axis % x.ndim if axis < 0 else axis
+        outer = int(np.prod(x.shape[:ax])) if ax > 0 else 1
+        add(f"flatten_{tag}", "Flatten", 13, [("input", "input", x)],
+            [("output", x.reshape(outer, -1))], attrs={"axis": ("int", axis)})
+    add("transpose_perm120", "Transpose", 13, [("input", "data", x)],
+        [("transposed", np.transpose(x, (1, 2, 0)))], attrs={"perm": ("ints", [1, 2, 0])})
+    add("transpose_default_reverse", "Transpose", 13, [("input", "data", x)],
+        [("transposed", np.transpose(x))])
+    r = rng()
+    x4 = float_data(r, (2, 3, 4, 5))
+    add("transpose_4d_0213", "Transpose", 13, [("input", "data", x4)],
+        [("transposed", np.transpose(x4, (0, 2, 1, 3)))],
+        attrs={"perm": ("ints", [0, 2, 1, 3])})
+    r = rng()
+    x = float_data(r, (3, 4))
+    add("unsqueeze_axes_0_3", "Unsqueeze", 13,
+        [("input", "data", x), ("const", "axes", np.array([0, 3], np.int64))],
+        [("expanded", x.reshape(1, 3, 4, 1))])
+    add("unsqueeze_negative_axis", "Unsqueeze", 13,
+        [("input", "data", x), ("const", "axes", np.array([-1], np.int64))],
+        [("expanded", x.reshape(3, 4, 1))])
+    r = rng()
+    x = float_data(r, (1, 3, 1, 4))
+    add("squeeze_axes_0_2", "Squeeze", 13,
+        [("input", "data", x), ("const", "axes", np.array([0, 2], np.int64))],
+        [("squeezed", x.reshape(3, 4))])
+    add("squeeze_all_ones", "Squeeze", 13, [("input", "data", x)],
+        [("squeezed", x.reshape(3, 4))])
+    add("squeeze_negative_axis", "Squeeze", 13,
+        [("input", "data", x), ("const", "axes", np.array([-2], np.int64))],
+        [("squeezed", x.reshape(1, 3, 4))])
+    add("identity", "Identity", 16, [("input", "input", x)], [("output", x.copy())])
+
+    # Cast --------------------------------------------------------------------------------
+    r = rng()
+    i64 = r.integers(-(1 << 20), 1 << 20, size=(2, 3)).astype(np.int64)
+    f32 = float_data(r, (2, 4), -1000.0, 1000.0)
+    f32.flat[0], f32.flat[1], f32.flat[2] = 0.5, -0.5, -0.0
+    i32 = r.integers(-(1 << 30), 1 << 30, size=(5,)).astype(np.int32)
+    bl = np.array([True, False, True], dtype=np.bool_)
+    u8 = np.array([0, 1, 127, 255], dtype=np.uint8)
+    f16src = np.array([0.0, 1.0, -2.5, 65504.0, 1e-5, 3.14159, 1e-8, -70000.0], np.float32)
+    for name, src, to in [
+        ("cast_int64_to_fp32", i64, np.float32),
+        ("cast_fp32_to_int32", f32, np.int32),
+        ("cast_fp32_to_int64", f32, np.int64),
+        ("cast_int32_to_int64", i32, np.int64),
+        ("cast_bool_to_fp32", bl, np.float32),
+        ("cast_fp32_to_bool", np.array([0.0, -0.0, 1.5, -2.0, 1e-30], np.float32), np.bool_),
+        ("cast_uint8_to_fp32", u8, np.float32),
+        ("cast_fp32_to_fp16", f16src, np.float16),
+        ("cast_fp16_to_fp32", f16src.astype(np.float16), np.float32),
+        ("cast_fp32_to_fp64", f32, np.float64),
+    ]:
+        add(name, "Cast", 13, [("input", "input", src)], [("output", src.astype(to))],
+            attrs={"to": ("dtype", np.dtype(to))})
+    return cases
+
+
+def build_op_model(case):
+    node_inputs = [name for _, name, _ in case.inputs]
+    node_outputs = [name for name, _ in case.outputs]
+    attrs = {}
+    for name, (kind, value) in case.attrs.items():
+        attrs[name] = NP_TO_ONNX[value] if kind == "dtype" else value
+    node = helper.make_node(case.op, node_inputs, node_outputs, name=case.name, **attrs)
+    graph_inputs = [value_info(n, NP_TO_ONNX[a.dtype], list(a.shape))
+                    for kind, n, a in case.inputs if kind == "input"]
+    initializers = [init(n, a) for kind, n, a in case.inputs if kind == "const"]
+    graph_outputs = [value_info(n, NP_TO_ONNX[a.dtype], list(a.shape)) for n, a in case.outputs]
+    graph = helper.make_graph([node], case.name, graph_inputs, graph_outputs,
+                              initializer=initializers)
+    return make_model(graph, case.opset)
+
+
+def attr_text(name, kind, value):
+    if kind == "int":
+        return f"attr {name} int {int(value)}"
+    if kind == "float":
+        return f"attr {name} float {float(value):.9g}"
+    if kind == "ints":
+        return f"attr {name} ints " + ",".join(str(int(v)) for v in value)
+    if kind == "floats":
+        return f"attr {name} floats " + ",".join(f"{float(v):.9g}" for v in value)
+    if kind == "dtype":
+        return f"attr {name} dtype {NP_TO_NAME[value]}"
+    raise ValueError(kind)
+
+
+def write_op_fixtures(w):
+    names = set()
+    for case in op_cases():
+        assert case.name not in names, case.name
+        names.add(case.name)
+        case_dir = os.path.join("tests/fixtures/ops", case.name)
+        w.write_model(os.path.join(case_dir, "model.onnx"), build_op_model(case))
+        header = ["model model.onnx", f"op {case.op}", f"opset {case.opset}"]
+        header += [attr_text(n, k, v) for n, (k, v) in sorted(case.attrs.items())]
+        write_case(w, case_dir, header, case.inputs, case.outputs, case.tol)
+    return len(names)
+
+
+# ---------------------------------------------------------------------------------------
+# Example models
+
+
+def build_mlp():
+    """input FP32 [batch,64] -> (Gemm, Relu) x2 -> Gemm -> Softmax -> probabilities [batch,10]."""
+    rng = np.random.default_rng(42)
+    sizes = [64, 128, 64, 10]
+    nodes, inits, params = [], [], []
+    x = "input"
+    for i in range(3):
+        fan_in, fan_out = sizes[i], sizes[i + 1]
+        # Stored [out, in] with transB=1, as PyTorch's exporter writes nn.Linear.
+        w = (rng.standard_normal((fan_out, fan_in)) * math.sqrt(2.0 / fan_in)).astype(np.float32)
+        b = (rng.standard_normal((fan_out,)) * 0.1).astype(np.float32)
+        inits += [init(f"fc{i}.weight", w), init(f"fc{i}.bias", b)]
+        params.append((w, b))
+        y = f"fc{i}"
+        nodes.append(helper.make_node("Gemm", [x, f"fc{i}.weight", f"fc{i}.bias"], [y],
+                                      name=f"fc{i}", transB=1))
+        x = y
+        if i < 2:
+            nodes.append(helper.make_node("Relu", [x], [f"relu{i}"], name=f"relu{i}"))
+            x = f"relu{i}"
+    nodes.append(helper.make_node("Softmax", [x], ["probabilities"], name="softmax", axis=-1))
+    graph = helper.make_graph(nodes, "mlp", [value_info("input", TensorProto.FLOAT, ["batch", 64])],
+                              [value_info("probabilities", TensorProto.FLOAT, ["batch", 10])],
+                              initializer=inits)
+    model = make_model(graph, 13)
+
+    def reference(inp):
+        h = inp
+        for i, (w, b) in enumerate(params):
+            h = gemm(h, w, b, 1.0, 1.0, False, True)
+            if i < 2:
+                h = relu(h)
+        return softmax(h, -1)
+
+    return model, reference
+
+
+RECSYS_FEATURES = 4
+RECSYS_BAG = 8
+RECSYS_ROWS = 100_000
+RECSYS_DIM = 32
+RECSYS_DENSE = 13
+
+
+def build_recsys():
+    """sparse_ids INT64 [batch,4,8], dense FP32 [batch,13] -> score FP32 [batch,1].
+
+    Feature f's ids are sparse_ids[:, f, :] (Gather axis=1 with a scalar index); each id
+    picks a row of table f (Gather axis=0), the bag of 8 rows is averaged (ReduceMean over
+    axis 1), the four bags and the dense features are concatenated (4*32+13 = 141) and go
+    through Gemm/Relu 141->64->32 and Gemm 32->1 -> Sigmoid.
+    """
+    rng = np.random.default_rng(7)
+    nodes, inits = [], []
+    tables = []
+    bags = []
+    for f in range(RECSYS_FEATURES):
+        table = (rng.standard_normal((RECSYS_ROWS, RECSYS_DIM), dtype=np.float32) * 0.05)
+        tables.append(table)
+        inits += [init(f"emb{f}.table", table), init(f"feature{f}.index", np.array(f, np.int64))]
+        nodes += [
+            helper.make_node("Gather", ["sparse_ids", f"feature{f}.index"], [f"ids{f}"],
+                             name=f"select_feature{f}", axis=1),
+            helper.make_node("Gather", [f"emb{f}.table", f"ids{f}"], [f"emb{f}"],
+                             name=f"lookup{f}", axis=0),
+            helper.make_node("ReduceMean", [f"emb{f}"], [f"bag{f}"], name=f"bag{f}", axes=[1],
+                             keepdims=0),
+        ]
+        bags.append(f"bag{f}")
+    nodes.append(helper.make_node("Concat", bags + ["dense"], ["features"], name="concat", axis=1))
+    sizes = [RECSYS_FEATURES * RECSYS_DIM + RECSYS_DENSE, 64, 32, 1]
+    params = []
+    x = "features"
+    for i in range(3):
+        fan_in, fan_out = sizes[i], sizes[i + 1]
+        w = (rng.standard_normal((fan_out, fan_in)) * math.sqrt(2.0 / fan_in)).astype(np.float32)
+        b = (rng.standard_normal((fan_out,)) * 0.1).astype(np.float32)
+        inits += [init(f"fc{i}.weight", w), init(f"fc{i}.bias", b)]
+        params.append((w, b))
+        nodes.append(helper.make_node("Gemm", [x, f"fc{i}.weight", f"fc{i}.bias"], [f"fc{i}"],
+                                      name=f"fc{i}", transB=1))
+        x = f"fc{i}"
+        if i < 2:
+            nodes.append(helper.make_node("Relu", [x], [f"relu{i}"], name=f"relu{i}"))
+            x = f"relu{i}"
+    nodes.append(helper.make_node("Sigmoid", [x], ["score"], name="sigmoid"))
+    graph = helper.make_graph(
+        nodes, "recsys",
+        [value_info("sparse_ids", TensorProto.INT64, ["batch", RECSYS_FEATURES, RECSYS_BAG]),
+         value_info("dense", TensorProto.FLOAT, ["batch", RECSYS_DENSE])],
+        [value_info("score", TensorProto.FLOAT, ["batch", 1])], initializer=inits)
+    model = make_model(graph, 17)
+
+    def reference(ids, dense):
+        pooled = [tables[f][ids[:, f, :]].astype(np.float64).mean(axis=1).astype(np.float32)
+                  for f in range(RECSYS_FEATURES)]
+        h = np.concatenate(pooled + [dense], axis=1)
+        for i, (w, b) in enumerate(params):
+            h = gemm(h, w, b, 1.0, 1.0, False, True)
+            if i < 2:
+                h = relu(h)
+        return sigmoid(h)
+
+    return model, reference
+
+
+TF_SEQ, TF_DIM, TF_HEADS, TF_FF = 8, 16, 2, 32
+
+
+def build_transformer():
+    """x FP32 [batch,8,16] -> one post-LN encoder block (2 heads, GELU FFN) -> y [batch,8,16]."""
+    rng = np.random.default_rng(1234)
+    hd = TF_DIM // TF_HEADS
+    p = {}
+
+    def param(name, shape, scale):
+        p[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
+        return name
+
+    for n in ("q", "k", "v", "o"):
+        param(f"w{n}", (TF_DIM, TF_DIM), 1.0 / math.sqrt(TF_DIM))
+        param(f"b{n}", (TF_DIM,), 0.02)
+    param("w1", (TF_DIM, TF_FF), 1.0 / math.sqrt(TF_DIM))
+    param("b1", (TF_FF,), 0.02)
+    param("w2", (TF_FF, TF_DIM), 1.0 / math.sqrt(TF_FF))
+    param("b2", (TF_DIM,), 0.02)
+    p["ln1.scale"] = (1.0 + 0.1 * rng.standard_normal(TF_DIM)).astype(np.float32)
+    p["ln1.bias"] = (0.1 * rng.standard_normal(TF_DIM)).astype(np.float32)
+    p["ln2.scale"] = (1.0 + 0.1 * rng.standard_normal(TF_DIM)).astype(np.float32)
+    p["ln2.bias"] = (0.1 * rng.standard_normal(TF_DIM)).astype(np.float32)
+    consts = {
+        "heads_shape": np.array([0, 0, TF_HEADS, hd], np.int64),
+        "merge_shape": np.array([0, 0, -1], np.int64),
+        "sqrt_hd": np.array(math.sqrt(hd), np.float32),
+        "sqrt2": np.array(math.sqrt(2.0), np.float32),
+        "one": np.array(1.0, np.float32),
+        "half": np.array(0.5, np.float32),
+    }
+    inits = [init(k, v) for k, v in p.items()] + [init(k, v) for k, v in consts.items()]
+    N = helper.make_node
+    nodes = []
+    for n in ("q", "k", "v"):
+        nodes += [N("MatMul", ["x", f"w{n}"], [f"{n}_mm"], name=f"{n}_proj"),
+                  N("Add", [f"{n}_mm", f"b{n}"], [f"{n}_lin"], name=f"{n}_bias"),
+                  N("Reshape", [f"{n}_lin", "heads_shape"], [f"{n}_heads"], name=f"{n}_split")]
+    nodes += [
+        N("Transpose", ["q_heads"], ["q_t"], name="q_t", perm=[0, 2, 1, 3]),
+        N("Transpose", ["k_heads"], ["k_t"], name="k_t", perm=[0, 2, 3, 1]),
+        N("Transpose", ["v_heads"], ["v_t"], name="v_t", perm=[0, 2, 1, 3]),
+        N("MatMul", ["q_t", "k_t"], ["scores_raw"], name="scores"),
+        N("Div", ["scores_raw", "sqrt_hd"], ["scores"], name="scale"),
+        N("Softmax", ["scores"], ["attn"], name="softmax", axis=-1),
+        N("MatMul", ["attn", "v_t"], ["ctx_heads"], name="context"),
+        N("Transpose", ["ctx_heads"], ["ctx_t"], name="ctx_t", perm=[0, 2, 1, 3]),
+        N("Reshape", ["ctx_t", "merge_shape"], ["ctx"], name="merge_heads"),
+        N("MatMul", ["ctx", "wo"], ["o_mm"], name="o_proj"),
+        N("Add", ["o_mm", "bo"], ["attn_out"], name="o_bias"),
+        N("Add", ["x", "attn_out"], ["res1"], name="residual1"),
+        N("LayerNormalization", ["res1", "ln1.scale", "ln1.bias"], ["ln1"], name="ln1",
+          axis=-1, epsilon=1e-5),
+        N("MatMul", ["ln1", "w1"], ["ff1_mm"], name="ff1"),
+        N("Add", ["ff1_mm", "b1"], ["ff1"], name="ff1_bias"),
+        N("Div", ["ff1", "sqrt2"], ["gelu_div"], name="gelu_div"),
+        N("Erf", ["gelu_div"], ["gelu_erf"], name="gelu_erf"),
+        N("Add", ["gelu_erf", "one"], ["gelu_add"], name="gelu_add"),
+        N("Mul", ["ff1", "gelu_add"], ["gelu_mul"], name="gelu_mul"),
+        N("Mul", ["gelu_mul", "half"], ["gelu"], name="gelu_half"),
+        N("MatMul", ["gelu", "w2"], ["ff2_mm"], name="ff2"),
+        N("Add", ["ff2_mm", "b2"], ["ff2"], name="ff2_bias"),
+        N("Add", ["ln1", "ff2"], ["res2"], name="residual2"),
+        N("LayerNormalization", ["res2", "ln2.scale", "ln2.bias"], ["y"], name="ln2", axis=-1,
+          epsilon=1e-5),
+    ]
+    graph = helper.make_graph(
+        nodes, "transformer", [value_info("x", TensorProto.FLOAT, ["batch", TF_SEQ, TF_DIM])],
+        [value_info("y", TensorProto.FLOAT, ["batch", TF_SEQ, TF_DIM])], initializer=inits)
+    model = make_model(graph, 17)
+
+    def reference(x):
+        b = x.shape[0]
+
+        def lin(h, w, bias):
+            return (matmul(h, p[w]) + p[bias]).astype(np.float32)
+
+        q = lin(x, "wq", "bq").reshape(b, TF_SEQ, TF_HEADS, hd).transpose(0, 2, 1, 3)
+        k = lin(x, "wk", "bk").reshape(b, TF_SEQ, TF_HEADS, hd).transpose(0, 2, 3, 1)
+        v = lin(x, "wv", "bv").reshape(b, TF_SEQ, TF_HEADS, hd).transpose(0, 2, 1, 3)
+        attn = softmax(matmul(q, k) / np.float32(math.sqrt(hd)), -1)
+        ctx = matmul(attn, v).transpose(0, 2, 1, 3).reshape(b, TF_SEQ, TF_DIM)
+        ln1, _, _ = layernorm(x + lin(ctx, "wo", "bo"), p["ln1.scale"], p["ln1.bias"], -1, 1e-5)
+        ff = lin(gelu(lin(ln1, "w1", "b1")), "w2", "b2")
+        y, _, _ = layernorm(ln1 + ff, p["ln2.scale"], p["ln2.bias"], -1, 1e-5)
+        return y
+
+    return model, reference
+
+
+def write_models(w, only):
+    sizes = {}
+    model_tol = (1e-5, 1e-4)
+    if only in (None, "examples"):
+        mlp, mlp_ref = build_mlp()
+        w.write("examples/models/mlp/config.pbtxt",
+                config_pbtxt("mlp", 64, [("input", "TYPE_FP32", [64])],
+                             [("probabilities", "TYPE_FP32", [10])]))
+        w.write_model("examples/models/mlp/1/model.onnx", mlp)
+        x = np.random.default_rng(100).standard_normal((3, 64)).astype(np.float32)
+        write_case(w, "tests/fixtures/models/mlp/reference",
+                   ["model ../../../../../examples/models/mlp/1/model.onnx"],
+                   [("input", "input", x)], [("probabilities", mlp_ref(x))], model_tol)
+
+        recsys, recsys_ref = build_recsys()
+        w.write("examples/models/recsys/config.pbtxt",
+                config_pbtxt("recsys", 64,
+                             [("sparse_ids", "TYPE_INT64", [RECSYS_FEATURES, RECSYS_BAG]),
+                              ("dense", "TYPE_FP32", [RECSYS_DENSE])],
+                             [("score", "TYPE_FP32", [1])]))
+        w.write_model("examples/models/recsys/1/model.onnx", recsys)
+        r = np.random.default_rng(101)
+        ids = r.integers(0, RECSYS_ROWS, size=(2, RECSYS_FEATURES, RECSYS_BAG)).astype(np.int64)
+        ids[0, 0, 0], ids[1, 3, 7] = 0, RECSYS_ROWS - 1
+        dense = r.standard_normal((2, RECSYS_DENSE)).astype(np.float32)
+        write_case(w, "tests/fixtures/models/recsys/reference",
+                   ["model ../../../../../examples/models/recsys/1/model.onnx"],
+                   [("input", "sparse_ids", ids), ("input", "dense", dense)],
+                   [("score", recsys_ref(ids, dense))], model_tol)
+        sizes["mlp"] = len(mlp.SerializeToString())
+        sizes["recsys"] = len(recsys.SerializeToString())
+
+    if only in (None, "fixtures"):
+        tf, tf_ref = build_transformer()
+        w.write("tests/fixtures/models/transformer/config.pbtxt",
+                config_pbtxt("transformer", 8, [("x", "TYPE_FP32", [TF_SEQ, TF_DIM])],
+                             [("y", "TYPE_FP32", [TF_SEQ, TF_DIM])]))
+        w.write_model("tests/fixtures/models/transformer/1/model.onnx", tf)
+        x = np.random.default_rng(102).standard_normal((2, TF_SEQ, TF_DIM)).astype(np.float32)
+        write_case(w, "tests/fixtures/models/transformer/reference", ["model ../1/model.onnx"],
+                   [("input", "x", x)], [("y", tf_ref(x))], model_tol)
+        sizes["transformer"] = len(tf.SerializeToString())
+    return sizes
+
+
+# ---------------------------------------------------------------------------------------
+# Bad models for loader tests
+
+
+def write_bad_models(w):
+    base = "tests/fixtures/bad"
+    x = value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = value_info("y", TensorProto.FLOAT, ["batch", 4])
+    w4 = init("w", np.arange(16, dtype=np.float32).reshape(4, 4))
+
+    good = make_model(helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "good",
+                                        [x], [y], initializer=[w4]), 13)
+    data = good.SerializeToString(deterministic=True)
+    # Cut inside the initializer's raw bytes so the parse fails, not just a short graph.
+    w.write(f"{base}/truncated.onnx", data[:len(data) * 2 // 3])
+
+    w.write_model(f"{base}/unknown_op.onnx", make_model(
+        helper.make_graph([helper.make_node("Celu", ["x"], ["y"], alpha=1.0)], "unknown_op",
+                          [x], [y]), 13))
+    w.write_model(f"{base}/custom_domain_op.onnx", make_model(
+        helper.make_graph([helper.make_node("FancyRelu", ["x"], ["y"], domain="com.example")],
+                          "custom_domain_op", [x], [y]), 13, domains=["com.example"]))
+
+    bad_init = TensorProto()
+    bad_init.name = "w"
+    bad_init.data_type = TensorProto.FLOAT
+    bad_init.dims.extend([4, 4])
+    bad_init.raw_data = b"\0" * 10  # 4x4 FP32 needs 64 bytes
+    w.write_model(f"{base}/bad_initializer.onnx", make_model(
+        helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "bad_initializer",
+                          [x], [y], initializer=[bad_init]), 13))
+
+    w.write_model(f"{base}/missing_input.onnx", make_model(
+        helper.make_graph([helper.make_node("Add", ["x", "ghost"], ["y"])], "missing_input",
+                          [x], [y]), 13))
+
+    w.write_model(f"{base}/bad_opset.onnx", make_model(
+        helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "bad_opset", [x], [y]), 9))
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), help="root to write under (default: the repository)")
+    parser.add_argument("--only", choices=["examples", "fixtures"],
+                        help="write only the example models or only the test fixtures")
+    args = parser.parse_args(argv)
+    w = Writer(args.out)
+    # Cast fixtures overflow to inf on purpose (FP32 -> FP16 of -70000).
+    np.seterr(over="ignore")
+    sizes = write_models(w, args.only)
+    n_ops = 0
+    if args.only in (None, "fixtures"):
+        n_ops = write_op_fixtures(w)
+        write_bad_models(w)
+    detail = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in sizes.items())
+    print(f"gen_models: {w.written} files written, {w.unchanged} unchanged; "
+          f"{n_ops} op cases; models: {detail}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
