@@ -30,8 +30,8 @@ void InitializeSymbolizer(const char* argv0) {
   if (!done.exchange(true)) absl::InitializeSymbolizer(argv0);
 }
 
-void LeakTracker::Record(const void* ptr, std::uint64_t bytes, absl::string_view owner) {
-  if (level_ <= 0 || ptr == nullptr) return;
+void LeakTracker::RecordSlow(const void* ptr, std::uint64_t bytes, absl::string_view owner) {
+  if (ptr == nullptr) return;
   Entry entry;
   entry.bytes = bytes;
   entry.owner = std::string(owner);
@@ -41,8 +41,8 @@ void LeakTracker::Record(const void* ptr, std::uint64_t bytes, absl::string_view
   live_[reinterpret_cast<std::uintptr_t>(ptr)] = std::move(entry);
 }
 
-void LeakTracker::Erase(const void* ptr) {
-  if (level_ <= 0 || ptr == nullptr) return;
+void LeakTracker::EraseSlow(const void* ptr) {
+  if (ptr == nullptr) return;
   absl::MutexLock lock(&mu_);
   live_.erase(reinterpret_cast<std::uintptr_t>(ptr));
 }
@@ -50,12 +50,16 @@ void LeakTracker::Erase(const void* ptr) {
 std::vector<OutstandingAllocation> LeakTracker::List() const {
   std::vector<OutstandingAllocation> out;
   if (level_ <= 0) return out;
+  std::vector<std::pair<std::uintptr_t, Entry>> copy;
   {
     absl::MutexLock lock(&mu_);
-    out.reserve(live_.size());
-    for (const auto& [address, entry] : live_) {
-      out.push_back({address, entry.bytes, entry.owner, Symbolize(entry.frames, entry.depth)});
-    }
+    copy.assign(live_.begin(), live_.end());
+  }
+  // Symbolizing reads the binary's symbol table: slow, so never under the lock that
+  // allocations take.
+  out.reserve(copy.size());
+  for (const auto& [address, entry] : copy) {
+    out.push_back({address, entry.bytes, entry.owner, Symbolize(entry.frames, entry.depth)});
   }
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.address < b.address; });

@@ -29,13 +29,21 @@ class LeakTracker {
   explicit LeakTracker(int level) : level_(level) {}
 
   int level() const { return level_; }
-  void Record(const void* ptr, std::uint64_t bytes, absl::string_view owner);
-  void Erase(const void* ptr);
+  // Inline level checks keep level 0 free of calls on the pools' hot paths.
+  void Record(const void* ptr, std::uint64_t bytes, absl::string_view owner) {
+    if (level_ > 0) RecordSlow(ptr, bytes, owner);
+  }
+  void Erase(const void* ptr) {
+    if (level_ > 0) EraseSlow(ptr);
+  }
   // Sorted by address.
   std::vector<OutstandingAllocation> List() const;
 
  private:
   static constexpr int kMaxFrames = 24;
+  void RecordSlow(const void* ptr, std::uint64_t bytes, absl::string_view owner);
+  void EraseSlow(const void* ptr);
+
   struct Entry {
     std::uint64_t bytes = 0;
     std::string owner;

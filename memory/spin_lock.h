@@ -1,6 +1,8 @@
 #ifndef NDSERVE_MEMORY_SPIN_LOCK_H_
 #define NDSERVE_MEMORY_SPIN_LOCK_H_
 
+#include <sys/single_threaded.h>
+
 #include <atomic>
 #include <thread>
 
@@ -15,6 +17,13 @@ namespace ndserve {
 class ABSL_LOCKABLE SpinLock {
  public:
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    // While the process has one thread nobody can contend, so skip the locked
+    // read-modify-write (the same shortcut glibc's malloc takes). glibc never flips the
+    // flag back to true once a second thread has existed.
+    if (__libc_single_threaded) {
+      locked_.store(true, std::memory_order_relaxed);
+      return;
+    }
     for (int spins = 0;; ++spins) {
       if (!locked_.exchange(true, std::memory_order_acquire)) return;
       while (locked_.load(std::memory_order_relaxed)) {
