@@ -40,6 +40,11 @@ std::uint64_t HostAllocator::FreeBytes() const {
 
 absl::StatusOr<void*> HostAllocator::DoAllocate(std::size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("HostAllocator: zero-byte allocation");
+  if (bytes > (std::size_t{1} << 48)) {
+    // Keeps the capacity sum and the 256-byte round-up below from overflowing.
+    return absl::ResourceExhaustedError(absl::StrCat("host allocation of ", bytes,
+                                                     " bytes is larger than any machine"));
+  }
   if (capacity_) {
     // Reserve first so concurrent callers cannot both squeeze into the last bytes.
     std::uint64_t prev = in_use_.fetch_add(bytes, std::memory_order_relaxed);

@@ -63,12 +63,35 @@ Pool::~Pool() {
 
 absl::StatusOr<Block> Pool::Allocate(std::size_t bytes, absl::string_view owner) {
   if (bytes == 0) return Block{};
+  if (bytes > kMaxAllocationBytes) {
+    // Before any rounding: near SIZE_MAX the pools' round-ups would wrap to zero.
+    return OutOfMemory(bytes, absl::ResourceExhaustedError("larger than any device"));
+  }
+  Block block;
+  {
+    // The cache hit is the hot path: one lock, no device call, no Status built.
+    SpinLockHolder lock(&mu_);
+    block = DoTakeCached(bytes);
+    if (!block.empty()) {
+      ++counters_.hits;
+      CountAllocated(block);
+    }
+  }
+  if (block.empty()) {
+    absl::StatusOr<Block> slow = AllocateSlow(bytes);
+    if (!slow.ok()) return slow.status();
+    block = *slow;
+  }
+  leaks_.Record(block.ptr, block.requested, owner);
+  return block;
+}
+
+absl::StatusOr<Block> Pool::AllocateSlow(std::size_t bytes) {
   // Escalation ladder of DESIGN.md §3; each rung runs only if the one above failed.
   absl::StatusOr<Block> block = TryAllocate(bytes);
   if (!block.ok()) {
     if (!absl::IsResourceExhausted(block.status())) return block.status();
-    const std::uint64_t needed = DoMinSegmentSize(bytes);
-    Reclaim(needed, ReclaimReason::kPressure);
+    Reclaim(DoMinSegmentSize(bytes), ReclaimReason::kPressure);
     block = TryAllocate(bytes);
   }
   if (!block.ok()) {
@@ -86,10 +109,11 @@ absl::StatusOr<Block> Pool::Allocate(std::size_t bytes, absl::string_view owner)
     }
   }
   if (!block.ok()) return OutOfMemory(bytes, block.status());
-  leaks_.Record(block->ptr, block->requested, owner);
   return block;
 }
 
+// One pass of cache -> device (the cache again because another thread may have freed
+// a fitting block since the caller's look).
 absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
   {
     SpinLockHolder lock(&mu_);

@@ -26,6 +26,10 @@ absl::string_view PoolKindName(PoolKind kind);
 // Accepts "binned", "split", "simple", "none" (case-insensitive).
 absl::StatusOr<PoolKind> ParsePoolKind(absl::string_view name);
 
+// No device has 256 TiB; anything larger is refused before the pools round it (their
+// round-ups would overflow near SIZE_MAX).
+inline constexpr std::size_t kMaxAllocationBytes = std::size_t{1} << 48;
+
 struct PoolOptions {
   std::uint64_t limit_bytes = kNoLimit;  // cap on reserved bytes (cached bytes count)
   int debug_level = 0;                   // 0 off, 1 outstanding list, 2 + stack traces
@@ -131,6 +135,8 @@ class Pool {
     std::uint64_t reclaimed_admin = 0, reclaimed_pressure = 0;
   };
 
+  // The escalation after a cache miss.
+  absl::StatusOr<Block> AllocateSlow(std::size_t bytes);
   // One pass of cache -> device. RESOURCE_EXHAUSTED when neither has room.
   absl::StatusOr<Block> TryAllocate(std::size_t bytes);
   // Takes `segment_bytes` from the device within the limit; reserves before the call.

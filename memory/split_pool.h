@@ -125,9 +125,6 @@ class SplitPool final : public Pool {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unlinks `absorbed` (the right-hand neighbour of `into`) and adds its bytes to `into`.
   void Merge(BlockNode* into, BlockNode* absorbed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  FreeIndex& IndexOf(const BlockNode* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return free_[node->segment->size_class];
-  }
 
   BlockNode* NewBlockNode() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeleteBlockNode(BlockNode* node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <thread>
@@ -186,6 +187,22 @@ TYPED_TEST(PoolConformanceTest, OutOfMemoryIsAnErrorAndThePoolRecovers) {
   absl::StatusOr<Block> again = pool->Allocate(4ul << 20);
   ASSERT_TRUE(again.ok()) << again.status();
   pool->Free(*again);
+}
+
+TYPED_TEST(PoolConformanceTest, AbsurdSizesAreOutOfMemoryNotOverflow) {
+  auto pool = this->Make();
+  for (std::size_t bytes : {std::numeric_limits<std::size_t>::max(),
+                            std::numeric_limits<std::size_t>::max() - 100,
+                            std::size_t{1} << 63, (std::size_t{1} << 48) + 1}) {
+    absl::StatusOr<Block> b = pool->Allocate(bytes);
+    ASSERT_FALSE(b.ok()) << bytes;
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted) << bytes;
+  }
+  EXPECT_EQ(pool->Stats().reserved_bytes, 0u);
+  EXPECT_EQ(pool->Stats().oom_count, 4u);
+  absl::StatusOr<Block> ok = pool->Allocate(100);
+  ASSERT_TRUE(ok.ok());
+  pool->Free(*ok);
 }
 
 TYPED_TEST(PoolConformanceTest, PressureReclaimsCacheBeforeFailing) {
