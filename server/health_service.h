@@ -1,65 +1,97 @@
 #ifndef NDSERVE_SERVER_HEALTH_SERVICE_H_
 #define NDSERVE_SERVER_HEALTH_SERVICE_H_
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-
-namespace grpc {
-class Server;
-class HealthCheckServiceInterface;
-}  // namespace grpc
+#include "proto/health.grpc.pb.h"
 
 namespace ndserve {
 
-// The daemon's liveness and readiness, answered on `grpc.health.v1.Health` by gRPC's
-// built-in health service (Check and Watch) of every server attached here:
+// The daemon's liveness and readiness:
 //   "liveness"  - SERVING while the process is up; it stays SERVING through a graceful
 //                 shutdown so that an orchestrator does not kill a draining daemon.
-//   "readiness" - SERVING once every model asked for at start is loaded and until
-//                 shutdown begins. "" (the whole server) always equals readiness.
-// The inference service's ServerLive / ServerReady answer from live() / ready().
+//   "readiness" - SERVING once every model asked for at start is loaded, until shutdown
+//                 begins. "" (the whole server) always equals readiness.
+// The inference service's ServerLive / ServerReady answer from live() / ready(); the
+// HealthService below answers grpc.health.v1.Health from Serving().
 //
-// Starts live and not ready. Owns nothing: attached servers must be detached before
-// they are destroyed. Thread-safe.
+// Starts live and not ready. Thread-safe.
 class HealthState {
  public:
   static constexpr char kLiveness[] = "liveness";
   static constexpr char kReadiness[] = "readiness";
 
-  // Turns gRPC's built-in health service on for every server built after this call.
-  // Call once from main (or a test) before building servers: gRPC's switch is a
-  // process-wide setting and not thread-safe.
-  static void EnableForNewServers();
+  // Told about every change, under the state's lock: must not call back into the state.
+  class Listener {
+   public:
+    virtual ~Listener() = default;
+    virtual void HealthChanged(bool live, bool ready) = 0;
+  };
+
+  // The rule above, for a name: SERVING (true) or not (false); nullopt for a name the
+  // daemon does not know.
+  static std::optional<bool> ServingFor(absl::string_view service, bool live, bool ready);
 
   HealthState() = default;
   HealthState(const HealthState&) = delete;
   HealthState& operator=(const HealthState&) = delete;
 
-  // Publishes the current state on `server` and keeps it up to date from now on.
-  // FAILED_PRECONDITION when the server was built before EnableForNewServers().
-  absl::Status Attach(grpc::Server* server);
-  void Detach(grpc::Server* server);
-
   void SetLive(bool live);
   void SetReady(bool ready);
   bool live() const;
   bool ready() const;
+  std::optional<bool> Serving(absl::string_view service) const;
+
+  // The listener is told the current state at once and every change afterwards, until
+  // RemoveListener returns (after which it is never called again).
+  void AddListener(Listener* listener);
+  void RemoveListener(Listener* listener);
 
  private:
-  void Publish(grpc::HealthCheckServiceInterface* service) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   bool live_ ABSL_GUARDED_BY(mu_) = true;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
-  struct Attached {
-    grpc::Server* server;
-    grpc::HealthCheckServiceInterface* service;
-  };
-  std::vector<Attached> attached_ ABSL_GUARDED_BY(mu_);
+  std::vector<Listener*> listeners_ ABSL_GUARDED_BY(mu_);
+};
+
+// grpc.health.v1.Health (Check and Watch) over a HealthState, as a callback service, so
+// it runs on gRPC's own threads next to any async service on the same port. Check of an
+// unknown name is NOT_FOUND; Watch of one streams SERVICE_UNKNOWN, as the protocol says.
+//
+// Reads `state` (not owned; must outlive the service and every server it is registered
+// on). Thread-safe.
+class HealthService final : public grpc::health::v1::Health::CallbackService {
+ public:
+  explicit HealthService(HealthState* state) : state_(state) {}
+  ~HealthService() override;
+
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
+                                  const grpc::health::v1::HealthCheckRequest* request,
+                                  grpc::health::v1::HealthCheckResponse* response) override;
+  grpc::ServerWriteReactor<grpc::health::v1::HealthCheckResponse>* Watch(
+      grpc::CallbackServerContext* context,
+      const grpc::health::v1::HealthCheckRequest* request) override;
+
+  // Ends every open Watch stream with OK after its last update went out. Call before
+  // shutting the server down: Watch streams never end on their own and would hold the
+  // drain for the whole exit timeout. Later Watch calls are refused with UNAVAILABLE.
+  void EndWatches();
+
+ private:
+  class WatchReactor;
+  void Forget(WatchReactor* watch);
+
+  HealthState* const state_;
+  absl::Mutex mu_;
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ndserve

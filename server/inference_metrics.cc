@@ -78,9 +78,8 @@ InferenceMetrics::ModelSeries* InferenceMetrics::GetModelLocked(const std::strin
   if (slot == nullptr) {
     slot = std::make_unique<ModelSeries>();
     slot->inflight = &inflight_->Add({{"model", model}});
-    slot->context_peak = &context_peak_->Add({{"model", model}},
-                                             prometheus::Histogram::BucketBoundaries(
-                                                 ContextBytesBuckets()));
+    slot->context_peak = &context_peak_->Add(
+        {{"model", model}}, prometheus::Histogram::BucketBoundaries(ContextBytesBuckets()));
   }
   return slot.get();
 }
@@ -171,8 +170,8 @@ void InferenceMetrics::RecordRequest(const Request& request) {
   if (request.queue_seconds) series->queue->Observe(*request.queue_seconds);
   if (request.compute_seconds) series->compute->Observe(*request.compute_seconds);
   if (request.context_peak_bytes) {
-    GetModel(request.model)->context_peak->Observe(
-        static_cast<double>(*request.context_peak_bytes));
+    GetModel(request.model)
+        ->context_peak->Observe(static_cast<double>(*request.context_peak_bytes));
   }
 }
 

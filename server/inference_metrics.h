@@ -78,9 +78,7 @@ class InferenceMetrics {
   // Counts one request in ndserve_inference_inflight{model} for as long as it lives.
   class InflightScope {
    public:
-    InflightScope(InflightScope&& other) noexcept : gauge_(other.gauge_) {
-      other.gauge_ = nullptr;
-    }
+    InflightScope(InflightScope&& other) noexcept : gauge_(other.gauge_) { other.gauge_ = nullptr; }
     InflightScope& operator=(InflightScope&&) = delete;
     ~InflightScope();
 
@@ -134,8 +132,7 @@ class InferenceMetrics {
 
   mutable absl::Mutex mu_;
   // Key: model + '\0' + version.
-  absl::flat_hash_map<std::string, std::unique_ptr<VersionSeries>> versions_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<VersionSeries>> versions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<ModelSeries>> models_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, prometheus::Gauge*> loaded_series_ ABSL_GUARDED_BY(mu_);
 };

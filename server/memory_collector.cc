@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "memory/device_pools.h"
+#include "memory/manager_levels.h"
+#include "memory/nd_manager.h"
 #include "memory/pool.h"
 #include "memory/pool_stats.h"
 
@@ -42,6 +44,19 @@ double D(std::uint64_t v) { return static_cast<double>(v); }
 MemoryCollector::MemoryCollector(const DevicePools* pools, ManagerLevelSource managers)
     : pools_(pools), managers_(std::move(managers)) {}
 
+std::vector<ManagerLevelSample> MemoryCollector::NDManagerLevels() {
+  const ManagerLevelSnapshot snapshot = NDManager::LevelCounts();
+  std::vector<ManagerLevelSample> out;
+  for (int i = 0; i < kNumManagerLevels; ++i) {
+    const auto level = static_cast<ManagerLevel>(i);
+    const ManagerLevelCounts& c = snapshot[level];
+    auto clamp = [](std::int64_t v) { return static_cast<std::uint64_t>(v < 0 ? 0 : v); };
+    out.push_back({std::string(ManagerLevelName(level)), clamp(c.live_managers),
+                   clamp(c.attached_resources), clamp(c.cap_violations)});
+  }
+  return out;
+}
+
 std::uint64_t MemoryCollector::ResidentBytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
   if (f == nullptr) return 0;
@@ -54,40 +69,40 @@ std::uint64_t MemoryCollector::ResidentBytes() {
 }
 
 std::vector<MetricFamily> MemoryCollector::Collect() const {
-  MetricFamily allocated = Family("ndserve_memory_allocated_bytes",
-                                  "Bytes in live blocks, as rounded by the pool.",
-                                  MetricType::Gauge);
-  MetricFamily cached = Family("ndserve_memory_cached_bytes",
-                               "Bytes the pool holds free for reuse (reclaimable).",
-                               MetricType::Gauge);
-  MetricFamily reserved = Family("ndserve_memory_reserved_bytes",
-                                 "Bytes the pool holds from the device: allocated plus cached.",
-                                 MetricType::Gauge);
+  MetricFamily allocated =
+      Family("ndserve_memory_allocated_bytes", "Bytes in live blocks, as rounded by the pool.",
+             MetricType::Gauge);
+  MetricFamily cached =
+      Family("ndserve_memory_cached_bytes", "Bytes the pool holds free for reuse (reclaimable).",
+             MetricType::Gauge);
+  MetricFamily reserved =
+      Family("ndserve_memory_reserved_bytes",
+             "Bytes the pool holds from the device: allocated plus cached.", MetricType::Gauge);
   MetricFamily limit = Family(
       "ndserve_memory_limit_bytes",
       "Cap on the bytes the pool may hold from the device; the device's total when unlimited.",
       MetricType::Gauge);
   MetricFamily peak = Family("ndserve_memory_peak_allocated_bytes",
                              "Highest allocated bytes since start.", MetricType::Gauge);
-  MetricFamily inactive = Family(
-      "ndserve_memory_inactive_split_bytes",
-      "Cached bytes inside segments that also hold live blocks (fragmentation).",
-      MetricType::Gauge);
+  MetricFamily inactive =
+      Family("ndserve_memory_inactive_split_bytes",
+             "Cached bytes inside segments that also hold live blocks (fragmentation).",
+             MetricType::Gauge);
   MetricFamily outstanding = Family("ndserve_memory_outstanding_allocations",
                                     "Live blocks handed out by the pool.", MetricType::Gauge);
-  MetricFamily allocs = Family("ndserve_memory_alloc_total",
-                               "Allocations served, from the cache (hit) or not (miss).",
-                               MetricType::Counter);
-  MetricFamily device_allocs = Family("ndserve_memory_device_alloc_total",
-                                      "Allocations the pool made on the device allocator.",
-                                      MetricType::Counter);
-  MetricFamily device_frees = Family("ndserve_memory_device_free_total",
-                                     "Frees the pool made on the device allocator.",
-                                     MetricType::Counter);
-  MetricFamily reclaimed = Family(
-      "ndserve_memory_reclaimed_bytes_total",
-      "Cached bytes given back to the device, by admin request or under memory pressure.",
-      MetricType::Counter);
+  MetricFamily allocs =
+      Family("ndserve_memory_alloc_total",
+             "Allocations served, from the cache (hit) or not (miss).", MetricType::Counter);
+  MetricFamily device_allocs =
+      Family("ndserve_memory_device_alloc_total",
+             "Allocations the pool made on the device allocator.", MetricType::Counter);
+  MetricFamily device_frees =
+      Family("ndserve_memory_device_free_total", "Frees the pool made on the device allocator.",
+             MetricType::Counter);
+  MetricFamily reclaimed =
+      Family("ndserve_memory_reclaimed_bytes_total",
+             "Cached bytes given back to the device, by admin request or under memory pressure.",
+             MetricType::Counter);
   MetricFamily ooms = Family("ndserve_memory_oom_total",
                              "Allocations refused with RESOURCE_EXHAUSTED.", MetricType::Counter);
 
@@ -116,22 +131,21 @@ std::vector<MetricFamily> MemoryCollector::Collect() const {
   }
 
   std::vector<MetricFamily> out;
-  for (MetricFamily* f : {&allocated, &cached, &reserved, &limit, &peak, &inactive,
-                          &outstanding, &allocs, &device_allocs, &device_frees, &reclaimed,
-                          &ooms}) {
+  for (MetricFamily* f : {&allocated, &cached, &reserved, &limit, &peak, &inactive, &outstanding,
+                          &allocs, &device_allocs, &device_frees, &reclaimed, &ooms}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
 
   if (managers_) {
-    MetricFamily live = Family("ndserve_manager_live", "Open NDManagers, by level.",
-                               MetricType::Gauge);
-    MetricFamily resources = Family("ndserve_manager_resources",
-                                    "Arrays attached to open NDManagers, by level.",
-                                    MetricType::Gauge);
-    MetricFamily violations = Family(
-        "ndserve_manager_cap_violations_total",
-        "Attaches refused because the manager was capped (a would-be leak), by level.",
-        MetricType::Counter);
+    MetricFamily live =
+        Family("ndserve_manager_live", "Open NDManagers, by level.", MetricType::Gauge);
+    MetricFamily resources =
+        Family("ndserve_manager_resources", "Arrays attached to open NDManagers, by level.",
+               MetricType::Gauge);
+    MetricFamily violations =
+        Family("ndserve_manager_cap_violations_total",
+               "Attaches refused because the manager was capped (a would-be leak), by level.",
+               MetricType::Counter);
     for (const ManagerLevelSample& level : managers_()) {
       const std::vector<ClientMetric::Label> l = {{"level", level.level}};
       Add(&live, l, D(level.live));
@@ -143,8 +157,8 @@ std::vector<MetricFamily> MemoryCollector::Collect() const {
     }
   }
 
-  MetricFamily rss = Family("process_resident_memory_bytes", "Resident memory size in bytes.",
-                            MetricType::Gauge);
+  MetricFamily rss =
+      Family("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge);
   Add(&rss, {}, D(ResidentBytes()));
   out.push_back(std::move(rss));
   return out;

@@ -1,13 +1,13 @@
 #ifndef NDSERVE_SERVER_MEMORY_COLLECTOR_H_
 #define NDSERVE_SERVER_MEMORY_COLLECTOR_H_
 
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <prometheus/collectable.h>
-#include <prometheus/metric_family.h>
 
 namespace ndserve {
 
@@ -44,6 +44,10 @@ class MemoryCollector : public prometheus::Collectable {
   MemoryCollector(const DevicePools* pools, ManagerLevelSource managers);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // The manager source the daemon uses: NDManager::LevelCounts(), which sums each open
+  // manager's own counters (a walk over managers, not over arrays or blocks).
+  static std::vector<ManagerLevelSample> NDManagerLevels();
 
   // Resident set size of this process, 0 where /proc is unavailable.
   static std::uint64_t ResidentBytes();

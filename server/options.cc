@@ -113,13 +113,12 @@ absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options, const E
   if (Setting s = Pick(options.memory_pool, "memory_pool", kPoolEnv, env); !s.source.empty()) {
     absl::StatusOr<PoolKind> kind = ParsePoolKind(s.text);
     if (!kind.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(s.source, "='", s.text, "': ",
-                                                     kind.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(s.source, "='", s.text, "': ", kind.status().message()));
     }
     config.pool = *kind;
   }
-  if (Setting s = Pick(options.memory_limit, "memory_limit", kLimitEnv, env);
-      !s.source.empty()) {
+  if (Setting s = Pick(options.memory_limit, "memory_limit", kLimitEnv, env); !s.source.empty()) {
     absl::StatusOr<MemoryLimit> limit = ParseMemoryLimit(s.text, s.source);
     if (!limit.ok()) return limit.status();
     config.limit = *limit;
@@ -143,9 +142,9 @@ absl::StatusOr<Device> ResolveDevice(absl::string_view text) {
         absl::StrCat("--device='", text, "': ", device.status().message()));
   }
   if (device->is_cuda() && device->ordinal >= gpus) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--device='", text, "': no such device (", gpus, " CUDA device(s) present",
-        CudaBuilt() ? "" : "; this build has no CUDA backend", ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("--device='", text, "': no such device (", gpus, " CUDA device(s) present",
+                     CudaBuilt() ? "" : "; this build has no CUDA backend", ")"));
   }
   return *device;
 }
@@ -180,8 +179,7 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
     return Invalid("metrics_address", options.metrics_address,
                    "the metrics endpoint is HTTP over TCP; unix sockets are not supported");
   }
-  absl::StatusOr<ListenAddress> admin =
-      ParseListenAddress(options.admin_address, "admin_address");
+  absl::StatusOr<ListenAddress> admin = ParseListenAddress(options.admin_address, "admin_address");
   if (!admin.ok()) return admin.status();
   if (!IsLoopback(*admin) && options.admin_token_file.empty()) {
     return Invalid("admin_address", options.admin_address,
@@ -195,8 +193,7 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
   if (absl::AsciiStrToLower(options.device) != "auto") {
     absl::StatusOr<Device> device = ParseDevice(options.device);
     if (!device.ok()) {
-      return Invalid("device", options.device,
-                     absl::StrCat(device.status().message(), " or auto"));
+      return Invalid("device", options.device, absl::StrCat(device.status().message(), " or auto"));
     }
   }
   if (absl::StatusOr<MemoryConfig> memory = ResolveMemoryConfig(options, env); !memory.ok()) {

@@ -27,9 +27,9 @@ FORMAT = """\
 #   model <path>                                ONNX file, relative to this file
 #   op <OpType>                                 (op cases) the node's op_type
 #   opset <N>                                   (op cases) default-domain opset of model
-#   attr <name> int|float|ints|floats|dtype <v> (op cases) node attribute; lists are
-#                                               comma-separated, no spaces; dtype is a
-#                                               name such as FP32 (ONNX 'to' of Cast)
+#   attr <name> int|float|ints|floats <v>       (op cases) node attribute as in ONNX;
+#                                               lists are comma-separated, no spaces
+#                                               (Cast's 'to' is the TensorProto enum)
 #   input <name> <DTYPE> <dims> <file>          graph input, fed at run time
 #   const <name> <DTYPE> <dims> <file>          node input stored as an initializer
 #   output <name> <DTYPE> <dims> <file>         reference output (numpy)
@@ -565,7 +565,7 @@ def attr_text(name, kind, value):
     if kind == "floats":
         return f"attr {name} floats " + ",".join(f"{float(v):.9g}" for v in value)
     if kind == "dtype":
-        return f"attr {name} dtype {NP_TO_NAME[value]}"
+        return f"attr {name} int {NP_TO_ONNX[value]}"
     raise ValueError(kind)
 
 
@@ -868,12 +868,135 @@ def write_bad_models(w):
         helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "bad_opset", [x], [y]), 9))
 
 
+# ---------------------------------------------------------------------------------------
+# --verify: a tiny numpy interpreter of the supported ops, run over every written model,
+# so a mis-wired graph cannot silently disagree with its hand-written reference.
+
+
+def _attrs(node):
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def run_graph(model, feeds):
+    env = dict(feeds)
+    for t in model.graph.initializer:
+        env[t.name] = numpy_helper.to_array(t)
+    for node in model.graph.node:
+        a = _attrs(node)
+        x = [env[n] if n else None for n in node.input]
+        op = node.op_type
+        if op == "Gemm":
+            c = x[2] if len(x) > 2 else None
+            y = gemm(x[0], x[1], c, a.get("alpha", 1.0), a.get("beta", 1.0), a.get("transA", 0),
+                     a.get("transB", 0))
+        elif op == "MatMul":
+            y = matmul(x[0], x[1])
+        elif op in ("Add", "Sub", "Mul", "Div"):
+            fn = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}.get(op)
+            if fn is None:
+                y = (x[0] / x[1]) if x[0].dtype.kind == "f" else np.trunc(x[0] / x[1])
+            else:
+                y = fn(x[0], x[1])
+            y = y.astype(x[0].dtype)
+        elif op == "Relu":
+            y = relu(x[0])
+        elif op == "Sigmoid":
+            y = sigmoid(x[0])
+        elif op == "Tanh":
+            y = np.tanh(x[0])
+        elif op == "Erf":
+            y = erf(x[0]).astype(np.float32)
+        elif op == "Softmax":
+            y = softmax(x[0], a.get("axis", -1))
+        elif op == "LayerNormalization":
+            outs = layernorm(x[0], x[1], x[2] if len(x) > 2 else None, a.get("axis", -1),
+                             a.get("epsilon", 1e-5))
+            for name, v in zip(node.output, outs):
+                env[name] = v
+            continue
+        elif op == "Gather":
+            y = np.take(x[0], x[1], axis=a.get("axis", 0))
+        elif op in ("ReduceSum", "ReduceMean"):
+            axes = a.get("axes") if op == "ReduceMean" else (
+                list(x[1]) if len(x) > 1 else None)
+            if not axes and a.get("noop_with_empty_axes", 0):
+                y = x[0]
+            else:
+                fn = np.sum if op == "ReduceSum" else np.mean
+                y = fn(x[0].astype(np.float64), axis=tuple(axes) if axes else None,
+                       keepdims=bool(a.get("keepdims", 1))).astype(np.float32)
+        elif op == "Concat":
+            y = np.concatenate(x, axis=a["axis"])
+        elif op == "Reshape":
+            y = reshape_ref(x[0], list(x[1]))
+        elif op == "Flatten":
+            ax = a.get("axis", 1)
+            ax = ax + x[0].ndim if ax < 0 else ax
+            y = x[0].reshape(int(np.prod(x[0].shape[:ax])), -1)
+        elif op == "Transpose":
+            y = np.transpose(x[0], a.get("perm"))
+        elif op == "Unsqueeze":
+            y = x[0]
+            rank = x[0].ndim + len(x[1])
+            for ax in sorted(int(v) % rank for v in x[1]):
+                y = np.expand_dims(y, ax)
+        elif op == "Squeeze":
+            y = np.squeeze(x[0], axis=tuple(int(v) for v in x[1]) if len(x) > 1 else None)
+        elif op == "Identity":
+            y = x[0].copy()
+        elif op == "Cast":
+            to = {v: k for k, v in NP_TO_ONNX.items()}[a["to"]]
+            y = x[0].astype(to)
+        else:
+            raise ValueError(f"verify: unsupported op {op}")
+        env[node.output[0]] = y
+    return [env[o.name] for o in model.graph.output]
+
+
+def verify(root):
+    """Re-reads every op fixture and model reference and checks the graph reproduces it."""
+    import glob
+    checked = 0
+    for case in sorted(glob.glob(os.path.join(root, "tests/fixtures/**/case.txt"), recursive=True)):
+        d = os.path.dirname(case)
+        feeds, want, model_path, tol = {}, [], None, (0.0, 0.0)
+        for line in open(case):
+            w = line.split()
+            if not w or w[0].startswith("#"):
+                continue
+            if w[0] == "model":
+                model_path = os.path.normpath(os.path.join(d, w[1]))
+            elif w[0] == "tolerance":
+                tol = (float(w[1]), float(w[2]))
+            elif w[0] in ("input", "output"):
+                dt = {v: k for k, v in NP_TO_NAME.items()}[w[2]]
+                shape = [int(v) for v in w[3][1:-1].split(",") if v]
+                raw = open(os.path.join(d, w[4]), "rb").read()
+                arr = np.frombuffer(raw, dtype=np.uint8 if dt == np.bool_ else dt)
+                arr = (arr != 0 if dt == np.bool_ else arr).reshape(shape)
+                (feeds.__setitem__(w[1], arr) if w[0] == "input" else want.append(arr))
+        got = run_graph(onnx.load(model_path), feeds)
+        for g, w in zip(got, want):
+            g = np.asarray(g)
+            ok = g.shape == w.shape and g.dtype == w.dtype and (
+                np.array_equal(g, w) if w.dtype.kind in "biu" else
+                np.allclose(g.astype(np.float64), w.astype(np.float64), atol=tol[0] or 1e-7,
+                            rtol=tol[1] or 1e-6, equal_nan=True))
+            if not ok:
+                raise SystemExit(f"verify: {case} disagrees with its model")
+        checked += 1
+    print(f"gen_models: verified {checked} cases against their models")
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))), help="root to write under (default: the repository)")
     parser.add_argument("--only", choices=["examples", "fixtures"],
                         help="write only the example models or only the test fixtures")
+    parser.add_argument("--verify", action="store_true",
+                        help="after writing, run every model through a numpy interpreter and "
+                        "compare with the stored references")
     args = parser.parse_args(argv)
     w = Writer(args.out)
     # Cast fixtures overflow to inf on purpose (FP32 -> FP16 of -70000).
@@ -886,6 +1009,8 @@ def main(argv):
     detail = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in sizes.items())
     print(f"gen_models: {w.written} files written, {w.unchanged} unchanged; "
           f"{n_ops} op cases; models: {detail}")
+    if args.verify:
+        verify(args.out)
     return 0
 
 
