@@ -11,6 +11,8 @@ if(NOT NDSERVE_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES "90-real;80-virtual")
     endif()
+    # One shared CUDA runtime per process (the memory layer links CUDA::cudart).
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(NDSERVE_WITH_CUDA ON)

@@ -6,8 +6,9 @@ Run with Debian's python (it has python3-onnx and python3-numpy):
     /usr/bin/python3 tools/gen_models.py [--out ROOT] [--only examples|fixtures]
 
 Every random tensor comes from a generator seeded by a fixed number, and every file is
-serialized deterministically, so running this again writes byte-identical files (files
-whose bytes did not change are not rewritten, which keeps their mtime).
+serialized deterministically, so running this again writes byte-identical files. Files
+whose bytes did not change are not rewritten, only touched, so a build rule that lists
+them as outputs of this script sees them up to date.
 
 Writes, under ROOT (default: the repository root):
 
@@ -100,6 +101,7 @@ class Writer:
         if os.path.exists(path):
             with open(path, "rb") as f:
                 if f.read() == data:
+                    os.utime(path)
                     self.unchanged += 1
                     return
         tmp = path + ".tmp"

@@ -1,0 +1,111 @@
+// Gemm and MatMul on the CPU through OpenBLAS's cblas_sgemm (row-major).
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "absl/strings/str_format.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/row_walker.h"
+#include "kernels/plans.h"
+#include "kernels/status_macros.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+// BLAS takes int dimensions; larger matrices are refused rather than truncated.
+absl::Status CheckBlasDims(absl::string_view op, int64_t m, int64_t n, int64_t k) {
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+    return absl::UnimplementedError(
+        absl::StrFormat("%s: matrix dimensions %dx%dx%d exceed the BLAS int range", op, m, n, k));
+  }
+  return absl::OkStatus();
+}
+
+// y[i,j] = beta * c[broadcast(i,j)]: Gemm's C term, written before the product is added.
+void FillScaledBroadcast(const TensorView& c, float beta, float* y, int64_t m, int64_t n) {
+  const Shape out = {m, n};
+  const BroadcastPlan p = MakeBroadcastPlan(out, c.shape, c.shape);
+  const float* src = c.as<const float>();
+  if (p.dims.empty()) {
+    std::fill(y, y + p.numel, beta * src[0]);
+    return;
+  }
+  const int64_t inner = p.dims.back();
+  const int64_t stride = p.a_strides.back();
+  RowWalker<1> walk(p.dims, {ShapeSpan(p.a_strides)});
+  for (int64_t row = 0; row < p.numel / inner; ++row, walk.Next()) {
+    const float* s = src + walk.offset(0);
+    float* d = y + row * inner;
+    if (stride == 1) {
+      for (int64_t i = 0; i < inner; ++i) d[i] = beta * s[i];
+    } else {
+      std::fill(d, d + inner, beta * s[0]);
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status Gemm(const KernelContext&, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const GemmAttrs& a = std::get<GemmAttrs>(attrs);
+  const GemmPlan p = MakeGemmPlan(in[0].shape, in[1].shape, a);
+  NDK_RETURN_IF_ERROR(CheckBlasDims("Gemm", p.m, p.n, p.k));
+  float* y = out[0].as<float>();
+  if (p.m == 0 || p.n == 0) return absl::OkStatus();
+  // beta == 0 drops C entirely (as BLAS does), so NaNs in C do not leak through.
+  const bool use_c = in.size() == 3 && a.beta != 0.0f;
+  if (use_c) {
+    FillScaledBroadcast(in[2], a.beta, y, p.m, p.n);
+  } else if (p.k == 0 || a.alpha == 0.0f) {
+    std::fill(y, y + p.m * p.n, 0.0f);
+  }
+  if (p.k == 0 || a.alpha == 0.0f) return absl::OkStatus();
+  const int lda = static_cast<int>(a.trans_a ? p.m : p.k);
+  const int ldb = static_cast<int>(a.trans_b ? p.k : p.n);
+  cblas_sgemm(CblasRowMajor, a.trans_a ? CblasTrans : CblasNoTrans,
+              a.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m), static_cast<int>(p.n),
+              static_cast<int>(p.k), a.alpha, in[0].as<const float>(), lda, in[1].as<const float>(),
+              ldb, use_c ? 1.0f : 0.0f, y, static_cast<int>(p.n));
+  return absl::OkStatus();
+}
+
+absl::Status MatMul(const KernelContext&, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs&) {
+  const MatMulPlan p = MakeMatMulPlan(in[0].shape, in[1].shape);
+  const float* a = in[0].as<const float>();
+  const float* b = in[1].as<const float>();
+  float* y = out[0].as<float>();
+  const int64_t out_numel = p.batch * p.m * p.n;
+  if (out_numel == 0) return absl::OkStatus();
+  if (p.k == 0) {
+    std::fill(y, y + out_numel, 0.0f);
+    return absl::OkStatus();
+  }
+  if (p.fold_batch_into_m) {
+    // B is one matrix: A's batch is just more rows.
+    NDK_RETURN_IF_ERROR(CheckBlasDims("MatMul", p.batch * p.m, p.n, p.k));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(p.batch * p.m),
+                static_cast<int>(p.n), static_cast<int>(p.k), 1.0f, a, static_cast<int>(p.k), b,
+                static_cast<int>(p.n), 0.0f, y, static_cast<int>(p.n));
+    return absl::OkStatus();
+  }
+  NDK_RETURN_IF_ERROR(CheckBlasDims("MatMul", p.m, p.n, p.k));
+  // One product per batch index; the walker's "rows" are single batch entries, so walk
+  // the batch dims with a trailing dim of 1.
+  Shape dims = p.batch_dims, sa = p.a_batch_strides, sb = p.b_batch_strides;
+  dims.push_back(1);
+  sa.push_back(0);
+  sb.push_back(0);
+  RowWalker<2> walk(dims, {ShapeSpan(sa), ShapeSpan(sb)});
+  for (int64_t i = 0; i < p.batch; ++i, walk.Next()) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(p.m),
+                static_cast<int>(p.n), static_cast<int>(p.k), 1.0f, a + walk.offset(0),
+                static_cast<int>(p.k), b + walk.offset(1), static_cast<int>(p.n), 0.0f,
+                y + i * p.m * p.n, static_cast<int>(p.n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::kernels::cpu

@@ -1,0 +1,46 @@
+// LayerNormalization (opset 17): per row of X.shape[axis:], y = (x - mean) / sqrt(var +
+// eps) * scale + bias, with FP32 statistics (two passes: mean, then centered variance).
+#include <cmath>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/plans.h"
+
+namespace ndserve::kernels::cpu {
+
+absl::Status LayerNormalization(const KernelContext&, absl::Span<const TensorView> in,
+                                absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const LayerNormAttrs& a = std::get<LayerNormAttrs>(attrs);
+  const int64_t axis = *NormalizeAxis(a.axis, in[0].shape.size(), "LayerNormalization");
+  const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
+  const int64_t rows = p.outer, cols = p.axis_dim * p.inner;
+  const float* x = in[0].as<const float>();
+  const float* scale = in[1].as<const float>();
+  const float* bias = in.size() > 2 ? in[2].as<const float>() : nullptr;
+  float* y = out[0].as<float>();
+  float* mean_out = out.size() > 1 ? out[1].as<float>() : nullptr;
+  float* inv_out = out.size() > 2 ? out[2].as<float>() : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < cols; ++i) sum += xr[i];
+    const float mean = cols > 0 ? sum / static_cast<float>(cols) : 0.0f;
+    float sq = 0.0f;
+    for (int64_t i = 0; i < cols; ++i) {
+      const float d = xr[i] - mean;
+      sq += d * d;
+    }
+    const float var = cols > 0 ? sq / static_cast<float>(cols) : 0.0f;
+    const float inv = 1.0f / std::sqrt(var + a.epsilon);
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < cols; ++i) yr[i] = (xr[i] - mean) * inv * scale[i] + bias[i];
+    } else {
+      for (int64_t i = 0; i < cols; ++i) yr[i] = (xr[i] - mean) * inv * scale[i];
+    }
+    if (mean_out != nullptr) mean_out[r] = mean;
+    if (inv_out != nullptr) inv_out[r] = inv;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::kernels::cpu

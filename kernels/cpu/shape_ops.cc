@@ -1,0 +1,83 @@
+// Data movement: Concat, Transpose, and the byte copy behind Reshape, Flatten, Squeeze,
+// Unsqueeze and Identity. All work on element sizes, so every fixed-size dtype is covered.
+#include <cstring>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/row_walker.h"
+#include "kernels/plans.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+template <typename E>  // E: an unsigned integer as wide as the element
+void TransposeLoop(const E* x, E* y, const TransposePlan& p) {
+  if (p.numel == 0) return;
+  if (p.out_dims.empty()) {
+    y[0] = x[0];
+    return;
+  }
+  const int64_t n = p.out_dims.back();
+  const int64_t s = p.in_strides.back();
+  RowWalker<1> walk(p.out_dims, {ShapeSpan(p.in_strides)});
+  for (int64_t row = 0; row < p.numel / n; ++row, walk.Next()) {
+    const E* xr = x + walk.offset(0);
+    E* yr = y + row * n;
+    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i * s];
+  }
+}
+
+}  // namespace
+
+absl::Status CopyInput(const KernelContext&, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs&) {
+  if (out[0].data != in[0].data && in[0].nbytes() > 0) {
+    std::memmove(out[0].data, in[0].data, in[0].nbytes());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Concat(const KernelContext&, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const int64_t axis =
+      *NormalizeAxis(std::get<ConcatAttrs>(attrs).axis, out[0].shape.size(), "Concat");
+  const AxisPlan po = MakeAxisPlan(out[0].shape, axis);
+  const std::size_t elem = DTypeSize(out[0].dtype);
+  const std::size_t out_row = static_cast<std::size_t>(po.axis_dim * po.inner) * elem;
+  auto* dst = static_cast<unsigned char*>(out[0].data);
+  std::size_t col = 0;  // byte offset of this input's slice within an output row
+  for (const TensorView& t : in) {
+    const AxisPlan pi = MakeAxisPlan(t.shape, axis);
+    const std::size_t row = static_cast<std::size_t>(pi.axis_dim * pi.inner) * elem;
+    const auto* src = static_cast<const unsigned char*>(t.data);
+    if (row > 0) {
+      for (int64_t o = 0; o < po.outer; ++o) {
+        std::memcpy(dst + o * out_row + col, src + o * row, row);
+      }
+    }
+    col += row;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Transpose(const KernelContext&, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const auto perm = ResolvePerm(std::get<TransposeAttrs>(attrs), in[0].shape.size());
+  const TransposePlan p = MakeTransposePlan(in[0].shape, perm);
+  switch (DTypeSize(in[0].dtype)) {
+    case 1:
+      TransposeLoop(in[0].as<const uint8_t>(), out[0].as<uint8_t>(), p);
+      break;
+    case 2:
+      TransposeLoop(in[0].as<const uint16_t>(), out[0].as<uint16_t>(), p);
+      break;
+    case 4:
+      TransposeLoop(in[0].as<const uint32_t>(), out[0].as<uint32_t>(), p);
+      break;
+    default:
+      TransposeLoop(in[0].as<const uint64_t>(), out[0].as<uint64_t>(), p);
+      break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::kernels::cpu

@@ -1,0 +1,62 @@
+// Softmax over one axis (ONNX opset >= 13 semantics), max-subtracted for stability.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/plans.h"
+
+namespace ndserve::kernels::cpu {
+
+absl::Status Softmax(const KernelContext&, absl::Span<const TensorView> in,
+                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const int64_t axis =
+      *NormalizeAxis(std::get<SoftmaxAttrs>(attrs).axis, in[0].shape.size(), "Softmax");
+  const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
+  const float* x = in[0].as<const float>();
+  float* y = out[0].as<float>();
+  const int64_t n = p.axis_dim, inner = p.inner;
+  if (n == 0) return absl::OkStatus();
+  if (inner == 1) {
+    for (int64_t o = 0; o < p.outer; ++o) {
+      const float* xr = x + o * n;
+      float* yr = y + o * n;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, xr[i]);
+      float sum = 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        yr[i] = std::exp(xr[i] - mx);
+        sum += yr[i];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
+    }
+    return absl::OkStatus();
+  }
+  // Non-last axis: walk [axis, inner] blocks row by row so the inner loops stay contiguous.
+  std::vector<float> mx(inner), sum(inner);
+  for (int64_t o = 0; o < p.outer; ++o) {
+    const float* xb = x + o * n * inner;
+    float* yb = y + o * n * inner;
+    std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < inner; ++j) mx[j] = std::max(mx[j], xb[i * inner + j]);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < inner; ++j) {
+        const float e = std::exp(xb[i * inner + j] - mx[j]);
+        yb[i * inner + j] = e;
+        sum[j] += e;
+      }
+    }
+    for (int64_t j = 0; j < inner; ++j) sum[j] = 1.0f / sum[j];
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < inner; ++j) yb[i * inner + j] *= sum[j];
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::kernels::cpu

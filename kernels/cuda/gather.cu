@@ -1,0 +1,69 @@
+// Gather along one axis. An out-of-range index never reads out of bounds: its row is
+// written as zeros and the host-mapped error flag is raised for the launcher to report.
+#include "kernels/cuda/device_util.cuh"
+
+namespace ndserve::kernels::gpu {
+namespace {
+
+template <typename E, typename I>
+__global__ void GatherKernel(const E* data, const I* indices, E* out, int64_t axis_dim,
+                             int64_t inner, int64_t count, int64_t total,
+                             volatile int32_t* error_flag) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    const int64_t c = i % inner;
+    const int64_t t = i / inner;
+    const int64_t j = t % count;
+    const int64_t o = t / count;
+    int64_t v = static_cast<int64_t>(indices[j]);
+    if (v < 0) v += axis_dim;
+    if (v < 0 || v >= axis_dim) {
+      out[i] = E(0);
+      *error_flag = 1;
+      continue;
+    }
+    out[i] = data[(o * axis_dim + v) * inner + c];
+  }
+}
+
+template <typename E>
+cudaError_t Launch(const void* data, const void* indices, bool int64_indices, void* out,
+                   int64_t axis_dim, int64_t inner, int64_t count, int64_t total,
+                   int32_t* error_flag, cudaStream_t stream) {
+  const unsigned grid = GridFor(total);
+  if (int64_indices) {
+    GatherKernel<E, int64_t><<<grid, kBlock, 0, stream>>>(
+        static_cast<const E*>(data), static_cast<const int64_t*>(indices), static_cast<E*>(out),
+        axis_dim, inner, count, total, error_flag);
+  } else {
+    GatherKernel<E, int32_t><<<grid, kBlock, 0, stream>>>(
+        static_cast<const E*>(data), static_cast<const int32_t*>(indices), static_cast<E*>(out),
+        axis_dim, inner, count, total, error_flag);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchGather(const void* data, int elem_bytes, const void* indices, bool int64_indices,
+                         void* out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t count,
+                         int32_t* error_flag, cudaStream_t stream) {
+  const int64_t total = outer * count * inner;
+  if (total == 0) return cudaSuccess;
+  switch (elem_bytes) {
+    case 1:
+      return Launch<uint8_t>(data, indices, int64_indices, out, axis_dim, inner, count, total,
+                             error_flag, stream);
+    case 2:
+      return Launch<uint16_t>(data, indices, int64_indices, out, axis_dim, inner, count, total,
+                              error_flag, stream);
+    case 4:
+      return Launch<uint32_t>(data, indices, int64_indices, out, axis_dim, inner, count, total,
+                              error_flag, stream);
+    case 8:
+      return Launch<uint64_t>(data, indices, int64_indices, out, axis_dim, inner, count, total,
+                              error_flag, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace ndserve::kernels::gpu

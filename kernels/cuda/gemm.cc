@@ -1,0 +1,121 @@
+// Gemm and MatMul through cuBLAS. cuBLAS is column-major: a row-major M x N result Y is a
+// column-major N x M matrix Y^T = op(B)^T op(A)^T, so every call swaps the operands.
+#include <cublas_v2.h>
+
+#include <climits>
+
+#include "absl/strings/str_format.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/plans.h"
+#include "kernels/status_macros.h"
+
+namespace ndserve::kernels::gpu {
+namespace {
+
+absl::Status CublasStatus(cublasStatus_t st, absl::string_view what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrFormat("cuBLAS %s failed with status %d", what, static_cast<int>(st)));
+}
+
+absl::StatusOr<cublasHandle_t> HandleOf(absl::string_view op, const KernelContext& ctx) {
+  if (ctx.cublas_handle == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, ": the CUDA context has no cuBLAS handle (use GpuResources)"));
+  }
+  return static_cast<cublasHandle_t>(ctx.cublas_handle);
+}
+
+absl::Status CheckIntDims(absl::string_view op, int64_t m, int64_t n, int64_t k) {
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+    return absl::UnimplementedError(
+        absl::StrFormat("%s: matrix dimensions %dx%dx%d exceed the cuBLAS int range", op, m, n, k));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const GemmAttrs& a = std::get<GemmAttrs>(attrs);
+  const GemmPlan p = MakeGemmPlan(in[0].shape, in[1].shape, a);
+  NDK_RETURN_IF_ERROR(CheckIntDims("Gemm", p.m, p.n, p.k));
+  NDK_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("Gemm", ctx));
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  float* y = out[0].as<float>();
+  if (p.m == 0 || p.n == 0) return absl::OkStatus();
+  const bool use_c = in.size() == 3 && a.beta != 0.0f;  // beta == 0 drops C, as on the CPU
+  if (use_c) {
+    const Shape out_shape = {p.m, p.n};
+    const BroadcastPlan bp = MakeBroadcastPlan(out_shape, in[2].shape, in[2].shape);
+    NDK_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("Gemm", bp.dims, bp.a_strides));
+    NDK_RETURN_IF_ERROR(CudaStatus(
+        LaunchScaledBroadcast(in[2].as<const float>(), a.beta, y, map, bp.numel, StreamOf(ctx)),
+        "Gemm C broadcast launch"));
+  } else if (p.k == 0 || a.alpha == 0.0f) {
+    NDK_RETURN_IF_ERROR(
+        CudaStatus(cudaMemsetAsync(y, 0, out[0].nbytes(), StreamOf(ctx)), "Gemm cudaMemsetAsync"));
+  }
+  if (p.k == 0 || a.alpha == 0.0f) return absl::OkStatus();
+  const float beta = use_c ? 1.0f : 0.0f;
+  return CublasStatus(
+      cublasSgemm(handle, a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                  a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p.n),
+                  static_cast<int>(p.m), static_cast<int>(p.k), &a.alpha, in[1].as<const float>(),
+                  static_cast<int>(a.trans_b ? p.k : p.n), in[0].as<const float>(),
+                  static_cast<int>(a.trans_a ? p.m : p.k), &beta, y, static_cast<int>(p.n)),
+      "Gemm cublasSgemm");
+}
+
+absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs&) {
+  const MatMulPlan p = MakeMatMulPlan(in[0].shape, in[1].shape);
+  NDK_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("MatMul", ctx));
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const float* a = in[0].as<const float>();
+  const float* b = in[1].as<const float>();
+  float* y = out[0].as<float>();
+  if (p.batch * p.m * p.n == 0) return absl::OkStatus();
+  if (p.k == 0) {
+    return CudaStatus(cudaMemsetAsync(y, 0, out[0].nbytes(), StreamOf(ctx)),
+                      "MatMul cudaMemsetAsync");
+  }
+  const float one = 1.0f, zero = 0.0f;
+  if (p.fold_batch_into_m) {
+    NDK_RETURN_IF_ERROR(CheckIntDims("MatMul", p.batch * p.m, p.n, p.k));
+    return CublasStatus(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p.n),
+                                    static_cast<int>(p.batch * p.m), static_cast<int>(p.k), &one, b,
+                                    static_cast<int>(p.n), a, static_cast<int>(p.k), &zero, y,
+                                    static_cast<int>(p.n)),
+                        "MatMul cublasSgemm");
+  }
+  NDK_RETURN_IF_ERROR(CheckIntDims("MatMul", p.m, p.n, p.k));
+  // The innermost merged batch dim is one strided-batched call (stride 0 broadcasts);
+  // any outer batch dims loop on the host.
+  const std::size_t rank = p.batch_dims.size();
+  const int64_t inner = rank == 0 ? 1 : p.batch_dims.back();
+  const int64_t sa = rank == 0 ? 0 : p.a_batch_strides.back();
+  const int64_t sb = rank == 0 ? 0 : p.b_batch_strides.back();
+  if (inner > INT_MAX) return absl::UnimplementedError("MatMul: batch exceeds the cuBLAS range");
+  for (int64_t outer = 0; outer < p.batch / inner; ++outer) {
+    int64_t oa = 0, ob = 0, rest = outer;
+    for (int d = static_cast<int>(rank) - 2; d >= 0; --d) {
+      const int64_t idx = rest % p.batch_dims[d];
+      rest /= p.batch_dims[d];
+      oa += idx * p.a_batch_strides[d];
+      ob += idx * p.b_batch_strides[d];
+    }
+    NDK_RETURN_IF_ERROR(CublasStatus(
+        cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p.n),
+                                  static_cast<int>(p.m), static_cast<int>(p.k), &one, b + ob,
+                                  static_cast<int>(p.n), sb, a + oa, static_cast<int>(p.k), sa,
+                                  &zero, y + outer * inner * p.m * p.n, static_cast<int>(p.n),
+                                  p.m * p.n, static_cast<int>(inner)),
+        "MatMul cublasSgemmStridedBatched"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::kernels::gpu

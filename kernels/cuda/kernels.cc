@@ -1,0 +1,210 @@
+// CUDA entry points for everything but GEMM: plan on the host (plans.h, shared with the
+// CPU), then launch the .cu kernels or queue async copies on the context's stream.
+#include "absl/strings/str_format.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/plans.h"
+#include "kernels/shape_inference.h"
+#include "kernels/status_macros.h"
+
+namespace ndserve::kernels::gpu {
+namespace {
+
+absl::Status Binary(const KernelContext& ctx, BinaryCode code, absl::string_view name,
+                    absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const BroadcastPlan p = MakeBroadcastPlan(out[0].shape, in[0].shape, in[1].shape);
+  NDK_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap(name, p.dims, p.a_strides, p.b_strides));
+  return CudaStatus(LaunchBinary(code, ToScalarType(in[0].dtype), in[0].data, in[1].data,
+                                 out[0].data, map, p.numel, StreamOf(ctx)),
+                    absl::StrCat(name, " launch"));
+}
+
+absl::Status Unary(const KernelContext& ctx, UnaryCode code, absl::string_view name,
+                   absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return CudaStatus(
+      LaunchUnary(code, in[0].as<const float>(), out[0].as<float>(), in[0].numel(), StreamOf(ctx)),
+      absl::StrCat(name, " launch"));
+}
+
+absl::Status Reduce(const KernelContext& ctx, OpKind op, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const std::vector<int64_t> axes =
+      *ResolveReduceAxes(std::get<ReduceAttrs>(attrs), in[0].shape.size(), OpKindName(op));
+  if (axes.empty()) {  // noop_with_empty_axes
+    return CopyInput(ctx, in, out, attrs);
+  }
+  const ReducePlan p = MakeReducePlan(in[0].shape, axes);
+  Shape kept_dims, kept_strides, red_dims, red_strides;
+  for (std::size_t d = 0; d < p.dims.size(); ++d) {
+    (p.reduced[d] ? red_dims : kept_dims).push_back(p.dims[d]);
+    (p.reduced[d] ? red_strides : kept_strides).push_back(p.in_strides[d]);
+  }
+  NDK_ASSIGN_OR_RETURN(IndexMap kept, MakeIndexMap(OpKindName(op), kept_dims, kept_strides));
+  NDK_ASSIGN_OR_RETURN(IndexMap reduced, MakeIndexMap(OpKindName(op), red_dims, red_strides));
+  const float scale = op == OpKind::kReduceMean ? 1.0f / static_cast<float>(p.reduce_numel) : 1.0f;
+  // An empty input reduces to zeros (or NaN means): reduce_numel is then 0.
+  const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
+  return CudaStatus(LaunchReduce(in[0].as<const float>(), out[0].as<float>(), kept, reduced,
+                                 p.out_numel, reduce_n, scale, StreamOf(ctx)),
+                    absl::StrCat(OpKindName(op), " launch"));
+}
+
+}  // namespace
+
+absl::Status Add(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Binary(ctx, BinaryCode::kAdd, "Add", in, out);
+}
+absl::Status Sub(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Binary(ctx, BinaryCode::kSub, "Sub", in, out);
+}
+absl::Status Mul(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Binary(ctx, BinaryCode::kMul, "Mul", in, out);
+}
+absl::Status Div(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Binary(ctx, BinaryCode::kDiv, "Div", in, out);
+}
+absl::Status Relu(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, UnaryCode::kRelu, "Relu", in, out);
+}
+absl::Status Sigmoid(const KernelContext& ctx, absl::Span<const TensorView> in,
+                     absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, UnaryCode::kSigmoid, "Sigmoid", in, out);
+}
+absl::Status Tanh(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, UnaryCode::kTanh, "Tanh", in, out);
+}
+absl::Status Erf(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, UnaryCode::kErf, "Erf", in, out);
+}
+
+absl::Status Softmax(const KernelContext& ctx, absl::Span<const TensorView> in,
+                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const int64_t axis =
+      *NormalizeAxis(std::get<SoftmaxAttrs>(attrs).axis, in[0].shape.size(), "Softmax");
+  const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
+  return CudaStatus(LaunchSoftmax(in[0].as<const float>(), out[0].as<float>(), p.outer, p.axis_dim,
+                                  p.inner, StreamOf(ctx)),
+                    "Softmax launch");
+}
+
+absl::Status LayerNormalization(const KernelContext& ctx, absl::Span<const TensorView> in,
+                                absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const LayerNormAttrs& a = std::get<LayerNormAttrs>(attrs);
+  const int64_t axis = *NormalizeAxis(a.axis, in[0].shape.size(), "LayerNormalization");
+  const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
+  return CudaStatus(
+      LaunchLayerNorm(in[0].as<const float>(), in[1].as<const float>(),
+                      in.size() > 2 ? in[2].as<const float>() : nullptr, out[0].as<float>(),
+                      out.size() > 1 ? out[1].as<float>() : nullptr,
+                      out.size() > 2 ? out[2].as<float>() : nullptr, p.outer, p.axis_dim * p.inner,
+                      a.epsilon, StreamOf(ctx)),
+      "LayerNormalization launch");
+}
+
+absl::Status Gather(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  if (ctx.error_flag == nullptr) {
+    return absl::FailedPreconditionError(
+        "Gather: the CUDA context has no error flag (use GpuResources)");
+  }
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const int64_t axis =
+      *NormalizeAxis(std::get<GatherAttrs>(attrs).axis, in[0].shape.size(), "Gather");
+  const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
+  // The stream is idle after each Gather (we synchronize below), so no earlier kernel can
+  // still be writing the flag when it is cleared.
+  *ctx.error_flag = 0;
+  NDK_RETURN_IF_ERROR(
+      CudaStatus(LaunchGather(in[0].data, static_cast<int>(DTypeSize(in[0].dtype)), in[1].data,
+                              in[1].dtype == DType::kInt64, out[0].data, p.outer, p.axis_dim,
+                              p.inner, in[1].numel(), ctx.error_flag, StreamOf(ctx)),
+                 "Gather launch"));
+  // Synchronous so bad indices come back as INVALID_ARGUMENT for this request; the cost
+  // is one stream sync per Gather node.
+  NDK_RETURN_IF_ERROR(
+      CudaStatus(cudaStreamSynchronize(StreamOf(ctx)), "Gather cudaStreamSynchronize"));
+  if (*static_cast<volatile int32_t*>(ctx.error_flag) != 0) {
+    *ctx.error_flag = 0;
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Gather: an index is out of range for axis %d of size %d (data %s)", axis,
+                        p.axis_dim, ShapeToString(in[0].shape)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReduceSum(const KernelContext& ctx, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Reduce(ctx, OpKind::kReduceSum, in, out, attrs);
+}
+absl::Status ReduceMean(const KernelContext& ctx, absl::Span<const TensorView> in,
+                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Reduce(ctx, OpKind::kReduceMean, in, out, attrs);
+}
+
+absl::Status Concat(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const int64_t axis =
+      *NormalizeAxis(std::get<ConcatAttrs>(attrs).axis, out[0].shape.size(), "Concat");
+  const AxisPlan po = MakeAxisPlan(out[0].shape, axis);
+  const std::size_t elem = DTypeSize(out[0].dtype);
+  const std::size_t out_row = static_cast<std::size_t>(po.axis_dim * po.inner) * elem;
+  auto* dst = static_cast<unsigned char*>(out[0].data);
+  std::size_t col = 0;
+  for (const TensorView& t : in) {
+    const AxisPlan pi = MakeAxisPlan(t.shape, axis);
+    const std::size_t row = static_cast<std::size_t>(pi.axis_dim * pi.inner) * elem;
+    if (row > 0 && po.outer > 0) {
+      // One 2-D copy per input: `outer` rows of `row` bytes into a pitch of `out_row`.
+      NDK_RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpy2DAsync(dst + col, out_row, t.data, row, row, po.outer,
+                                       cudaMemcpyDeviceToDevice, StreamOf(ctx)),
+                     "Concat cudaMemcpy2DAsync"));
+    }
+    col += row;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Transpose(const KernelContext& ctx, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const auto perm = ResolvePerm(std::get<TransposeAttrs>(attrs), in[0].shape.size());
+  const TransposePlan p = MakeTransposePlan(in[0].shape, perm);
+  NDK_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("Transpose", p.out_dims, p.in_strides));
+  return CudaStatus(
+      LaunchTranspose(in[0].data, out[0].data, static_cast<int>(DTypeSize(in[0].dtype)), map,
+                      p.numel, StreamOf(ctx)),
+      "Transpose launch");
+}
+
+absl::Status CopyInput(const KernelContext& ctx, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs&) {
+  if (out[0].data == in[0].data || in[0].nbytes() == 0) return absl::OkStatus();
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return CudaStatus(cudaMemcpyAsync(out[0].data, in[0].data, in[0].nbytes(),
+                                    cudaMemcpyDeviceToDevice, StreamOf(ctx)),
+                    "cudaMemcpyAsync");
+}
+
+absl::Status Cast(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return CudaStatus(LaunchCast(ToScalarType(in[0].dtype), ToScalarType(out[0].dtype), in[0].data,
+                               out[0].data, in[0].numel(), StreamOf(ctx)),
+                    "Cast launch");
+}
+
+}  // namespace ndserve::kernels::gpu

@@ -1,0 +1,73 @@
+#ifndef NDSERVE_KERNELS_CUDA_LAUNCHERS_H_
+#define NDSERVE_KERNELS_CUDA_LAUNCHERS_H_
+
+// Raw launchers of the .cu kernels: plain pointers and sizes in, cudaError_t out (the
+// launch's cudaGetLastError). They include no Abseil so nvcc stays fast; the Status-
+// returning entry points in cuda_kernels.h validate, plan and call these. Each queues
+// work on `stream` and returns at once; n == 0 launches nothing. Reentrant.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ndserve::kernels::gpu {
+
+inline constexpr int kMaxRank = 8;
+
+// A strided walk over up to kMaxRank merged dims for up to two operands: linear output
+// index i -> multi-index over dims -> sum(idx[d] * strides[k][d]) for operand k.
+struct IndexMap {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[2][kMaxRank] = {};
+};
+
+enum class BinaryCode : int { kAdd, kSub, kMul, kDiv };
+enum class UnaryCode : int { kRelu, kSigmoid, kTanh, kErf };
+// Same order as ndserve::DType's first 13 values (checked by a static_assert where the
+// two meet).
+enum class ScalarType : int {
+  kBool,
+  kUint8,
+  kUint16,
+  kUint32,
+  kUint64,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kFp16,
+  kBf16,
+  kFp32,
+  kFp64,
+};
+
+// out[i] = op(a[map0(i)], b[map1(i)]) for FP32, INT32, INT64.
+cudaError_t LaunchBinary(BinaryCode op, ScalarType type, const void* a, const void* b, void* out,
+                         const IndexMap& map, int64_t n, cudaStream_t stream);
+cudaError_t LaunchUnary(UnaryCode op, const float* x, float* y, int64_t n, cudaStream_t stream);
+// y[i] = beta * c[map0(i)] (Gemm's C term).
+cudaError_t LaunchScaledBroadcast(const float* c, float beta, float* y, const IndexMap& map,
+                                  int64_t n, cudaStream_t stream);
+cudaError_t LaunchCast(ScalarType from, ScalarType to, const void* x, void* y, int64_t n,
+                       cudaStream_t stream);
+cudaError_t LaunchSoftmax(const float* x, float* y, int64_t outer, int64_t axis_dim, int64_t inner,
+                          cudaStream_t stream);
+// mean / inv_std may be null.
+cudaError_t LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y,
+                            float* mean, float* inv_std, int64_t rows, int64_t cols, float epsilon,
+                            cudaStream_t stream);
+// Out-of-range indices set *error_flag = 1 and give zero rows (no out-of-bounds read).
+cudaError_t LaunchGather(const void* data, int elem_bytes, const void* indices, bool int64_indices,
+                         void* out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t count,
+                         int32_t* error_flag, cudaStream_t stream);
+// y[o] = scale * sum over r of x[kept0(o) + reduced0(r)].
+cudaError_t LaunchReduce(const float* x, float* y, const IndexMap& kept, const IndexMap& reduced,
+                         int64_t out_n, int64_t reduce_n, float scale, cudaStream_t stream);
+// y[i] = x[map0(i)] for 1, 2, 4 or 8-byte elements.
+cudaError_t LaunchTranspose(const void* x, void* y, int elem_bytes, const IndexMap& map, int64_t n,
+                            cudaStream_t stream);
+
+}  // namespace ndserve::kernels::gpu
+
+#endif  // NDSERVE_KERNELS_CUDA_LAUNCHERS_H_

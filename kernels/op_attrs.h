@@ -1,0 +1,94 @@
+#ifndef NDSERVE_KERNELS_OP_ATTRS_H_
+#define NDSERVE_KERNELS_OP_ATTRS_H_
+
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "kernels/op_kind.h"
+#include "memory/dtype.h"
+
+namespace ndserve::kernels {
+
+// Resolved attributes of one node, one struct per op family. Node inputs that decide an
+// output's shape (Reshape's shape; Squeeze, Unsqueeze and ReduceSum's axes) are folded in
+// here as values, and are NOT passed to kernels as tensors: the engine reads them at load
+// time (they must be initializers or constants). BuildOpAttrs (node_attrs.h) fills these
+// from an ONNX node. Axes may be negative (ONNX style); kernels normalize them. Plain
+// values.
+
+// Add, Sub, Mul, Div, MatMul, Relu, Sigmoid, Tanh, Erf, Identity.
+struct NoAttrs {};
+struct GemmAttrs {
+  float alpha = 1.0f;
+  float beta = 1.0f;
+  bool trans_a = false;
+  bool trans_b = false;
+};
+struct SoftmaxAttrs {
+  int64_t axis = -1;
+};
+// Normalizes over dims [axis, rank). Scale and B must have the shape X.shape[axis:]
+// (leading 1s allowed). Statistics are always computed in FP32 (stash_type 1).
+struct LayerNormAttrs {
+  int64_t axis = -1;
+  float epsilon = 1e-5f;
+};
+struct GatherAttrs {
+  int64_t axis = 0;
+};
+// ReduceSum / ReduceMean. Empty `axes` reduces every dim unless noop_with_empty_axes,
+// in which case the op is an identity.
+struct ReduceAttrs {
+  std::vector<int64_t> axes;
+  bool keepdims = true;
+  bool noop_with_empty_axes = false;
+};
+struct ConcatAttrs {
+  int64_t axis = 0;
+};
+// 0 copies the input's dim (unless allowzero), one -1 is inferred.
+struct ReshapeAttrs {
+  std::vector<int64_t> shape;
+  bool allowzero = false;
+};
+struct FlattenAttrs {
+  int64_t axis = 1;
+};
+// Empty perm reverses the dims.
+struct TransposeAttrs {
+  std::vector<int64_t> perm;
+};
+// Empty axes squeezes every dim of size 1.
+struct SqueezeAttrs {
+  std::vector<int64_t> axes;
+};
+// Axes index the output's dims.
+struct UnsqueezeAttrs {
+  std::vector<int64_t> axes;
+};
+struct CastAttrs {
+  DType to = DType::kFp32;
+};
+
+using OpAttrs = std::variant<NoAttrs, GemmAttrs, SoftmaxAttrs, LayerNormAttrs, GatherAttrs,
+                             ReduceAttrs, ConcatAttrs, ReshapeAttrs, FlattenAttrs, TransposeAttrs,
+                             SqueezeAttrs, UnsqueezeAttrs, CastAttrs>;
+
+// The attribute struct `op` expects, or INVALID_ARGUMENT when `attrs` holds another one
+// (an engine bug, reported instead of crashing).
+template <typename T>
+absl::Status GetAttrs(OpKind op, const OpAttrs& attrs, const T** out) {
+  *out = std::get_if<T>(&attrs);
+  if (*out == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: wrong attribute struct (variant index %d)", OpKindName(op), attrs.index()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::kernels
+
+#endif  // NDSERVE_KERNELS_OP_ATTRS_H_

@@ -1,0 +1,279 @@
+#ifndef NDSERVE_TESTS_UNIT_KERNELS_KERNEL_TEST_UTIL_H_
+#define NDSERVE_TESTS_UNIT_KERNELS_KERNEL_TEST_UTIL_H_
+
+// Helpers for kernel tests: host tensors, running one kernel on any device present
+// (upload, run through the dispatch table, synchronize, download) and comparing with a
+// tolerance. Header-only because the test binary is built from *_test.cc files only.
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "kernels/cast_convert.h"
+#include "kernels/dispatch.h"
+#include "kernels/gpu_resources.h"
+#include "kernels/shape_inference.h"
+#include "kernels/status_macros.h"
+#include "memory/cuda_allocator.h"
+#include "memory/cuda_runtime.h"
+#include "memory/device_allocator.h"
+#ifdef NDSERVE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ndserve::kernels::testing {
+
+// A tensor in host memory, owning its bytes.
+struct HostTensor {
+  DType dtype = DType::kFp32;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+
+  TensorDesc desc() const { return {dtype, shape}; }
+  int64_t numel() const { return NumElements(shape); }
+
+  template <typename T>
+  static HostTensor Of(Shape shape, const std::vector<T>& values, DType dtype = kDTypeOf<T>) {
+    HostTensor t{dtype, std::move(shape), {}};
+    t.bytes.resize(values.size() * sizeof(T));
+    if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+    return t;
+  }
+  template <typename T>
+  std::vector<T> Values() const {
+    std::vector<T> v(bytes.size() / sizeof(T));
+    if (!v.empty()) std::memcpy(v.data(), bytes.data(), v.size() * sizeof(T));
+    return v;
+  }
+};
+
+// Deterministic uniform floats in [lo, hi).
+inline std::vector<float> RandomFloats(int64_t n, uint32_t seed, float lo = -2.0f,
+                                       float hi = 2.0f) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = lo + (hi - lo) * static_cast<float>((s >> 40) & 0xffffff) / 16777216.0f;
+  }
+  return v;
+}
+
+inline HostTensor RandomTensor(Shape shape, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
+  return HostTensor::Of<float>(shape, RandomFloats(NumElements(shape), seed, lo, hi));
+}
+
+// CPU plus every CUDA device present.
+inline std::vector<Device> TestDevices() {
+  std::vector<Device> devices = {Device::Cpu()};
+  for (int i = 0; i < CudaDeviceCount(); ++i) devices.push_back(Device::Cuda(i));
+  return devices;
+}
+
+inline std::string DeviceTestName(const ::testing::TestParamInfo<Device>& info) {
+  return info.param.is_cuda() ? absl::StrCat("cuda", info.param.ordinal) : "cpu";
+}
+
+// Runs kernels on one device with buffers from that device's raw allocator. Not
+// thread-safe.
+class DeviceRunner {
+ public:
+  explicit DeviceRunner(Device device) : device_(device) {
+    auto alloc = MakeDeviceAllocator(device);
+    EXPECT_TRUE(alloc.ok()) << alloc.status();
+    if (alloc.ok()) allocator_ = *std::move(alloc);
+    if (device.is_cuda()) {
+      auto gpu = GpuResources::Create(device);
+      EXPECT_TRUE(gpu.ok()) << gpu.status();
+      if (gpu.ok()) gpu_ = *std::move(gpu);
+    }
+  }
+  ~DeviceRunner() {
+    for (auto& [ptr, bytes] : buffers_) allocator_->Deallocate(ptr, bytes);
+  }
+
+  Device device() const { return device_; }
+  KernelContext context() const { return gpu_ ? gpu_->context() : KernelContext::Cpu(); }
+
+  // A view over a fresh buffer holding `t` (or uninitialized, for outputs).
+  absl::StatusOr<TensorView> Upload(const HostTensor& t) {
+    NDK_ASSIGN_OR_RETURN(TensorView v, Allocate(t.desc()));
+    NDK_RETURN_IF_ERROR(Copy(v.data, t.bytes.data(), t.bytes.size(), /*to_device=*/true));
+    return v;
+  }
+  absl::StatusOr<TensorView> Allocate(const TensorDesc& desc) {
+    TensorView v{nullptr, desc.dtype, desc.shape, device_};
+    const std::size_t bytes = v.nbytes();
+    if (bytes > 0) {
+      NDK_ASSIGN_OR_RETURN(v.data, allocator_->Allocate(bytes));
+      buffers_.push_back({v.data, bytes});
+    }
+    return v;
+  }
+  absl::StatusOr<HostTensor> Download(const TensorView& v) {
+    if (gpu_) NDK_RETURN_IF_ERROR(gpu_->Synchronize());
+    HostTensor t{v.dtype, v.shape, std::vector<uint8_t>(v.nbytes())};
+    NDK_RETURN_IF_ERROR(Copy(t.bytes.data(), v.data, t.bytes.size(), /*to_device=*/false));
+    return t;
+  }
+
+  // Uploads inputs, allocates the first `num_outputs` outputs InferOutputs gives, runs the
+  // kernel through the dispatch table and downloads the outputs.
+  absl::StatusOr<std::vector<HostTensor>> Run(OpKind op, const std::vector<HostTensor>& inputs,
+                                              const OpAttrs& attrs, int num_outputs = 1) {
+    std::vector<TensorDesc> descs;
+    for (const HostTensor& t : inputs) descs.push_back(t.desc());
+    NDK_ASSIGN_OR_RETURN(std::vector<TensorDesc> out_descs, InferOutputs(op, descs, attrs));
+    out_descs.resize(std::min<std::size_t>(out_descs.size(), num_outputs));
+    return RunWithOutputs(op, inputs, out_descs, attrs);
+  }
+
+  // As Run, with caller-chosen output descriptors (for error tests).
+  absl::StatusOr<std::vector<HostTensor>> RunWithOutputs(OpKind op,
+                                                         const std::vector<HostTensor>& inputs,
+                                                         const std::vector<TensorDesc>& out_descs,
+                                                         const OpAttrs& attrs) {
+    std::vector<TensorView> in_views, out_views;
+    for (const HostTensor& t : inputs) {
+      NDK_ASSIGN_OR_RETURN(TensorView v, Upload(t));
+      in_views.push_back(v);
+    }
+    for (const TensorDesc& d : out_descs) {
+      NDK_ASSIGN_OR_RETURN(TensorView v, Allocate(d));
+      out_views.push_back(v);
+    }
+    NDK_RETURN_IF_ERROR(RunKernel(op, context(), in_views, out_views, attrs));
+    std::vector<HostTensor> out;
+    for (const TensorView& v : out_views) {
+      NDK_ASSIGN_OR_RETURN(HostTensor t, Download(v));
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+ private:
+  absl::Status Copy(void* dst, const void* src, std::size_t bytes, bool to_device) {
+    if (bytes == 0) return absl::OkStatus();
+    if (!device_.is_cuda()) {
+      std::memcpy(dst, src, bytes);
+      return absl::OkStatus();
+    }
+#ifdef NDSERVE_WITH_CUDA
+    cudaSetDevice(device_.ordinal);
+    const cudaError_t err =
+        cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess) return absl::InternalError(cudaGetErrorString(err));
+    return absl::OkStatus();
+#else
+    (void)to_device;
+    return absl::FailedPreconditionError("no CUDA backend");
+#endif
+  }
+
+  Device device_;
+  std::unique_ptr<DeviceAllocator> allocator_;
+  std::unique_ptr<GpuResources> gpu_;
+  std::vector<std::pair<void*, std::size_t>> buffers_;
+};
+
+// Element i of a host tensor as double (FP16/BF16 through float, BOOL as 0/1).
+inline double ElementAsDouble(const HostTensor& t, int64_t i) {
+  const uint8_t* p = t.bytes.data();
+  switch (t.dtype) {
+    case DType::kBool:
+      return p[i] != 0;
+    case DType::kUint8:
+      return p[i];
+    case DType::kInt8:
+      return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::kUint16:
+      return reinterpret_cast<const uint16_t*>(p)[i];
+    case DType::kInt16:
+      return reinterpret_cast<const int16_t*>(p)[i];
+    case DType::kUint32:
+      return reinterpret_cast<const uint32_t*>(p)[i];
+    case DType::kInt32:
+      return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::kUint64:
+      return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
+    case DType::kInt64:
+      return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
+    case DType::kFp16:
+      return HalfToFloat(reinterpret_cast<const Half*>(p)[i]);
+    case DType::kBf16:
+      return BFloat16ToFloat(reinterpret_cast<const BFloat16*>(p)[i]);
+    case DType::kFp32:
+      return reinterpret_cast<const float*>(p)[i];
+    case DType::kFp64:
+      return reinterpret_cast<const double*>(p)[i];
+    case DType::kBytes:
+      break;
+  }
+  return std::nan("");
+}
+
+// Same dtype and shape, and every element within atol + rtol * |want| (NaN matches NaN,
+// infinities must be equal). Integer types compare exactly as int64 to avoid rounding.
+inline ::testing::AssertionResult AllClose(const HostTensor& got, const HostTensor& want,
+                                           double atol, double rtol) {
+  if (!(got.desc() == want.desc())) {
+    return ::testing::AssertionFailure()
+           << "got " << got.desc().ToString() << ", want " << want.desc().ToString();
+  }
+  const bool exact_int = want.dtype == DType::kInt64 || want.dtype == DType::kUint64;
+  int failures = 0;
+  std::string detail;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    bool ok;
+    double g, w;
+    if (exact_int) {
+      int64_t gi, wi;
+      std::memcpy(&gi, got.bytes.data() + i * 8, 8);
+      std::memcpy(&wi, want.bytes.data() + i * 8, 8);
+      ok = gi == wi;
+      g = static_cast<double>(gi);
+      w = static_cast<double>(wi);
+    } else {
+      g = ElementAsDouble(got, i);
+      w = ElementAsDouble(want, i);
+      ok = (std::isnan(g) && std::isnan(w)) || g == w ||
+           (std::isfinite(w) && std::abs(g - w) <= atol + rtol * std::abs(w));
+    }
+    if (!ok && failures++ < 5) {
+      absl::StrAppendFormat(&detail, "\n  [%d] got %.9g want %.9g (diff %.3g)", i, g, w, g - w);
+    }
+  }
+  if (failures > 0) {
+    return ::testing::AssertionFailure()
+           << failures << " of " << want.numel() << " elements differ (atol " << atol << ", rtol "
+           << rtol << "):" << detail;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The repository root: $NDSERVE_SOURCE_DIR (set by ctest), else the nearest ancestor of
+// the test binary or the working directory that has tests/fixtures.
+inline std::filesystem::path SourceDir() {
+  if (const char* env = std::getenv("NDSERVE_SOURCE_DIR")) return env;
+  std::error_code ec;
+  for (std::filesystem::path start :
+       {std::filesystem::read_symlink("/proc/self/exe", ec), std::filesystem::current_path(ec)}) {
+    for (std::filesystem::path p = start; !p.empty() && p != p.root_path(); p = p.parent_path()) {
+      if (std::filesystem::exists(p / "tests/fixtures/ops", ec)) return p;
+    }
+  }
+  return {};
+}
+
+}  // namespace ndserve::kernels::testing
+
+#endif  // NDSERVE_TESTS_UNIT_KERNELS_KERNEL_TEST_UTIL_H_
