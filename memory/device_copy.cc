@@ -1,0 +1,81 @@
+#include "memory/device_copy.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "memory/cuda_runtime.h"
+
+#ifdef NDSERVE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ndserve {
+namespace {
+
+enum class Direction { kToDevice, kToHost, kZero };
+
+absl::Status CudaCopy(Device device, Direction direction, void* dst, const void* src,
+                      std::size_t bytes) {
+  if (device.ordinal < 0 || device.ordinal >= CudaDeviceCount()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no CUDA device ", device.ToString(), " to copy to or from"));
+  }
+#ifdef NDSERVE_WITH_CUDA
+  cudaError_t err = cudaSetDevice(device.ordinal);
+  if (err == cudaSuccess) {
+    switch (direction) {
+      case Direction::kToDevice:
+        err = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+        break;
+      case Direction::kToHost:
+        err = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+        break;
+      case Direction::kZero:
+        err = cudaMemset(dst, 0, bytes);
+        break;
+    }
+  }
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InternalError(absl::StrCat("CUDA copy of ", bytes, " bytes on ", device.ToString(),
+                                            ": ", cudaGetErrorString(err)));
+  }
+  return absl::OkStatus();
+#else
+  (void)direction, (void)dst, (void)src, (void)bytes;
+  return absl::FailedPreconditionError("this build of ndserve has no CUDA backend");
+#endif
+}
+
+}  // namespace
+
+absl::Status CopyHostToDevice(Device device, void* device_dst, const void* host_src,
+                              std::size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (!device.is_cuda()) {
+    std::memcpy(device_dst, host_src, bytes);
+    return absl::OkStatus();
+  }
+  return CudaCopy(device, Direction::kToDevice, device_dst, host_src, bytes);
+}
+
+absl::Status CopyDeviceToHost(Device device, void* host_dst, const void* device_src,
+                              std::size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (!device.is_cuda()) {
+    std::memcpy(host_dst, device_src, bytes);
+    return absl::OkStatus();
+  }
+  return CudaCopy(device, Direction::kToHost, host_dst, device_src, bytes);
+}
+
+absl::Status FillZero(Device device, void* device_dst, std::size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (!device.is_cuda()) {
+    std::memset(device_dst, 0, bytes);
+    return absl::OkStatus();
+  }
+  return CudaCopy(device, Direction::kZero, device_dst, nullptr, bytes);
+}
+
+}  // namespace ndserve

@@ -1,0 +1,24 @@
+#ifndef NDSERVE_MEMORY_DEVICE_COPY_H_
+#define NDSERVE_MEMORY_DEVICE_COPY_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "memory/device.h"
+
+namespace ndserve {
+
+// Synchronous byte copies between host memory and memory of `device`. On the CPU device
+// they are memcpy/memset; on CUDA, cudaMemcpy/cudaMemset on the default stream (which
+// waits for work queued on it). FAILED_PRECONDITION for a CUDA device in a build or on a
+// host without one; INTERNAL with CUDA's message if the copy fails. Zero bytes is a
+// no-op. Thread-safe.
+absl::Status CopyHostToDevice(Device device, void* device_dst, const void* host_src,
+                              std::size_t bytes);
+absl::Status CopyDeviceToHost(Device device, void* host_dst, const void* device_src,
+                              std::size_t bytes);
+absl::Status FillZero(Device device, void* device_dst, std::size_t bytes);
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_MEMORY_DEVICE_COPY_H_

@@ -1,0 +1,148 @@
+#include "memory/nd_array.h"
+
+#include <utility>
+
+#include "absl/strings/str_join.h"
+#include "memory/device_copy.h"
+
+namespace ndserve {
+namespace internal {
+
+SpinLock& TransferLock() {
+  static SpinLock* lock = new SpinLock();
+  return *lock;
+}
+
+namespace {
+
+// Per-thread cache of ArrayState objects. A state freed on another thread joins that
+// thread's cache. The cache itself is trivially destructible, so a handle dropped
+// during thread or process teardown (after the reaper ran) still finds it, sees `dead`
+// and deletes directly.
+constexpr int kCachedStates = 128;
+struct StateCache {
+  ArrayState* items[kCachedStates];
+  int count;
+  bool registered;
+  bool dead;
+};
+thread_local StateCache tl_states;  // zero-initialized
+
+struct StateCacheReaper {
+  ~StateCacheReaper() {
+    while (tl_states.count > 0) delete tl_states.items[--tl_states.count];
+    tl_states.dead = true;
+  }
+};
+thread_local StateCacheReaper tl_reaper;
+
+void Reset(ArrayState* state) {
+  // Back to a fresh state's values where Create does not overwrite them (owner is null
+  // already: a state is only dropped after it was freed); the shape keeps its storage.
+  state->refs.store(2, std::memory_order_relaxed);
+  state->freed_by = FreedBy::kNotFreed;
+  state->freed_by_uid = 0;
+  if (!state->name.empty()) {
+    state->name.clear();
+    if (state->name.capacity() > 64) state->name.shrink_to_fit();
+  }
+}
+
+}  // namespace
+
+ArrayState* NewState() {
+  StateCache& cache = tl_states;
+  if (ABSL_PREDICT_FALSE(!cache.registered)) {
+    cache.registered = true;
+    [[maybe_unused]] StateCacheReaper& reaper = tl_reaper;  // constructs it: runs at exit
+  }
+  if (cache.count == 0) return new ArrayState;  // not `()`: no zero-fill before the ctor
+  return cache.items[--cache.count];
+}
+
+void DeleteState(ArrayState* state) {
+  delete std::exchange(state->borrow, nullptr);  // null by then: freeing or going home clears it
+  StateCache& cache = tl_states;
+  if (cache.dead || !cache.registered || cache.count == kCachedStates) {
+    delete state;
+    return;
+  }
+  Reset(state);
+  cache.items[cache.count++] = state;
+}
+
+}  // namespace internal
+
+std::string NDArray::name() const {
+  if (state_ == nullptr) return std::string();
+  SpinLockHolder lock(&internal::TransferLock());
+  return state_->name;
+}
+
+void NDArray::set_name(absl::string_view name) const {
+  if (state_ == nullptr) return;
+  std::string copy(name);
+  SpinLockHolder lock(&internal::TransferLock());
+  state_->name.swap(copy);
+}
+
+std::string NDArray::DebugString() const {
+  if (state_ == nullptr) return "null NDArray";
+  const absl::Span<const std::int64_t> shape = state_->shape.span();
+  std::string name = this->name();
+  std::string out = name.empty() ? std::string("unnamed array") : absl::StrCat("'", name, "'");
+  absl::StrAppend(&out, " ", DTypeName(state_->dtype), "[", absl::StrJoin(shape, ","), "] on ",
+                  state_->device.ToString());
+  if (!valid()) absl::StrAppend(&out, " (freed)");
+  return out;
+}
+
+absl::Status NDArray::UnusableError() const {
+  if (state_ == nullptr) return absl::FailedPreconditionError("use of a null NDArray handle");
+  // The acquire load in valid() makes freed_by* visible.
+  std::string how;
+  switch (state_->freed_by) {
+    case internal::FreedBy::kManagerClose:
+      how = absl::StrCat("freed when its manager #", state_->freed_by_uid, " (",
+                         ManagerLevelName(state_->freed_by_level), ") closed");
+      break;
+    case internal::FreedBy::kUnsafeFree:
+      how = "freed by UnsafeFree";
+      break;
+    case internal::FreedBy::kNotFreed:
+      how = "freed";
+      break;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("use of freed memory: array ", DebugString(), " was ", how));
+}
+
+absl::Status NDArray::CopyToHost(absl::Span<std::uint8_t> out) const {
+  if (!valid()) return UnusableError();
+  if (out.size() != state_->nbytes) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyToHost of ", DebugString(), " (",
+                                                   state_->nbytes, " bytes) into a buffer of ",
+                                                   out.size(), " bytes"));
+  }
+  return CopyDeviceToHost(state_->device, out.data(), state_->block.ptr, state_->nbytes);
+}
+
+absl::StatusOr<std::vector<std::uint8_t>> NDArray::ToHost() const {
+  if (!valid()) return UnusableError();
+  std::vector<std::uint8_t> out(state_->nbytes);
+  absl::Status status = CopyToHost(absl::MakeSpan(out));
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status NDArray::CopyFromHost(absl::Span<const std::uint8_t> bytes) const {
+  if (!valid()) return UnusableError();
+  if (bytes.size() != state_->nbytes) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyFromHost into ", DebugString(), " (",
+                                                   state_->nbytes, " bytes) from ", bytes.size(),
+                                                   " bytes"));
+  }
+  return CopyHostToDevice(state_->device, state_->block.ptr, bytes.data(), bytes.size());
+}
+
+}  // namespace ndserve

@@ -1,0 +1,252 @@
+#ifndef NDSERVE_MEMORY_ND_ARRAY_H_
+#define NDSERVE_MEMORY_ND_ARRAY_H_
+
+#include <sys/single_threaded.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "memory/block.h"
+#include "memory/device.h"
+#include "memory/dtype.h"
+#include "memory/manager_levels.h"
+#include "memory/spin_lock.h"
+
+namespace ndserve {
+
+class NDManager;
+class Pool;
+
+namespace internal {
+
+// Who to hand a borrowed array back to: first the manager it was taken from, then its
+// permanent owner. Both are held so that "has it closed?" can be asked safely.
+struct BorrowInfo {
+  std::shared_ptr<NDManager> lender;
+  std::shared_ptr<NDManager> home;
+};
+
+enum class FreedBy : std::uint8_t { kNotFreed, kManagerClose, kUnsafeFree };
+
+// A shape: up to kInline dimensions in place (no allocation), more on the heap.
+class SmallShape {
+ public:
+  static constexpr std::size_t kInline = 6;
+
+  SmallShape() = default;
+  SmallShape(const SmallShape&) = delete;
+  SmallShape& operator=(const SmallShape&) = delete;
+
+  void Assign(absl::Span<const std::int64_t> dims) {
+    size_ = dims.size();
+    std::int64_t* out = inline_;
+    if (size_ > kInline) {
+      heap_.reset(new std::int64_t[size_]);
+      out = heap_.get();
+    } else {
+      heap_.reset();
+    }
+    for (std::size_t i = 0; i < size_; ++i) out[i] = dims[i];
+  }
+  absl::Span<const std::int64_t> span() const {
+    return absl::Span<const std::int64_t>(size_ > kInline ? heap_.get() : inline_, size_);
+  }
+
+ private:
+  std::size_t size_ = 0;
+  std::int64_t inline_[kInline];
+  std::unique_ptr<std::int64_t[]> heap_;
+};
+
+// The shared state behind NDArray handles. Made by NDManager::Create and kept alive by
+// a reference count: one reference per handle, plus one while a manager lists it.
+//
+// Synchronization:
+//  - shape, dtype, device, pool, block, nbytes: written before the state is published,
+//    immutable afterwards.
+//  - owner: the manager whose list holds the array; nullptr once the block was freed
+//    (that store is the release that publishes freed_by*). Changed under
+//    TransferLock() by moves between managers, and by the manager that frees it.
+//  - index: its slot in owner's list; guarded by the owner's lock.
+//  - name, borrow: guarded by TransferLock() once published.
+struct ArrayState {
+  std::atomic<std::int32_t> refs{2};  // the handle Create returns + the owner's list
+  DType dtype = DType::kFp32;
+  FreedBy freed_by = FreedBy::kNotFreed;
+  ManagerLevel freed_by_level = ManagerLevel::kSystem;
+  std::uint32_t index = 0;
+  std::atomic<NDManager*> owner{nullptr};
+  Block block;
+  Pool* pool = nullptr;
+  Device device;
+  std::int64_t num_elements = 0;
+  std::size_t nbytes = 0;
+  std::uint64_t freed_by_uid = 0;
+  SmallShape shape;
+  std::string name;
+  BorrowInfo* borrow = nullptr;
+};
+
+// States are recycled through a small per-thread cache: a request makes and drops a
+// handful at a time, more than malloc's per-size fast cache holds. NewState returns
+// a state with every field at its default and refs == 2.
+ArrayState* NewState();
+
+// Serializes moves of arrays between managers (Attach, TempAttachAll, Ret, UnsafeFree,
+// returning borrowed arrays) and the lookups that follow an array to its manager.
+// Taken before any manager lock, never while holding one. Closing managers pass
+// through it once, so a pointer read from ArrayState::owner under it stays valid.
+SpinLock& TransferLock();
+
+// Reference counting with the same single-thread shortcut as SpinLock: while the
+// process has one thread, a plain load/store replaces the locked read-modify-write.
+inline void Ref(ArrayState* state) {
+  if (__libc_single_threaded) {
+    state->refs.store(state->refs.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    state->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+void DeleteState(ArrayState* state);
+inline void Unref(ArrayState* state) {
+  if (__libc_single_threaded) {
+    const std::int32_t left = state->refs.load(std::memory_order_relaxed) - 1;
+    state->refs.store(left, std::memory_order_relaxed);
+    if (left == 0) DeleteState(state);
+  } else if (state->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    DeleteState(state);
+  }
+}
+
+}  // namespace internal
+
+// A handle to an n-dimensional array in device memory: shape, element type, device,
+// an optional name and a block from the device's pool.
+//
+// Ownership: the handle does not own the memory; the NDManager the array is attached
+// to does, and frees it when that manager closes (or on NDManager::UnsafeFree). Copying
+// a handle is cheap (one reference count) and every copy names the same array. The
+// metadata (shape, dtype, name, ...) stays readable through any handle for as long as
+// the handle lives; the memory does not. Every accessor that touches memory checks
+// first and returns FAILED_PRECONDITION "use of freed memory: ..." once the array was
+// freed, so using a handle after its scope closed is an error, never a crash.
+//
+// Thread-safety: handles may be copied, passed and read from any thread. The bytes are
+// not synchronized: writers and readers of the same array coordinate themselves, and a
+// manager must not be closed while another thread still uses its arrays (the check
+// above catches use after close, not a close racing a use).
+class NDArray {
+ public:
+  NDArray() = default;  // a null handle: valid() is false, every access an error
+  NDArray(const NDArray& other) : state_(other.state_) {
+    if (state_ != nullptr) internal::Ref(state_);
+  }
+  NDArray(NDArray&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
+  NDArray& operator=(const NDArray& other) {
+    NDArray copy(other);
+    std::swap(state_, copy.state_);
+    return *this;
+  }
+  NDArray& operator=(NDArray&& other) noexcept {
+    std::swap(state_, other.state_);
+    return *this;
+  }
+  ~NDArray() {
+    if (state_ != nullptr) internal::Unref(state_);
+  }
+
+  // True for a non-null handle whose memory has not been freed.
+  bool valid() const {
+    return state_ != nullptr && state_->owner.load(std::memory_order_acquire) != nullptr;
+  }
+  bool is_null() const { return state_ == nullptr; }
+
+  // Metadata; readable even after the memory was freed. Empty/zero on a null handle.
+  absl::Span<const std::int64_t> shape() const {
+    return state_ != nullptr ? state_->shape.span() : absl::Span<const std::int64_t>();
+  }
+  int rank() const { return static_cast<int>(shape().size()); }
+  std::int64_t num_elements() const { return state_ != nullptr ? state_->num_elements : 0; }
+  std::size_t nbytes() const { return state_ != nullptr ? state_->nbytes : 0; }
+  DType dtype() const { return state_ != nullptr ? state_->dtype : DType::kFp32; }
+  Device device() const { return state_ != nullptr ? state_->device : Device(); }
+  std::string name() const;
+  // Names the array in errors, dumps and leak reports. Thread-safe.
+  void set_name(absl::string_view name) const;
+
+  // The device address of the first element (nullptr for an empty array), or
+  // FAILED_PRECONDITION "use of freed memory" once freed. What kernels use.
+  absl::StatusOr<void*> Data() const {
+    if (!valid()) return UnusableError();
+    return state_->block.ptr;
+  }
+  // Data() as T*, also checking that T matches dtype() (INVALID_ARGUMENT otherwise).
+  template <typename T>
+  absl::StatusOr<T*> DataAs() const;
+
+  // Copies the whole array into host memory (`out` must be exactly nbytes()).
+  absl::Status CopyToHost(absl::Span<std::uint8_t> out) const;
+  absl::StatusOr<std::vector<std::uint8_t>> ToHost() const;
+  template <typename T>
+  absl::StatusOr<std::vector<T>> ToVector() const;
+  // Overwrites the whole array from host memory (`bytes` must be exactly nbytes()).
+  // Writes through a const handle, as Data() does: constness is the handle's.
+  absl::Status CopyFromHost(absl::Span<const std::uint8_t> bytes) const;
+
+  // "'name' FP32[2,3] on cpu:0" (plus " (freed)" once freed).
+  std::string DebugString() const;
+
+  // Whether both handles name the same array.
+  bool SameArray(const NDArray& other) const { return state_ == other.state_; }
+
+ private:
+  friend class NDManager;
+  // Adopts one reference.
+  explicit NDArray(internal::ArrayState* state) : state_(state) {}
+
+  // FAILED_PRECONDITION for a null handle or a freed array, naming the array and what
+  // freed it.
+  absl::Status UnusableError() const;
+
+  internal::ArrayState* state_ = nullptr;
+};
+
+template <typename T>
+absl::StatusOr<T*> NDArray::DataAs() const {
+  if (state_ != nullptr && state_->dtype != kDTypeOf<T>) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("array ", DebugString(), " is not ", DTypeName(kDTypeOf<T>)));
+  }
+  absl::StatusOr<void*> data = Data();
+  if (!data.ok()) return data.status();
+  return static_cast<T*>(*data);
+}
+
+template <typename T>
+absl::StatusOr<std::vector<T>> NDArray::ToVector() const {
+  static_assert(!std::is_same_v<T, bool>, "std::vector<bool> is packed; use ToHost() for BOOL");
+  if (state_ != nullptr && state_->dtype != kDTypeOf<T>) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("array ", DebugString(), " is not ", DTypeName(kDTypeOf<T>)));
+  }
+  std::vector<T> out(static_cast<std::size_t>(num_elements()));
+  absl::Status status = CopyToHost(absl::Span<std::uint8_t>(
+      reinterpret_cast<std::uint8_t*>(out.data()), out.size() * sizeof(T)));
+  if (!status.ok()) return status;
+  return out;
+}
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_MEMORY_ND_ARRAY_H_

@@ -1,0 +1,562 @@
+#include "memory/nd_manager.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/base/optimization.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "memory/device_copy.h"
+#include "memory/memory_system.h"
+
+namespace ndserve {
+
+namespace {
+
+using internal::ArrayState;
+using internal::BorrowInfo;
+using internal::FreedBy;
+using internal::TransferLock;
+
+// Process-wide, unique, increasing per thread. Threads take ranges so that opening a
+// context does not bounce one counter's cache line between cores.
+std::uint64_t NextUid() {
+  static std::atomic<std::uint64_t> next{1};
+  constexpr std::uint64_t kRange = 64;
+  thread_local std::uint64_t current = 0, end = 0;
+  if (current == end) {
+    current = next.fetch_add(kRange, std::memory_order_relaxed);
+    end = current + kRange;
+  }
+  return current++;
+}
+
+struct SystemRegistry {
+  absl::Mutex mu;
+  absl::flat_hash_map<Device, std::shared_ptr<NDManager>> managers ABSL_GUARDED_BY(mu);
+};
+
+SystemRegistry& Registry() {
+  static SystemRegistry* registry = new SystemRegistry();  // never destroyed
+  return *registry;
+}
+
+// Locks two managers' locks in uid order (a single one if they are the same). Callers
+// hold TransferLock(), so these pairs never interleave with each other anyway; the
+// order keeps them deadlock-free against any future caller.
+class PairLock {
+ public:
+  PairLock(SpinLock* a, std::uint64_t a_uid, SpinLock* b,
+           std::uint64_t b_uid) ABSL_NO_THREAD_SAFETY_ANALYSIS
+      : first_(a_uid <= b_uid ? a : b),
+        second_(a == b ? nullptr : (a_uid <= b_uid ? b : a)) {
+    first_->Lock();
+    if (second_ != nullptr) second_->Lock();
+  }
+  ~PairLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (second_ != nullptr) second_->Unlock();
+    first_->Unlock();
+  }
+
+ private:
+  SpinLock* first_;
+  SpinLock* second_;
+};
+
+absl::Status ArrayError(const NDArray& array, absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(what, ": array ", array.DebugString()));
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<NDManager>> NDManager::AllSystemManagers() {
+  SystemRegistry& registry = Registry();
+  std::vector<std::shared_ptr<NDManager>> out;
+  {
+    absl::MutexLock lock(&registry.mu);
+    for (const auto& [device, manager] : registry.managers) out.push_back(manager);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a->device() < b->device(); });
+  return out;
+}
+
+NDManager::NDManager(PrivateTag, std::uint64_t uid, ManagerLevel level, Device device, Pool* pool,
+                     absl::string_view name, NDManager* parent)
+    : uid_(uid), level_(level), device_(device), pool_(pool), parent_(parent), name_(name) {}
+
+NDManager::~NDManager() {
+  // Only reachable for a closed manager (an open one is held by its parent, a system one
+  // by the registry), or one that never got into the tree.
+  if (close_state_.load(std::memory_order_acquire) != kClosed && !is_system()) {
+    Close().IgnoreError();
+  }
+}
+
+std::string NDManager::name() const {
+  if (!name_.empty()) return name_;
+  return absl::StrCat(ManagerLevelName(level_), "/", uid_);
+}
+
+// ---------------------------------------------------------------------------------------
+// The tree.
+
+absl::StatusOr<std::shared_ptr<NDManager>> NDManager::SystemManager(Device device) {
+  SystemRegistry& registry = Registry();
+  absl::MutexLock lock(&registry.mu);
+  if (auto it = registry.managers.find(device); it != registry.managers.end()) return it->second;
+  absl::StatusOr<Pool*> pool = GlobalPool(device);
+  if (!pool.ok()) return pool.status();
+  auto manager = std::make_shared<NDManager>(PrivateTag{}, NextUid(), ManagerLevel::kSystem, device,
+                                             *pool, absl::string_view(), nullptr);
+  registry.managers.emplace(device, manager);
+  return manager;
+}
+
+absl::StatusOr<std::shared_ptr<NDManager>> NDManager::NewBaseManager(Device device,
+                                                                     ManagerLevel level,
+                                                                     absl::string_view name) {
+  absl::StatusOr<std::shared_ptr<NDManager>> system = SystemManager(device);
+  if (!system.ok()) return system.status();
+  return (*system)->NewSubManager(level, name);
+}
+
+absl::StatusOr<std::shared_ptr<NDManager>> NDManager::NewSubManager(
+    std::optional<ManagerLevel> level, absl::string_view name) {
+  const ManagerLevel child_level = level.value_or(level_);
+  if (child_level == ManagerLevel::kSystem) {
+    // Only the per-device root is "system"; a second one would confuse the metrics.
+    return absl::InvalidArgumentError(
+        "a new manager needs a level other than system (model, predictor, context, ...)");
+  }
+  auto child =
+      std::make_shared<NDManager>(PrivateTag{}, NextUid(), child_level, device_, pool_, name, this);
+  bool refused = false;
+  {
+    SpinLockHolder lock(&mu_);
+    if (closed_) {
+      refused = true;
+    } else {
+      child->index_in_parent_ = children_.size();
+      children_.push_back(child);
+    }
+  }
+  if (refused) {
+    // Never in the tree: mark it closed so its destructor does nothing.
+    {
+      SpinLockHolder lock(&child->mu_);
+      child->closed_ = true;
+    }
+    child->close_state_.store(kClosed, std::memory_order_release);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open a sub-manager under closed manager '", this->name(), "'"));
+  }
+  return child;
+}
+
+absl::StatusOr<std::shared_ptr<NDManager>> NDManager::ManagerOf(const NDArray& array) {
+  if (array.state_ == nullptr) return absl::FailedPreconditionError("use of a null NDArray handle");
+  std::shared_ptr<NDManager> manager;
+  for (bool in_transit = true; in_transit;) {
+    in_transit = false;
+    {
+      SpinLockHolder transfer(&TransferLock());
+      NDManager* owner = array.state_->owner.load(std::memory_order_acquire);
+      if (owner == nullptr) break;
+      // Under TransferLock an owner read here cannot finish closing (Close passes through
+      // the lock), so the object is alive; lock() fails only if it is being destroyed.
+      SpinLockHolder lock(&owner->mu_);
+      if (owner->closed_ && array.state_->borrow != nullptr) {
+        in_transit = true;  // on its way back to its lender; see where it lands
+      } else {
+        manager = owner->weak_from_this().lock();
+      }
+    }
+    if (in_transit) std::this_thread::yield();
+  }
+  if (manager == nullptr) return array.UnusableError();
+  return manager;
+}
+
+absl::StatusOr<std::shared_ptr<NDManager>> NDManager::SubManagerOf(const NDArray& array,
+                                                                   absl::string_view name) {
+  absl::StatusOr<std::shared_ptr<NDManager>> owner = ManagerOf(array);
+  if (!owner.ok()) return owner.status();
+  return (*owner)->NewSubManager(std::nullopt, name);
+}
+
+std::shared_ptr<NDManager> NDManager::RemoveChild(NDManager* child) {
+  SpinLockHolder lock(&mu_);
+  // A closing parent has taken its list already and closes the child itself.
+  if (closed_) return nullptr;
+  const std::size_t index = child->index_in_parent_;
+  if (index >= children_.size() || children_[index].get() != child) return nullptr;
+  std::shared_ptr<NDManager> removed = std::move(children_[index]);
+  if (index + 1 != children_.size()) {
+    children_[index] = std::move(children_.back());
+    children_[index]->index_in_parent_ = index;
+  }
+  children_.pop_back();
+  return removed;
+}
+
+// ---------------------------------------------------------------------------------------
+// Arrays.
+
+void NDManager::AddLocked(ArrayState* state) {
+  state->index = static_cast<std::uint32_t>(resources_.size());
+  resources_.push_back(state);
+  bytes_ += state->nbytes;
+}
+
+void NDManager::RemoveLocked(ArrayState* state) {
+  const std::uint32_t index = state->index;
+  if (index + 1 != resources_.size()) {
+    resources_[index] = resources_.back();
+    resources_[index]->index = index;
+  }
+  resources_.pop_back();
+  bytes_ -= state->nbytes;
+}
+
+absl::Status NDManager::RefusalError(bool closed, absl::string_view what) {
+  if (closed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("manager '", name(), "' is closed: cannot ", what));
+  }
+  internal::LevelCounters::Get().CapViolation(level_);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "manager '", name(), "' is capped: cannot ", what,
+      " (a capped manager takes no new arrays; create them in a sub-scope, e.g. the request's "
+      "context, and Ret or copy out what must survive)"));
+}
+
+absl::StatusOr<NDArray> NDManager::Create(absl::Span<const std::int64_t> shape, DType dtype,
+                                          absl::string_view name) {
+  std::int64_t count = 1;
+  for (std::int64_t dim : shape) {
+    if (ABSL_PREDICT_FALSE(dim < 0 || __builtin_mul_overflow(count, dim, &count))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid shape [", absl::StrJoin(shape, ","), "] for a new array"));
+    }
+  }
+  const std::size_t element = DTypeSize(dtype);
+  if (ABSL_PREDICT_FALSE(element == 0)) {
+    return absl::InvalidArgumentError(
+        "BYTES tensors are variable-size; the engine keeps them as host data, not NDArrays");
+  }
+  std::size_t nbytes = 0;
+  if (ABSL_PREDICT_FALSE(
+          __builtin_mul_overflow(static_cast<std::size_t>(count), element, &nbytes))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("array of shape [", absl::StrJoin(shape, ","), "] overflows size_t"));
+  }
+  // The leak tracker remembers who asked; naming costs a string only when it listens.
+  std::string owner;
+  if (ABSL_PREDICT_FALSE(pool_->debug_level() > 0)) {
+    owner = name.empty() ? this->name() : absl::StrCat(this->name(), " '", name, "'");
+  }
+  absl::StatusOr<Block> block = pool_->Allocate(nbytes, owner);
+  if (ABSL_PREDICT_FALSE(!block.ok())) return block.status();
+
+  ArrayState* state = internal::NewState();
+  state->dtype = dtype;
+  state->block = *block;
+  state->pool = pool_;
+  state->device = device_;
+  state->num_elements = count;
+  state->nbytes = nbytes;
+  state->shape.Assign(shape);
+  if (!name.empty()) state->name.assign(name.data(), name.size());
+  bool closed = false, capped = false;
+  {
+    SpinLockHolder lock(&mu_);
+    closed = closed_;
+    capped = capped_;
+    if (ABSL_PREDICT_TRUE(!closed && !capped)) {
+      state->owner.store(this, std::memory_order_relaxed);
+      AddLocked(state);
+    }
+  }
+  if (ABSL_PREDICT_FALSE(closed || capped)) {
+    pool_->Free(*block);
+    internal::DeleteState(state);
+    return RefusalError(closed, absl::StrCat("create an array of ", DTypeName(dtype), "[",
+                                             absl::StrJoin(shape, ","), "]"));
+  }
+  return NDArray(state);
+}
+
+absl::StatusOr<NDArray> NDManager::Zeros(absl::Span<const std::int64_t> shape, DType dtype,
+                                         absl::string_view name) {
+  absl::StatusOr<NDArray> array = Create(shape, dtype, name);
+  if (!array.ok()) return array;
+  absl::Status status = FillZero(device_, array->state_->block.ptr, array->nbytes());
+  if (!status.ok()) {
+    UnsafeFree(*array).IgnoreError();
+    return status;
+  }
+  return array;
+}
+
+absl::StatusOr<NDArray> NDManager::FromHost(absl::Span<const std::int64_t> shape, DType dtype,
+                                            absl::Span<const std::uint8_t> bytes,
+                                            absl::string_view name) {
+  absl::StatusOr<NDArray> array = Create(shape, dtype, name);
+  if (!array.ok()) return array;
+  absl::Status status = array->CopyFromHost(bytes);
+  if (!status.ok()) {
+    UnsafeFree(*array).IgnoreError();
+    return status;
+  }
+  return array;
+}
+
+absl::Status NDManager::Move(const NDArray& array, NDManager* to, MoveKind kind) {
+  ArrayState* state = array.state_;
+  if (state == nullptr) return absl::FailedPreconditionError("use of a null NDArray handle");
+  // Made outside the spin lock; whatever is not used is released after it.
+  auto fresh_borrow = kind == MoveKind::kBorrow ? std::make_unique<BorrowInfo>() : nullptr;
+  std::unique_ptr<BorrowInfo> ended_borrow;
+  std::shared_ptr<NDManager> previous_lender;
+  enum class Outcome { kDone, kInTransit, kFreed, kNotHeld, kToClosed, kToCapped };
+  Outcome outcome = Outcome::kInTransit;
+  for (int attempt = 0; outcome == Outcome::kInTransit; ++attempt) {
+    if (attempt > 0) std::this_thread::yield();
+    outcome = Outcome::kDone;
+    SpinLockHolder transfer(&TransferLock());
+    NDManager* from = state->owner.load(std::memory_order_relaxed);
+    if (from == nullptr) {
+      outcome = Outcome::kFreed;
+      continue;
+    }
+    if (kind == MoveKind::kRet && from != this) {
+      // Checked before touching `to`: a closed manager holds nothing, and its parent
+      // (`to`) may be gone.
+      outcome = Outcome::kNotHeld;
+      continue;
+    }
+    PairLock locks(&from->mu_, from->uid_, &to->mu_, to->uid_);
+    if (from->closed_) {
+      // A closing borrower is about to hand a borrowed array back (it needs the transfer
+      // lock for that, so let go and retry); anything else it is about to free.
+      outcome = state->borrow != nullptr ? Outcome::kInTransit : Outcome::kFreed;
+    } else if (from == to) {
+      // Borrowing what one already holds changes nothing; attaching it ends a borrow.
+      if (kind != MoveKind::kBorrow) ended_borrow.reset(std::exchange(state->borrow, nullptr));
+    } else if (to->closed_) {
+      outcome = Outcome::kToClosed;
+    } else if (to->capped_) {
+      outcome = Outcome::kToCapped;
+    } else {
+      from->RemoveLocked(state);
+      to->AddLocked(state);
+      state->owner.store(to, std::memory_order_relaxed);
+      if (kind != MoveKind::kBorrow) {
+        ended_borrow.reset(std::exchange(state->borrow, nullptr));
+      } else if (state->borrow == nullptr) {
+        // `from` is open, so its parent (or the registry) holds it: lock() succeeds.
+        fresh_borrow->lender = from->weak_from_this().lock();
+        fresh_borrow->home = fresh_borrow->lender;
+        state->borrow = fresh_borrow.release();
+      } else {
+        // Borrowed from a borrower: hand back to it first, the home stays.
+        previous_lender = std::exchange(state->borrow->lender, from->weak_from_this().lock());
+      }
+    }
+  }
+  switch (outcome) {
+    case Outcome::kDone:
+    case Outcome::kInTransit:  // not reached: the loop runs until it settles
+      return absl::OkStatus();
+    case Outcome::kFreed:
+      return array.UnusableError();
+    case Outcome::kNotHeld:
+      return ArrayError(
+          array, absl::StrCat("Ret on manager '", name(), "', which does not hold the array"));
+    case Outcome::kToClosed:
+    case Outcome::kToCapped:
+      break;
+  }
+  absl::string_view verb = kind == MoveKind::kBorrow ? "temp-attach"
+                           : kind == MoveKind::kRet  ? "take the Ret of"
+                                                     : "attach";
+  return to->RefusalError(outcome == Outcome::kToClosed,
+                          absl::StrCat(verb, " array ", array.DebugString()));
+}
+
+absl::Status NDManager::Attach(const NDArray& array) {
+  return Move(array, this, MoveKind::kAttach);
+}
+
+absl::Status NDManager::TempAttachAll(absl::Span<const NDArray> arrays) {
+  for (const NDArray& array : arrays) {
+    absl::Status status = Move(array, this, MoveKind::kBorrow);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NDManager::Ret(const NDArray& array) {
+  if (parent_ == nullptr) {
+    return ArrayError(array,
+                      absl::StrCat("Ret on system manager '", name(), "', which has no parent"));
+  }
+  return Move(array, parent_, MoveKind::kRet);
+}
+
+absl::Status NDManager::UnsafeFree(const NDArray& array) {
+  ArrayState* state = array.state_;
+  if (state == nullptr) return absl::FailedPreconditionError("use of a null NDArray handle");
+  std::unique_ptr<BorrowInfo> ended_borrow;
+  bool freed_here = false;
+  for (bool in_transit = true; in_transit;) {
+    in_transit = false;
+    {
+      SpinLockHolder transfer(&TransferLock());
+      NDManager* from = state->owner.load(std::memory_order_relaxed);
+      if (from == nullptr) break;
+      SpinLockHolder lock(&from->mu_);
+      if (!from->closed_) {
+        from->RemoveLocked(state);
+        ended_borrow.reset(std::exchange(state->borrow, nullptr));
+        state->freed_by = FreedBy::kUnsafeFree;
+        state->owner.store(nullptr, std::memory_order_release);
+        freed_here = true;
+      } else {
+        in_transit = state->borrow != nullptr;  // else its closing manager frees it
+      }
+    }
+    if (in_transit) std::this_thread::yield();
+  }
+  if (!freed_here) return array.UnusableError();
+  state->pool->Free(state->block);
+  internal::Unref(state);  // the list's reference; `array` still holds one
+  return absl::OkStatus();
+}
+
+void NDManager::Release(ArrayState* state, FreedBy how) {
+  state->freed_by = how;
+  state->freed_by_uid = uid_;
+  state->freed_by_level = level_;
+  state->owner.store(nullptr, std::memory_order_release);
+  state->pool->Free(state->block);
+  internal::Unref(state);
+}
+
+void NDManager::Cap() {
+  SpinLockHolder lock(&mu_);
+  capped_ = true;
+}
+
+bool NDManager::capped() const {
+  SpinLockHolder lock(&mu_);
+  return capped_;
+}
+
+bool NDManager::closed() const {
+  SpinLockHolder lock(&mu_);
+  return closed_;
+}
+
+absl::Status NDManager::Close() {
+  if (is_system()) {
+    return absl::FailedPreconditionError(absl::StrCat("the system manager of ", device_.ToString(),
+                                                      " cannot be closed; it lives as long as "
+                                                      "the process"));
+  }
+  // The parent's reference to us, taken out of its list below and dropped last: it may
+  // be the only one left (a caller closing through a raw pointer), and this object must
+  // live until Close is done with it.
+  std::shared_ptr<NDManager> parents_reference;
+  ResourceList resources;
+  std::vector<std::shared_ptr<NDManager>> children;
+  bool already = false;
+  {
+    SpinLockHolder lock(&mu_);
+    if (closed_) {
+      already = true;
+    } else {
+      closed_ = true;
+      resources.swap(resources_);
+      children.swap(children_);
+      bytes_ = 0;
+    }
+  }
+  if (already) {
+    // Idempotent, and a caller (typically a closing parent) can rely on everything being
+    // freed once Close returns.
+    while (close_state_.load(std::memory_order_acquire) != kClosed) std::this_thread::yield();
+    return absl::OkStatus();
+  }
+  // Children first: what they borrowed from us comes back (and is freed below or, since
+  // we are closed, freed by them).
+  for (const std::shared_ptr<NDManager>& child : children) child->Close().IgnoreError();
+  children.clear();
+
+  // Nothing moves arrays in or out of a closed manager, so the list is ours alone; the
+  // borrow fields were last written under mu_, which we have taken since.
+  ResourceList borrowed;
+  for (ArrayState* state : resources) {
+    if (ABSL_PREDICT_FALSE(state->borrow != nullptr)) {
+      borrowed.push_back(state);
+    } else {
+      Release(state, FreedBy::kManagerClose);
+    }
+  }
+  if (!borrowed.empty()) ReturnBorrowed(borrowed);
+
+  if (parent_ != nullptr) parents_reference = parent_->RemoveChild(this);
+  // Grace period: anyone who read a pointer to this manager from an array under the
+  // transfer lock is done with it once we get the lock, so our caller may drop the
+  // last reference after we return.
+  { SpinLockHolder transfer(&TransferLock()); }
+  close_state_.store(kClosed, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+void NDManager::ReturnBorrowed(const ResourceList& borrowed) {
+  std::vector<std::unique_ptr<BorrowInfo>> ended;
+  std::vector<std::shared_ptr<NDManager>> dropped_lenders;
+  ResourceList to_free;
+  {
+    SpinLockHolder transfer(&TransferLock());
+    for (ArrayState* state : borrowed) {
+      BorrowInfo* borrow = state->borrow;
+      bool placed = false;
+      for (NDManager* target : {borrow->lender.get(), borrow->home.get()}) {
+        SpinLockHolder lock(&target->mu_);
+        if (target->closed_) continue;  // a capped target is fine: it is a return
+        target->AddLocked(state);
+        state->owner.store(target, std::memory_order_relaxed);
+        if (target == borrow->home.get()) {
+          ended.emplace_back(std::exchange(state->borrow, nullptr));
+        } else {
+          // Back with an intermediate borrower, who returns it home when it closes.
+          dropped_lenders.push_back(std::exchange(borrow->lender, borrow->home));
+        }
+        placed = true;
+        break;
+      }
+      if (!placed) {
+        ended.emplace_back(std::exchange(state->borrow, nullptr));
+        to_free.push_back(state);
+      }
+    }
+  }
+  for (ArrayState* state : to_free) Release(state, FreedBy::kManagerClose);
+}
+
+absl::StatusOr<std::shared_ptr<NDManager>> OutputScope::Resolve(
+    absl::Span<const NDArray> inputs) const {
+  if (manager_ != nullptr) return manager_;
+  if (inputs.empty()) {
+    return absl::InvalidArgumentError("OutputScope::OfFirstInput() for an op without inputs");
+  }
+  return NDManager::ResultScope(inputs.front());
+}
+
+}  // namespace ndserve

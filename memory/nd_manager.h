@@ -1,0 +1,279 @@
+#ifndef NDSERVE_MEMORY_ND_MANAGER_H_
+#define NDSERVE_MEMORY_ND_MANAGER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "memory/device.h"
+#include "memory/dtype.h"
+#include "memory/manager_levels.h"
+#include "memory/nd_array.h"
+#include "memory/pool.h"
+#include "memory/spin_lock.h"
+
+namespace ndserve {
+
+// One node of DebugInfo(): what the admin RPC maps to its proto.
+struct ManagerNodeInfo {
+  std::string name;
+  std::uint64_t uid = 0;
+  ManagerLevel level = ManagerLevel::kSystem;
+  Device device;
+  bool capped = false;
+  bool closed = false;
+  std::int64_t resource_count = 0;  // arrays it holds now, borrowed ones included
+  std::uint64_t bytes = 0;          // their bytes, as created
+  std::vector<ManagerNodeInfo> children;
+};
+
+// A scope that owns arrays, after DJL's NDManager (DESIGN.md §1, §3).
+//
+// Ownership: every NDArray is attached to exactly one open manager, which owns its
+// block and frees it on Close. Managers form a tree: one system manager per device
+// (never closed) -> base managers (model, predictor, trainer) -> sub-managers (context,
+// batch, and scratch scopes). A parent holds its open children; closing a parent closes
+// them first. Callers hold managers through std::shared_ptr; dropping the pointer does
+// not close a manager (its parent still holds it), Close() (or ScopedManager) does. A
+// closed manager object stays valid for as long as anyone holds it.
+//
+// Rules:
+//  - Close frees the blocks of the arrays it holds, closes its children, hands arrays it
+//    borrowed (TempAttachAll) back to their lender, or frees them if the lender closed
+//    meanwhile. Idempotent; a second caller waits until the first one finished. The
+//    system manager refuses it.
+//  - Cap(): later Create/Zeros/FromHost/Attach/TempAttachAll/Ret into the manager fail
+//    with FAILED_PRECONDITION and count a cap violation for its level. Borrowed arrays
+//    still go back to a capped lender, and sub-managers may still be opened under it.
+//  - Any use of an array's memory after its manager closed or after UnsafeFree is
+//    FAILED_PRECONDITION "use of freed memory", never undefined behaviour.
+//
+// The operation rule. DJL puts an op's output in the manager of its first input
+// (ResultScope below). ndserve's engine does not rely on argument order: every op
+// receives the scope for its outputs explicitly (an OutputScope, normally the request's
+// context) and creates them there with Create on that manager. OutputScope::
+// OfFirstInput() is the DJL rule for code that wants it. The embedding leak (DESIGN.md
+// §1) is what happens when the first input is a parameter: its manager is the capped
+// model manager, so the output's Create fails instead of leaking.
+//
+// Borrowing under concurrency. TempAttachAll moves an array, so a parameter borrowed
+// by several request scopes at once hops between them (it still always ends up back
+// with its owner, or freed if the owner closed). ResultScope(param) therefore names
+// whichever scope borrowed it last; concurrent code says where outputs go with
+// OutputScope::In(scope) instead of relying on the borrow.
+//
+// Thread-safety: every method may be called from any thread. Many contexts may open,
+// fill and close under one predictor at once. Each manager has one SpinLock, held for a
+// few instructions (an uncontended absl::Mutex costs several times a whole Create on
+// the pool's hot path); moves of arrays between managers go through one process-wide
+// lock (see nd_array.h). Closing a manager while another thread still works with its
+// arrays is a caller bug that the freed-memory check reports, not something the
+// manager prevents.
+class NDManager : public std::enable_shared_from_this<NDManager> {
+ private:
+  struct PrivateTag {};
+
+ public:
+  // The process-wide root for `device`, made on first use with the device's pool from
+  // GlobalPools(). FAILED_PRECONDITION for a CUDA device that is not present; the
+  // environment's error if the memory configuration is bad.
+  static absl::StatusOr<std::shared_ptr<NDManager>> SystemManager(Device device);
+  // A new manager directly under the system manager of `device` (model, predictor,
+  // trainer). `name` defaults to "<level>/<uid>". INVALID_ARGUMENT for kSystem.
+  static absl::StatusOr<std::shared_ptr<NDManager>> NewBaseManager(Device device,
+                                                                   ManagerLevel level,
+                                                                   absl::string_view name = {});
+  // A child on the same device; `level` defaults to this manager's level. Allowed under a
+  // capped manager; FAILED_PRECONDITION under a closed one.
+  absl::StatusOr<std::shared_ptr<NDManager>> NewSubManager(
+      std::optional<ManagerLevel> level = std::nullopt, absl::string_view name = {});
+  // A child of the manager that holds `array` (same level): the scratch scope in which
+  // to compute something from `array` and Ret only the result.
+  static absl::StatusOr<std::shared_ptr<NDManager>> SubManagerOf(const NDArray& array,
+                                                                 absl::string_view name = {});
+  // The manager that holds `array` now (the borrower while it is temp-attached).
+  static absl::StatusOr<std::shared_ptr<NDManager>> ManagerOf(const NDArray& array);
+  // DJL's operation rule: the manager for the output of an op whose first input is
+  // `first_input`. Same as ManagerOf; named for the call sites that apply the rule.
+  static absl::StatusOr<std::shared_ptr<NDManager>> ResultScope(const NDArray& first_input) {
+    return ManagerOf(first_input);
+  }
+
+  // New arrays attached to this manager, from its device's pool. Create leaves the
+  // contents undefined. INVALID_ARGUMENT for negative dimensions, overflowing sizes and
+  // BYTES; FAILED_PRECONDITION if closed or capped; the pool's RESOURCE_EXHAUSTED.
+  absl::StatusOr<NDArray> Create(absl::Span<const std::int64_t> shape, DType dtype,
+                                 absl::string_view name = {});
+  absl::StatusOr<NDArray> Zeros(absl::Span<const std::int64_t> shape, DType dtype,
+                                absl::string_view name = {});
+  // Uploads `bytes` (exactly shape x dtype bytes, host memory) into a new array.
+  absl::StatusOr<NDArray> FromHost(absl::Span<const std::int64_t> shape, DType dtype,
+                                   absl::Span<const std::uint8_t> bytes,
+                                   absl::string_view name = {});
+  template <typename T>
+  absl::StatusOr<NDArray> FromHostValues(absl::Span<const std::int64_t> shape,
+                                         absl::Span<const T> values, absl::string_view name = {}) {
+    return FromHost(
+        shape, kDTypeOf<T>,
+        absl::Span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(values.data()),
+                                       values.size() * sizeof(T)),
+        name);
+  }
+
+  // Moves `array` here for good, from whichever manager holds it (ending a borrow).
+  absl::Status Attach(const NDArray& array);
+  // Borrows each array: this manager holds it until it closes, then hands it back to the
+  // manager it was taken from (or to its permanent owner if that one closed first, or
+  // frees it if both closed). Arrays already held here are skipped. Stops at the first
+  // error; arrays borrowed before it stay borrowed and go back on Close as usual.
+  absl::Status TempAttachAll(absl::Span<const NDArray> arrays);
+  // Moves an array this manager holds to its parent, so it survives this scope's Close.
+  // FAILED_PRECONDITION if this manager does not hold it, for the system manager, or if
+  // the parent is closed or capped.
+  absl::Status Ret(const NDArray& array);
+  // Frees `array`'s block now, whoever holds it; any later use is "use of freed memory".
+  static absl::Status UnsafeFree(const NDArray& array) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
+  void Cap();
+  bool capped() const;
+  absl::Status Close();
+  bool closed() const;
+
+  std::uint64_t uid() const { return uid_; }
+  ManagerLevel level() const { return level_; }
+  Device device() const { return device_; }
+  Pool* pool() const { return pool_; }
+  bool is_system() const { return parent_ == nullptr; }
+  // The name given at creation, or "<level>/<uid>".
+  std::string name() const;
+  // The parent while this manager is open; null once it closed, and for a system manager.
+  std::shared_ptr<NDManager> parent() const;
+  std::int64_t resource_count() const;
+  std::uint64_t bytes() const;
+  std::size_t child_count() const;
+  // Whether this manager holds `array` right now.
+  bool Holds(const NDArray& array) const;
+
+  // This subtree, one consistent line per manager (each read under its own lock):
+  //   model/2 (uid=2 level=model device=cpu:0 capped) resources=1 bytes=4096
+  // children indented by two spaces.
+  std::string DebugDump() const;
+  ManagerNodeInfo DebugInfo() const;
+  // Every system manager's tree.
+  static std::string DebugDumpAll();
+  static std::vector<ManagerNodeInfo> DebugInfoAll();
+  // Live managers, attached arrays and bytes per level (summed over the open managers
+  // when called, so opening a scope or creating an array updates no process-wide
+  // counter) and cap violations since start.
+  static ManagerLevelSnapshot LevelCounts();
+
+  // Use the factories above; public only for std::make_shared.
+  NDManager(PrivateTag, std::uint64_t uid, ManagerLevel level, Device device, Pool* pool,
+            absl::string_view name, NDManager* parent);
+  ~NDManager();
+  NDManager(const NDManager&) = delete;
+  NDManager& operator=(const NDManager&) = delete;
+
+ private:
+  enum class MoveKind { kAttach, kBorrow, kRet };
+  enum CloseState : int { kOpen, kClosing, kClosed };
+  using ResourceList = absl::InlinedVector<internal::ArrayState*, 8>;
+
+  // These lock other managers' locks besides (or instead of) this one's.
+  absl::Status Move(const NDArray& array, NDManager* to,
+                    MoveKind kind) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  void AddLocked(internal::ArrayState* state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(internal::ArrayState* state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The error for an attach into this manager, which is closed or capped (a cap
+  // violation is counted).
+  absl::Status RefusalError(bool closed, absl::string_view what);
+  void ReturnBorrowed(const ResourceList& borrowed) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Takes `child` out of the open list and hands back the list's reference (null if this
+  // manager is closing and closes it itself).
+  std::shared_ptr<NDManager> RemoveChild(NDManager* child);
+  void AccumulateLevels(ManagerLevelSnapshot* snapshot) const;
+  static std::vector<std::shared_ptr<NDManager>> AllSystemManagers();
+  // Marks `state` freed by this manager and gives its block back; drops the list's
+  // reference.
+  void Release(internal::ArrayState* state, internal::FreedBy how);
+
+  const std::uint64_t uid_;
+  const ManagerLevel level_;
+  const Device device_;
+  Pool* const pool_;
+  // Null for a system manager. Not owning: a parent outlives its children's open life
+  // and their Close (its own Close closes them, or waits for them, before returning),
+  // and a closed child never touches it. Holding no reference keeps the predictor's
+  // reference count off every request's path.
+  NDManager* const parent_;
+  const std::string name_;
+  std::atomic<int> close_state_{kOpen};
+  std::size_t index_in_parent_ = 0;  // guarded by parent_->mu_
+
+  mutable SpinLock mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool capped_ ABSL_GUARDED_BY(mu_) = false;
+  std::uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  ResourceList resources_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<NDManager>> children_ ABSL_GUARDED_BY(mu_);
+};
+
+// Where an op puts its outputs. Engine ops take one and call Resolve(inputs) once, then
+// Create on the manager it gives. In(scope) is the normal case (the request's context
+// or a scratch scope); OfFirstInput() applies DJL's rule. A plain value; thread-safe.
+class OutputScope {
+ public:
+  static OutputScope In(std::shared_ptr<NDManager> manager) {
+    return OutputScope(std::move(manager));
+  }
+  static OutputScope OfFirstInput() { return OutputScope(nullptr); }
+
+  absl::StatusOr<std::shared_ptr<NDManager>> Resolve(absl::Span<const NDArray> inputs) const;
+  bool explicit_scope() const { return manager_ != nullptr; }
+
+ private:
+  explicit OutputScope(std::shared_ptr<NDManager> manager) : manager_(std::move(manager)) {}
+  std::shared_ptr<NDManager> manager_;
+};
+
+// Closes a manager when it goes out of scope (a request's context, a scratch scope).
+// Move-only; not thread-safe itself (one owner), the manager is.
+class ScopedManager {
+ public:
+  ScopedManager() = default;
+  explicit ScopedManager(std::shared_ptr<NDManager> manager) : manager_(std::move(manager)) {}
+  ScopedManager(ScopedManager&&) = default;
+  ScopedManager& operator=(ScopedManager&& other) {
+    Reset();
+    manager_ = std::move(other.manager_);
+    return *this;
+  }
+  ~ScopedManager() { Reset(); }
+
+  NDManager* operator->() const { return manager_.get(); }
+  NDManager& operator*() const { return *manager_; }
+  const std::shared_ptr<NDManager>& get() const { return manager_; }
+  // Closes now (errors ignored: only the system manager refuses, and it is never scoped).
+  void Reset() {
+    if (manager_ != nullptr) manager_->Close().IgnoreError();
+    manager_.reset();
+  }
+
+ private:
+  std::shared_ptr<NDManager> manager_;
+};
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_MEMORY_ND_MANAGER_H_

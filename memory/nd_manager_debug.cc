@@ -1,0 +1,110 @@
+// NDManager's read-only side: counts, the tree dump and the per-level sums that the
+// metrics exporter and the admin RPC read.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "memory/nd_manager.h"
+
+namespace ndserve {
+
+std::shared_ptr<NDManager> NDManager::parent() const {
+  if (parent_ == nullptr) return nullptr;
+  // While this manager is open its parent is alive (see parent_); our lock keeps a
+  // closing parent from finishing our Close meanwhile.
+  SpinLockHolder lock(&mu_);
+  if (closed_) return nullptr;
+  return parent_->weak_from_this().lock();
+}
+
+std::int64_t NDManager::resource_count() const {
+  SpinLockHolder lock(&mu_);
+  return static_cast<std::int64_t>(resources_.size());
+}
+
+std::uint64_t NDManager::bytes() const {
+  SpinLockHolder lock(&mu_);
+  return bytes_;
+}
+
+std::size_t NDManager::child_count() const {
+  SpinLockHolder lock(&mu_);
+  return children_.size();
+}
+
+bool NDManager::Holds(const NDArray& array) const {
+  return array.state_ != nullptr && array.state_->owner.load(std::memory_order_acquire) == this;
+}
+
+ManagerNodeInfo NDManager::DebugInfo() const {
+  ManagerNodeInfo info;
+  std::vector<std::shared_ptr<NDManager>> children;
+  {
+    SpinLockHolder lock(&mu_);
+    info.capped = capped_;
+    info.closed = closed_;
+    info.resource_count = static_cast<std::int64_t>(resources_.size());
+    info.bytes = bytes_;
+    children = children_;
+  }
+  info.name = name();
+  info.uid = uid_;
+  info.level = level_;
+  info.device = device_;
+  info.children.reserve(children.size());
+  for (const auto& child : children) info.children.push_back(child->DebugInfo());
+  return info;
+}
+
+namespace {
+
+void AppendNode(const ManagerNodeInfo& node, int depth, std::string* out) {
+  absl::StrAppend(out, std::string(2 * depth, ' '), node.name, " (uid=", node.uid,
+                  " level=", ManagerLevelName(node.level), " device=", node.device.ToString(),
+                  node.capped ? " capped" : "", node.closed ? " closed" : "",
+                  ") resources=", node.resource_count, " bytes=", node.bytes, "\n");
+  for (const ManagerNodeInfo& child : node.children) AppendNode(child, depth + 1, out);
+}
+
+}  // namespace
+
+std::string NDManager::DebugDump() const {
+  std::string out;
+  AppendNode(DebugInfo(), 0, &out);
+  return out;
+}
+
+std::vector<ManagerNodeInfo> NDManager::DebugInfoAll() {
+  std::vector<ManagerNodeInfo> out;
+  for (const auto& system : AllSystemManagers()) out.push_back(system->DebugInfo());
+  return out;
+}
+
+std::string NDManager::DebugDumpAll() {
+  std::string out;
+  for (const ManagerNodeInfo& node : DebugInfoAll()) AppendNode(node, 0, &out);
+  return out;
+}
+
+void NDManager::AccumulateLevels(ManagerLevelSnapshot* snapshot) const {
+  std::vector<std::shared_ptr<NDManager>> children;
+  {
+    SpinLockHolder lock(&mu_);
+    ManagerLevelCounts& counts = (*snapshot)[level_];
+    if (closed_) return;  // closing: no longer live, holds nothing
+    ++counts.live_managers;
+    counts.attached_resources += static_cast<std::int64_t>(resources_.size());
+    counts.attached_bytes += static_cast<std::int64_t>(bytes_);
+    children = children_;
+  }
+  for (const auto& child : children) child->AccumulateLevels(snapshot);
+}
+
+ManagerLevelSnapshot NDManager::LevelCounts() {
+  ManagerLevelSnapshot snapshot = internal::LevelCounters::Get().Read();
+  for (const auto& system : AllSystemManagers()) system->AccumulateLevels(&snapshot);
+  return snapshot;
+}
+
+}  // namespace ndserve
