@@ -1,0 +1,161 @@
+#include "server/admin_service.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "memory/device_pools.h"
+#include "memory/manager_levels.h"
+#include "memory/nd_manager.h"
+#include "memory/pool.h"
+#include "server/status_util.h"
+
+namespace ndserve {
+namespace {
+
+// Copies `info` into `node` and appends its line to `text`; `depth` counts levels below
+// the system manager, `max_depth` 0 means no limit.
+void AppendManager(const ManagerNodeInfo& info, int depth, int max_depth,
+                   admin::v1::ManagerNode* node, std::string* text) {
+  node->set_name(info.name);
+  node->set_uid(absl::StrCat(info.uid));
+  node->set_device(info.device.ToString());
+  node->set_capped(info.capped);
+  node->set_resource_count(
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, info.resource_count)));
+  node->set_bytes(info.bytes);
+  absl::StrAppend(text, std::string(2 * depth, ' '), info.name, " (uid=", info.uid,
+                  " level=", ManagerLevelName(info.level), " device=", info.device.ToString(),
+                  info.capped ? " capped" : "", info.closed ? " closed" : "",
+                  ") resources=", info.resource_count, " bytes=", info.bytes, "\n");
+  if (max_depth > 0 && depth >= max_depth) {
+    if (!info.children.empty()) {
+      absl::StrAppend(text, std::string(2 * depth + 2, ' '), "(", info.children.size(),
+                      " sub-managers not shown)\n");
+    }
+    return;
+  }
+  for (const ManagerNodeInfo& child : info.children) {
+    AppendManager(child, depth + 1, max_depth, node->add_children(), text);
+  }
+}
+
+}  // namespace
+
+AdminServiceImpl::AdminServiceImpl(DevicePools* pools, AdminAuth auth)
+    : pools_(pools), auth_(std::move(auth)) {}
+
+absl::StatusOr<std::vector<Pool*>> AdminServiceImpl::SelectPools(const DevicePools& pools,
+                                                                 int device_id) {
+  if (device_id < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_id ", device_id, " is invalid (-1 selects every device)"));
+  }
+  std::vector<Pool*> selected = pools.All();
+  if (device_id >= 0) {
+    selected.erase(
+        std::remove_if(selected.begin(), selected.end(),
+                       [device_id](const Pool* p) { return p->device().ordinal != device_id; }),
+        selected.end());
+  }
+  if (selected.empty()) {
+    return absl::NotFoundError(device_id < 0
+                                   ? std::string("no memory pool exists yet")
+                                   : absl::StrCat("no memory pool on device ", device_id));
+  }
+  return selected;
+}
+
+void AdminServiceImpl::FillPoolStatus(const Pool& pool, bool include_outstanding,
+                                      admin::v1::PoolStatus* out) {
+  const PoolStats s = pool.Stats();
+  out->set_device(pool.device().ToString());
+  out->set_pool(std::string(pool.name()));
+  out->set_allocated_bytes(s.allocated_bytes);
+  out->set_cached_bytes(s.cached_bytes);
+  out->set_reserved_bytes(s.reserved_bytes);
+  out->set_limit_bytes(s.limit_bytes == kNoLimit ? 0 : s.limit_bytes);
+  out->set_peak_allocated_bytes(s.peak_allocated_bytes);
+  out->set_device_total_bytes(s.device_total_bytes);
+  out->set_device_free_bytes(s.device_free_bytes);
+  out->set_alloc_count(s.alloc_count);
+  out->set_cache_hits(s.cache_hits);
+  out->set_cache_misses(s.cache_misses);
+  out->set_reclaimed_bytes_total(s.reclaimed_bytes_total());
+  out->set_oom_count(s.oom_count);
+  out->set_outstanding_allocations(s.outstanding_allocations);
+  out->set_inactive_split_bytes(s.inactive_split_bytes);
+  if (include_outstanding) {
+    for (const OutstandingAllocation& a : pool.Outstanding()) {
+      admin::v1::OutstandingAllocation* o = out->add_outstanding();
+      o->set_address(a.address);
+      o->set_bytes(a.bytes);
+      o->set_manager(a.owner);
+      o->set_stack_trace(a.stack_trace);
+    }
+  }
+}
+
+grpc::Status AdminServiceImpl::GetMemoryStatus(grpc::ServerContext* context,
+                                               const admin::v1::GetMemoryStatusRequest* request,
+                                               admin::v1::MemoryStatus* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
+  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(*pools_, request->device_id());
+  if (!pools.ok()) return ToGrpcStatus(pools.status());
+  std::string text;
+  for (const Pool* pool : *pools) {
+    FillPoolStatus(*pool, request->include_outstanding(), response->add_pools());
+    absl::StrAppend(&text, pool->MemoryStatus(request->include_outstanding()));
+  }
+  response->set_text(std::move(text));
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::Reclaim(grpc::ServerContext* context,
+                                       const admin::v1::ReclaimRequest* request,
+                                       admin::v1::ReclaimResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
+  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(*pools_, request->device_id());
+  if (!pools.ok()) return ToGrpcStatus(pools.status());
+  const std::uint64_t target = request->target_bytes();
+  std::uint64_t total = 0;
+  for (Pool* pool : *pools) {
+    // The target is shared: once it is met, the remaining pools keep their caches.
+    if (target != 0 && total >= target) break;
+    const std::uint64_t released =
+        pool->Reclaim(target == 0 ? 0 : target - total, ReclaimReason::kAdmin);
+    total += released;
+    LOG(INFO) << "admin reclaim on " << pool->device().ToString() << ": released "
+              << FormatBytes(released) << " (target "
+              << (target == 0 ? std::string("all cached") : FormatBytes(target)) << "), "
+              << FormatBytes(pool->Stats().cached_bytes) << " still cached";
+  }
+  response->set_reclaimed_bytes(total);
+  for (const Pool* pool : *pools) {
+    FillPoolStatus(*pool, /*include_outstanding=*/false, response->add_pools());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::DebugDump(grpc::ServerContext* context,
+                                         const admin::v1::DebugDumpRequest* request,
+                                         admin::v1::DebugDumpResponse* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
+  if (request->max_depth() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_depth must not be negative");
+  }
+  // One reading of the tree feeds both the message and the text, so they agree.
+  const std::vector<ManagerNodeInfo> systems = NDManager::DebugInfoAll();
+  admin::v1::ManagerNode* root = response->mutable_root();
+  root->set_name("process");
+  root->set_uid("0");
+  std::string text;
+  for (const ManagerNodeInfo& system : systems) {
+    AppendManager(system, 0, request->max_depth(), root->add_children(), &text);
+  }
+  response->set_text(std::move(text));
+  return grpc::Status::OK;
+}
+
+}  // namespace ndserve

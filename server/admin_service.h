@@ -1,0 +1,49 @@
+#ifndef NDSERVE_SERVER_ADMIN_SERVICE_H_
+#define NDSERVE_SERVER_ADMIN_SERVICE_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/admin.grpc.pb.h"
+#include "server/admin_auth.h"
+
+namespace ndserve {
+
+class DevicePools;
+class Pool;
+
+// ndserve.admin.v1.MemoryAdmin (DESIGN.md §5): pool status, reclaim of cached memory
+// and the NDManager tree. Every call first passes the AdminAuth token rule. Handlers
+// are thin: select pools, call memory/, copy counters into the reply.
+//
+// A synchronous service: admin calls are rare, and a reclaim may block on the device
+// (cudaFree), which must not stall the inference completion queues. Reads and reclaims
+// `pools` (not owned; must outlive the service). Thread-safe.
+class AdminServiceImpl final : public ndserve::admin::v1::MemoryAdmin::Service {
+ public:
+  AdminServiceImpl(DevicePools* pools, AdminAuth auth);
+
+  grpc::Status GetMemoryStatus(grpc::ServerContext* context,
+                               const ndserve::admin::v1::GetMemoryStatusRequest* request,
+                               ndserve::admin::v1::MemoryStatus* response) override;
+  grpc::Status Reclaim(grpc::ServerContext* context,
+                       const ndserve::admin::v1::ReclaimRequest* request,
+                       ndserve::admin::v1::ReclaimResponse* response) override;
+  grpc::Status DebugDump(grpc::ServerContext* context,
+                         const ndserve::admin::v1::DebugDumpRequest* request,
+                         ndserve::admin::v1::DebugDumpResponse* response) override;
+
+  // The pools a device_id selects: -1 all, N those on a device of ordinal N.
+  // INVALID_ARGUMENT below -1, NOT_FOUND when nothing matches.
+  static absl::StatusOr<std::vector<Pool*>> SelectPools(const DevicePools& pools, int device_id);
+  static void FillPoolStatus(const Pool& pool, bool include_outstanding,
+                             ndserve::admin::v1::PoolStatus* out);
+
+ private:
+  DevicePools* const pools_;
+  const AdminAuth auth_;
+};
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_SERVER_ADMIN_SERVICE_H_

@@ -1,0 +1,103 @@
+#ifndef NDSERVE_SERVER_DAEMON_H_
+#define NDSERVE_SERVER_DAEMON_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/admin_service.h"
+#include "server/health_service.h"
+#include "server/metrics_exporter.h"
+#include "server/options.h"
+
+namespace grpc {
+class Server;
+class ServerBuilder;
+}  // namespace grpc
+
+namespace ndserve {
+
+class DevicePools;
+
+// A service served on the inference port (--grpc_address), next to the health service:
+// the KServe GRPCInferenceService is one. The daemon calls, in this order and from one
+// thread: Register (before the server is built), Start (once it runs), Stop (after the
+// server has shut down, so no call is in flight any more).
+class PortService {
+ public:
+  virtual ~PortService() = default;
+  // Register services and add completion queues.
+  virtual void Register(grpc::ServerBuilder& builder) = 0;
+  // Begin serving: request the first calls, start the completion-queue threads.
+  virtual void Start(grpc::Server& server) = 0;
+  // Shut the completion queues down, drain them and join the threads.
+  virtual void Stop() = 0;
+};
+
+// The process's listeners and their lifecycle:
+//   inference port  --grpc_address     grpc.health.v1.Health (HealthService) + every PortService
+//   admin port      --admin_address    ndserve.admin.v1.MemoryAdmin (token rule)
+//   metrics port    --metrics_address  Prometheus text at /metrics
+// and the state they share: HealthState, MetricsExporter (and its InferenceMetrics).
+//
+// main.cc builds one from validated Options and the process's DevicePools, adds the
+// PortServices, then: Start() -> (models load, health().SetReady(true)) -> wait for a
+// signal -> StopServing() -> (models unload) -> Close().
+//
+// Owns its listeners, services and PortServices; reads and reclaims `pools` (not owned;
+// must outlive the daemon). Lifecycle methods are called from one thread; health(),
+// metrics() and the port getters from any.
+class Daemon {
+ public:
+  Daemon(Options options, DevicePools* pools);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Before Start.
+  void AddPortService(std::unique_ptr<PortService> service);
+
+  // Binds metrics, admin and inference listeners, in that order. An error names the
+  // flag whose address could not be bound; listeners opened before it are closed again.
+  absl::Status Start();
+
+  // Graceful drain: readiness NOT_SERVING, new calls refused, calls in flight get up to
+  // --exit_timeout_seconds to finish (then they are cancelled), PortServices stopped.
+  // Admin and metrics keep serving, so the drain and the unload can be watched.
+  void StopServing();
+
+  // Closes the admin and metrics listeners and logs every pool's final status.
+  void Close();
+
+  HealthState& health() { return health_; }
+  InferenceMetrics& metrics() { return metrics_.inference(); }
+  MetricsExporter& metrics_exporter() { return metrics_; }
+  const Options& options() const { return options_; }
+  DevicePools* pools() const { return pools_; }
+
+  // Bound ports (useful with port 0); 0 before Start.
+  int grpc_port() const { return grpc_port_; }
+  int admin_port() const { return admin_port_; }
+  int metrics_port() const { return metrics_.port(); }
+
+ private:
+  absl::Status StartAdmin();
+  absl::Status StartInference();
+
+  const Options options_;
+  DevicePools* const pools_;
+  HealthState health_;
+  HealthService health_service_{&health_};
+  MetricsExporter metrics_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
+  std::unique_ptr<grpc::Server> admin_server_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::vector<std::unique_ptr<PortService>> port_services_;
+  bool port_services_started_ = false;
+  int grpc_port_ = 0;
+  int admin_port_ = 0;
+};
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_SERVER_DAEMON_H_

@@ -1,0 +1,140 @@
+// ndserved: the model-serving daemon. The only place that knows about flags: they are
+// bound into an Options value here and everything below takes Options.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "memory/device_pools.h"
+#include "memory/leak_tracker.h"
+#include "memory/memory_config.h"
+#include "memory/memory_system.h"
+#include "memory/nd_manager.h"
+#include "server/daemon.h"
+#include "server/options.h"
+#include "server/shutdown_signal.h"
+
+#ifndef NDSERVE_VERSION
+#define NDSERVE_VERSION "dev"
+#endif
+
+ABSL_FLAG(std::string, model_repository, "",
+          "Model repository: <repo>/<model>/config.pbtxt and <repo>/<model>/<version>/model.onnx. "
+          "Default: examples/models of the installation or source tree.");
+ABSL_FLAG(std::string, grpc_address, "0.0.0.0:8001",
+          "Inference API (KServe v2 gRPC) and grpc.health.v1 listener, host:port.");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0:8002",
+          "Prometheus listener, host:port; metrics at http://<address>/metrics.");
+ABSL_FLAG(std::string, admin_address, "127.0.0.1:8003",
+          "Memory admin API listener, host:port. Beyond loopback only with --admin_token_file.");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "File holding the admin bearer token; when set, admin calls need metadata "
+          "'authorization: Bearer <token>'.");
+ABSL_FLAG(std::string, device, "auto", "Serving device: auto (first GPU, else CPU), cpu, cuda:N.");
+ABSL_FLAG(std::string, memory_pool, "",
+          "Memory pool kind: binned, split, simple or none. Default: $NDSERVE_MEMORY_POOL, "
+          "else binned.");
+ABSL_FLAG(std::string, memory_limit, "",
+          "Cap on the memory a pool holds from its device (cached bytes count): bytes, 512MiB, "
+          "8GiB, 1.5GB or 80%. Default: $NDSERVE_MEMORY_LIMIT, else none.");
+ABSL_FLAG(std::string, debug_level, "",
+          "Leak tracking: 0 off, 1 count live allocations and their owners, 2 also record "
+          "stack traces. Default: $NDSERVE_DEBUG_LEVEL, else 0.");
+ABSL_FLAG(int, exit_timeout_seconds, 30,
+          "On SIGTERM/SIGINT, how long requests in flight may take to finish.");
+ABSL_FLAG(ndserve::ModelControlMode, model_control_mode, ndserve::ModelControlMode::kExplicit,
+          "explicit: load every model at start and let the repository RPCs load and unload; "
+          "none: load every model at start and refuse the repository RPCs (UNAVAILABLE).");
+
+namespace ndserve {
+namespace {
+
+Options OptionsFromFlags() {
+  Options o;
+  o.model_repository = absl::GetFlag(FLAGS_model_repository);
+  o.grpc_address = absl::GetFlag(FLAGS_grpc_address);
+  o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  o.admin_address = absl::GetFlag(FLAGS_admin_address);
+  o.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+  o.device = absl::GetFlag(FLAGS_device);
+  o.memory_pool = absl::GetFlag(FLAGS_memory_pool);
+  o.memory_limit = absl::GetFlag(FLAGS_memory_limit);
+  o.debug_level = absl::GetFlag(FLAGS_debug_level);
+  o.exit_timeout_seconds = absl::GetFlag(FLAGS_exit_timeout_seconds);
+  o.model_control_mode = absl::GetFlag(FLAGS_model_control_mode);
+  return o;
+}
+
+int StartupError(const absl::Status& status) {
+  LOG(ERROR) << "ndserved cannot start: " << status.message();
+  return EXIT_FAILURE;
+}
+
+int Run(Options options) {
+  if (options.model_repository.empty()) options.model_repository = DefaultModelRepository();
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return StartupError(s);
+  absl::StatusOr<MemoryConfig> memory = ResolveMemoryConfig(options);
+  if (!memory.ok()) return StartupError(memory.status());
+  absl::StatusOr<Device> device = ResolveDevice(options.device);
+  if (!device.ok()) return StartupError(device.status());
+
+  LOG(INFO) << "ndserved " << NDSERVE_VERSION << " starting: device " << device->ToString()
+            << ", memory pool " << PoolKindName(memory->pool) << ", debug level "
+            << memory->debug_level << ", model repository '" << options.model_repository
+            << "', model control " << ModelControlModeName(options.model_control_mode);
+
+  // The process-wide pools every NDManager allocates from; admin and metrics read the same.
+  if (absl::Status s = ConfigureMemory(*memory); !s.ok()) return StartupError(s);
+  absl::StatusOr<DevicePools*> pools = TryGlobalPools();
+  if (!pools.ok()) return StartupError(pools.status());
+  if (absl::StatusOr<std::shared_ptr<NDManager>> root = NDManager::SystemManager(*device);
+      !root.ok()) {
+    return StartupError(root.status());
+  }
+
+  Daemon daemon(options, *pools);
+  if (absl::Status s = daemon.Start(); !s.ok()) return StartupError(s);
+  daemon.health().SetReady(true);
+  LOG(INFO) << "ready";
+
+  const int sig = WaitForShutdownSignal();
+  LOG(INFO) << "received " << strsignal(sig) << ", shutting down";
+  daemon.StopServing();
+  daemon.Close();
+  LOG(INFO) << "stopped";
+  return EXIT_SUCCESS;
+}
+
+}  // namespace
+}  // namespace ndserve
+
+int main(int argc, char** argv) {
+  // Before any library starts a thread, so that every thread inherits the mask.
+  ndserve::BlockShutdownSignals();
+  absl::FlagsUsageConfig usage;
+  // --help lists the daemon's own flags (defined here), not only those of a file named
+  // like the binary, which is Abseil's default.
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [] { return absl::StrCat("ndserved ", NDSERVE_VERSION, "\n"); };
+  absl::SetFlagsUsageConfig(usage);
+  absl::SetProgramUsageMessage(
+      absl::StrCat("ndserved ", NDSERVE_VERSION,
+                   ": serves ONNX models over KServe v2 gRPC.\n"
+                   "NDSERVE_MEMORY_POOL, NDSERVE_MEMORY_LIMIT and NDSERVE_DEBUG_LEVEL give the "
+                   "defaults of --memory_pool, --memory_limit and --debug_level.\n"
+                   "Usage: ndserved [flags]"));
+  absl::ParseCommandLine(argc, argv);
+  ndserve::InitializeSymbolizer(argv[0]);
+  return ndserve::Run(ndserve::OptionsFromFlags());
+}

@@ -1,0 +1,55 @@
+#include "server/metrics_exporter.h"
+
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <exception>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+
+namespace ndserve {
+
+MetricsExporter::MetricsExporter(const DevicePools* pools, ManagerLevelSource managers)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      memory_(std::make_shared<MemoryCollector>(pools, std::move(managers))),
+      inference_(std::make_unique<InferenceMetrics>(registry_.get())) {}
+
+MetricsExporter::~MetricsExporter() { Stop(); }
+
+absl::Status MetricsExporter::Start(const std::string& address) {
+  if (exposer_ != nullptr) return absl::FailedPreconditionError("metrics exporter already started");
+  try {
+    // civetweb throws when it cannot bind; exceptions stop at this third-party boundary.
+    auto exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+    exposer->RegisterCollectable(memory_);
+    exposer->RegisterCollectable(registry_);
+    const std::vector<int> ports = exposer->GetListeningPorts();
+    port_ = ports.empty() ? 0 : ports.front();
+    exposer_ = std::move(exposer);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics_address='", address, "': cannot listen: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+void MetricsExporter::Stop() {
+  exposer_.reset();
+  port_ = 0;
+}
+
+std::string MetricsExporter::Text() const {
+  // The same collectables in the same order as the exposer serves them.
+  std::vector<prometheus::MetricFamily> families = memory_->Collect();
+  std::vector<prometheus::MetricFamily> recorded = registry_->Collect();
+  families.insert(families.end(), std::make_move_iterator(recorded.begin()),
+                  std::make_move_iterator(recorded.end()));
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+}  // namespace ndserve

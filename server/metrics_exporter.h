@@ -1,0 +1,57 @@
+#ifndef NDSERVE_SERVER_METRICS_EXPORTER_H_
+#define NDSERVE_SERVER_METRICS_EXPORTER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/inference_metrics.h"
+#include "server/memory_collector.h"
+
+namespace prometheus {
+class Exposer;
+class Registry;
+}  // namespace prometheus
+
+namespace ndserve {
+
+class DevicePools;
+
+// Serves Prometheus text at http://<address>/metrics (prometheus-cpp's pull exposer):
+// the memory and manager families built at scrape time by a MemoryCollector, and the
+// inference families that the inference service records through inference().
+//
+// Reads `pools` (not owned; must outlive this object). Owns its registry, collector and
+// HTTP listener. inference() and Text() are thread-safe; Start and Stop are called from
+// one thread (main).
+class MetricsExporter {
+ public:
+  explicit MetricsExporter(const DevicePools* pools, ManagerLevelSource managers = {});
+  ~MetricsExporter();
+  MetricsExporter(const MetricsExporter&) = delete;
+  MetricsExporter& operator=(const MetricsExporter&) = delete;
+
+  // Binds "host:port" (port 0: any free port). UNAVAILABLE naming --metrics_address
+  // when the address cannot be bound.
+  absl::Status Start(const std::string& address);
+  // Closes the listener; scrapes in progress finish first.
+  void Stop();
+  // The bound port after Start, else 0.
+  int port() const { return port_; }
+
+  // Exactly the body /metrics serves.
+  std::string Text() const;
+
+  InferenceMetrics& inference() { return *inference_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<MemoryCollector> memory_;
+  std::unique_ptr<InferenceMetrics> inference_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+};
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_SERVER_METRICS_EXPORTER_H_

@@ -1,0 +1,211 @@
+#include "server/options.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memory/cuda_runtime.h"
+
+namespace ndserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A fake environment, so tests never depend on (or change) the real one.
+EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+const EnvLookup kEmptyEnv = FakeEnv({});
+
+std::string WriteTempFile(const std::string& name, const std::string& contents) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << contents;
+  return path.string();
+}
+
+TEST(OptionsTest, DefaultsAreValid) {
+  EXPECT_TRUE(ValidateOptions(Options{}, kEmptyEnv).ok());
+  absl::StatusOr<MemoryConfig> config = ResolveMemoryConfig(Options{}, kEmptyEnv);
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->pool, PoolKind::kBinned);
+  EXPECT_TRUE(config->limit.unlimited);
+  EXPECT_EQ(config->debug_level, 0);
+}
+
+TEST(OptionsTest, EnvironmentGivesDefaultsAndFlagsOverride) {
+  const EnvLookup env = FakeEnv({{"NDSERVE_MEMORY_POOL", "split"},
+                                 {"NDSERVE_MEMORY_LIMIT", "1GiB"},
+                                 {"NDSERVE_DEBUG_LEVEL", "2"}});
+  absl::StatusOr<MemoryConfig> from_env = ResolveMemoryConfig(Options{}, env);
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  EXPECT_EQ(from_env->pool, PoolKind::kSplit);
+  EXPECT_EQ(from_env->limit.bytes, 1ull << 30);
+  EXPECT_EQ(from_env->debug_level, 2);
+
+  Options flags;
+  flags.memory_pool = "simple";
+  flags.memory_limit = "80%";
+  flags.debug_level = "1";
+  absl::StatusOr<MemoryConfig> from_flags = ResolveMemoryConfig(flags, env);
+  ASSERT_TRUE(from_flags.ok()) << from_flags.status();
+  EXPECT_EQ(from_flags->pool, PoolKind::kSimple);
+  EXPECT_DOUBLE_EQ(from_flags->limit.fraction, 0.8);
+  EXPECT_EQ(from_flags->debug_level, 1);
+}
+
+TEST(OptionsTest, BadFlagValueNamesTheFlag) {
+  Options pool;
+  pool.memory_pool = "buddy";
+  EXPECT_THAT(ValidateOptions(pool, kEmptyEnv).message(), HasSubstr("--memory_pool='buddy'"));
+
+  Options limit;
+  limit.memory_limit = "lots";
+  absl::Status s = ValidateOptions(limit, kEmptyEnv);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--memory_limit"));
+
+  Options level;
+  level.debug_level = "3";
+  EXPECT_THAT(ValidateOptions(level, kEmptyEnv).message(), HasSubstr("--debug_level"));
+}
+
+TEST(OptionsTest, BadEnvironmentValueNamesTheVariable) {
+  EXPECT_THAT(ValidateOptions(Options{}, FakeEnv({{"NDSERVE_MEMORY_POOL", "buddy"}})).message(),
+              HasSubstr("NDSERVE_MEMORY_POOL"));
+  EXPECT_THAT(ValidateOptions(Options{}, FakeEnv({{"NDSERVE_MEMORY_LIMIT", "-5GiB"}})).message(),
+              HasSubstr("NDSERVE_MEMORY_LIMIT"));
+  EXPECT_THAT(ValidateOptions(Options{}, FakeEnv({{"NDSERVE_DEBUG_LEVEL", "x"}})).message(),
+              HasSubstr("NDSERVE_DEBUG_LEVEL"));
+}
+
+TEST(OptionsTest, GoodFlagHidesBadEnvironment) {
+  Options flags;
+  flags.memory_limit = "512MiB";
+  EXPECT_TRUE(ValidateOptions(flags, FakeEnv({{"NDSERVE_MEMORY_LIMIT", "garbage"}})).ok());
+}
+
+TEST(OptionsTest, NonLoopbackAdminNeedsATokenFile) {
+  Options o;
+  o.admin_address = "0.0.0.0:8003";
+  absl::Status s = ValidateOptions(o, kEmptyEnv);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--admin_address"));
+  EXPECT_THAT(s.message(), HasSubstr("--admin_token_file"));
+
+  o.admin_address = "[::]:8003";
+  EXPECT_FALSE(ValidateOptions(o, kEmptyEnv).ok());
+  o.admin_address = "10.1.2.3:8003";
+  EXPECT_FALSE(ValidateOptions(o, kEmptyEnv).ok());
+
+  o.admin_token_file = WriteTempFile("ndserve_options_test_token", "s3cret\n");
+  EXPECT_TRUE(ValidateOptions(o, kEmptyEnv).ok());
+}
+
+TEST(OptionsTest, LoopbackAdminNeedsNoToken) {
+  for (const char* address : {"127.0.0.1:8003", "127.0.0.2:0", "localhost:8003", "[::1]:8003",
+                              "unix:/tmp/ndserve-admin.sock"}) {
+    Options o;
+    o.admin_address = address;
+    EXPECT_TRUE(ValidateOptions(o, kEmptyEnv).ok()) << address;
+  }
+}
+
+TEST(OptionsTest, EmptyOrMissingTokenFileIsAnError) {
+  Options o;
+  o.admin_token_file = WriteTempFile("ndserve_options_test_empty_token", "  \n");
+  EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(), HasSubstr("--admin_token_file"));
+  o.admin_token_file = "/nonexistent/ndserve/token";
+  EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(), HasSubstr("--admin_token_file"));
+}
+
+TEST(OptionsTest, ReadAdminTokenStripsWhitespace) {
+  absl::StatusOr<std::string> token =
+      ReadAdminToken(WriteTempFile("ndserve_options_test_token2", "  abc123 \n"));
+  ASSERT_TRUE(token.ok());
+  EXPECT_EQ(*token, "abc123");
+}
+
+TEST(OptionsTest, BadAddressesNameTheFlag) {
+  struct Case {
+    const char* address;
+    const char* flag;
+  };
+  for (const Case& c : {Case{"nohostport", "--grpc_address"}, Case{":8001", "--grpc_address"},
+                        Case{"0.0.0.0:99999", "--grpc_address"}, Case{"::1:8001", "--grpc_address"},
+                        Case{"[::1]8001", "--grpc_address"}, Case{"0.0.0.0:x", "--metrics_address"},
+                        Case{"unix:/tmp/m.sock", "--metrics_address"}}) {
+    Options o;
+    if (std::string(c.flag) == "--grpc_address") {
+      o.grpc_address = c.address;
+    } else {
+      o.metrics_address = c.address;
+    }
+    absl::Status s = ValidateOptions(o, kEmptyEnv);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.address;
+    EXPECT_THAT(s.message(), HasSubstr(c.flag)) << c.address;
+  }
+}
+
+TEST(OptionsTest, ParsesListenAddresses) {
+  absl::StatusOr<ListenAddress> v4 = ParseListenAddress("0.0.0.0:8001", "grpc_address");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ(v4->host, "0.0.0.0");
+  EXPECT_EQ(v4->port, 8001);
+  EXPECT_FALSE(IsLoopback(*v4));
+  absl::StatusOr<ListenAddress> v6 = ParseListenAddress("[::1]:0", "grpc_address");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 0);
+  EXPECT_TRUE(IsLoopback(*v6));
+}
+
+TEST(OptionsTest, OtherChecks) {
+  Options timeout;
+  timeout.exit_timeout_seconds = -1;
+  EXPECT_THAT(ValidateOptions(timeout, kEmptyEnv).message(), HasSubstr("--exit_timeout_seconds"));
+
+  Options device;
+  device.device = "tpu:0";
+  EXPECT_THAT(ValidateOptions(device, kEmptyEnv).message(), HasSubstr("--device"));
+
+  Options repo;
+  repo.model_repository = "/nonexistent/ndserve/models";
+  EXPECT_THAT(ValidateOptions(repo, kEmptyEnv).message(), HasSubstr("--model_repository"));
+  repo.model_repository = std::filesystem::temp_directory_path().string();
+  EXPECT_TRUE(ValidateOptions(repo, kEmptyEnv).ok());
+}
+
+TEST(OptionsTest, ModelControlModeParsesAsAFlag) {
+  ModelControlMode mode = ModelControlMode::kExplicit;
+  std::string error;
+  EXPECT_TRUE(AbslParseFlag("none", &mode, &error));
+  EXPECT_EQ(mode, ModelControlMode::kNone);
+  EXPECT_TRUE(AbslParseFlag("EXPLICIT", &mode, &error));
+  EXPECT_EQ(mode, ModelControlMode::kExplicit);
+  EXPECT_FALSE(AbslParseFlag("poll", &mode, &error));
+  EXPECT_THAT(error, HasSubstr("explicit"));
+  EXPECT_EQ(AbslUnparseFlag(ModelControlMode::kNone), "none");
+}
+
+TEST(OptionsTest, ResolvesDevices) {
+  absl::StatusOr<Device> automatic = ResolveDevice("auto");
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_EQ(*automatic, CudaDeviceCount() > 0 ? Device::Cuda(0) : Device::Cpu());
+  absl::StatusOr<Device> cpu = ResolveDevice("cpu");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(*cpu, Device::Cpu());
+  absl::StatusOr<Device> missing = ResolveDevice("cuda:64");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(missing.status().message(), HasSubstr("--device"));
+  EXPECT_EQ(ResolveDevice("npu").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ndserve
