@@ -206,6 +206,7 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   static std::vector<std::shared_ptr<NDManager>> AllSystemManagers();
   // Marks `state` freed by this manager and gives its block back; drops the list's
   // reference.
+  void MarkReleased(internal::ArrayState* state, internal::FreedBy how);
   void Release(internal::ArrayState* state, internal::FreedBy how);
 
   const std::uint64_t uid_;

@@ -184,6 +184,23 @@ void Pool::Free(const Block& block) {
   if (release.ptr != nullptr) ReleaseSegments({release}, ReclaimReason::kAdmin, false);
 }
 
+void Pool::FreeAll(absl::Span<const Block> blocks) {
+  for (const Block& b : blocks) leaks_.Erase(b.ptr);
+  std::vector<Segment> release;
+  {
+    SpinLockHolder lock(&mu_);
+    for (const Block& b : blocks) {
+      if (b.empty()) continue;
+      counters_.allocated -= b.size;
+      counters_.requested -= b.requested;
+      ++counters_.free_count;
+      --counters_.outstanding;
+      if (Segment s = DoReturn(b); s.ptr != nullptr) release.push_back(s);
+    }
+  }
+  ReleaseSegments(release, ReclaimReason::kAdmin, false);
+}
+
 std::uint64_t Pool::Reclaim(std::uint64_t target_bytes, ReclaimReason reason) {
   std::vector<Segment> segments;
   {

@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
 #include "memory/block.h"
 #include "memory/device_allocator.h"
@@ -69,6 +70,9 @@ class Pool {
   // `owner` names who asked (a manager's name) in leak reports; ignored at level 0.
   absl::StatusOr<Block> Allocate(std::size_t bytes, absl::string_view owner = {});
   void Free(const Block& block);
+  // Frees several blocks under one lock acquisition (a closing scope returns all its
+  // arrays at once). Same contract as Free for each block.
+  void FreeAll(absl::Span<const Block> blocks);
   // Returns cached memory to the device until at least `target_bytes` went back
   // (0 = everything cached). Returns the bytes released.
   std::uint64_t Reclaim(std::uint64_t target_bytes = 0,

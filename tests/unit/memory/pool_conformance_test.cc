@@ -74,6 +74,24 @@ TYPED_TEST(PoolConformanceTest, BlocksAreAlignedAndUsable) {
   EXPECT_EQ(pool->Stats().outstanding_allocations, 0u);
 }
 
+TYPED_TEST(PoolConformanceTest, FreeAllReturnsEveryBlock) {
+  auto pool = this->Make();
+  std::vector<Block> blocks;
+  for (std::size_t bytes : {0ul, 100ul, 5000ul, 70000ul, 3ul << 20}) {
+    absl::StatusOr<Block> b = pool->Allocate(bytes);
+    ASSERT_TRUE(b.ok());
+    blocks.push_back(*b);
+  }
+  pool->FreeAll(blocks);
+  const PoolStats s = pool->Stats();
+  EXPECT_EQ(s.allocated_bytes, 0u);
+  EXPECT_EQ(s.outstanding_allocations, 0u);
+  EXPECT_EQ(s.free_count, s.alloc_count);
+  EXPECT_EQ(s.cached_bytes, s.reserved_bytes);
+  pool->Reclaim();
+  EXPECT_EQ(this->host_->in_use(), 0u);
+}
+
 TYPED_TEST(PoolConformanceTest, ZeroSizeIsEmptyAndFreeable) {
   auto pool = this->Make();
   absl::StatusOr<Block> b = pool->Allocate(0);
