@@ -1,0 +1,136 @@
+#ifndef NDSERVE_ENGINE_ENGINE_H_
+#define NDSERVE_ENGINE_ENGINE_H_
+
+// The engine's public face: what the server's inference, repository, health and
+// statistics RPCs call. No gRPC or protobuf types; the server converts.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/inference_request.h"
+#include "engine/model_config.h"
+#include "engine/model_stats.h"
+#include "engine/repository.h"
+#include "engine/served_model.h"
+#include "engine/tensor_spec.h"
+#include "memory/device.h"
+
+namespace ndserve::engine {
+
+struct EngineOptions {
+  std::string model_repository;  // root of the Triton-style repository
+  Device device;                 // where KIND_AUTO / KIND_GPU instances run (server: --device)
+  bool warm_up = true;           // one zero-filled request per predictor at load
+};
+
+enum class ModelState { kLoading, kReady, kUnloading, kUnavailable };
+// "LOADING", "READY", "UNLOADING", "UNAVAILABLE" (Triton's repository index spelling).
+absl::string_view ModelStateName(ModelState state);
+
+// One row of the repository index.
+struct ModelIndexEntry {
+  std::string name;
+  int64_t version = 0;  // 0 when no version is loaded
+  ModelState state = ModelState::kUnavailable;
+  std::string reason;  // why it is unavailable (the load error), or empty
+};
+
+// What KServe's ModelMetadata returns. Shapes include the batch dimension (-1) when
+// max_batch_size > 0.
+struct ModelMetadata {
+  std::string name;
+  std::vector<int64_t> versions;  // loaded versions, ascending
+  std::string platform;           // "onnxruntime_onnx"
+  int max_batch_size = 0;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+// Loads models from a repository and serves requests on them.
+//
+// Versions: a model's config.pbtxt version_policy picks the versions to load (default:
+// the highest); a request names one version or 0 for the highest loaded. Loading a
+// model that is already loaded reloads it: the new versions replace the old ones once
+// they are ready; if the reload fails the old ones keep serving. A model whose load
+// failed stays listed as UNAVAILABLE with the error; other models are not affected.
+//
+// Ownership: owns every ServedModel. Requests hold a model version alive while they run;
+// unloading waits for them. Thread-safe: Infer and the read-only calls from any thread,
+// concurrently with loads and unloads (which are serialized among themselves).
+class Engine {
+ public:
+  explicit Engine(EngineOptions options);
+  ~Engine();  // UnloadAllModels()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Loads (or reloads) `name` from the repository. INVALID_ARGUMENT for a bad name or
+  // config, NOT_FOUND for a missing directory or file, UNIMPLEMENTED for an unsupported
+  // op or opset, RESOURCE_EXHAUSTED from the pool; every message names the model.
+  absl::Status LoadModel(absl::string_view name);
+  // Stops serving `name`, waits for its requests in flight and frees its memory.
+  // NOT_FOUND if it is not loaded.
+  absl::Status UnloadModel(absl::string_view name);
+  // Loads every model in the repository. A failing model does not stop the others; the
+  // result lists every failure (OK if none).
+  absl::Status LoadAllModels();
+  void UnloadAllModels();
+
+  // Runs one request. NOT_FOUND for an unknown model or version, UNAVAILABLE while it
+  // loads or unloads, INVALID_ARGUMENT for a bad request, RESOURCE_EXHAUSTED from the
+  // pool.
+  absl::StatusOr<InferenceResponse> Infer(const InferenceRequest& request);
+
+  // `version` 0: the highest loaded.
+  bool IsModelReady(absl::string_view name, int64_t version = 0) const;
+  // True when every model that was asked to load (and not unloaded since) is ready.
+  bool AllModelsReady() const;
+  absl::StatusOr<ModelMetadata> GetModelMetadata(absl::string_view name, int64_t version = 0) const;
+  // The effective config (config.pbtxt completed from the model).
+  absl::StatusOr<ModelConfig> GetModelConfig(absl::string_view name, int64_t version = 0) const;
+  // Every model in the repository and every loaded one, sorted by name then version.
+  std::vector<ModelIndexEntry> RepositoryIndex(bool ready_only = false) const;
+  // Statistics of the loaded versions; `name` empty: every model. NOT_FOUND for an
+  // unknown model or version.
+  absl::StatusOr<std::vector<ModelStatsSnapshot>> GetStatistics(absl::string_view name = {},
+                                                                int64_t version = 0) const;
+  // The loaded version (0: highest), for tests and benchmarks that inspect it.
+  absl::StatusOr<std::shared_ptr<ServedModel>> GetModel(absl::string_view name,
+                                                        int64_t version = 0) const;
+
+  const ModelRepository& repository() const { return repository_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Entry {
+    std::map<int64_t, std::shared_ptr<ServedModel>> versions;
+    ModelState state = ModelState::kUnavailable;
+    std::string reason;
+    bool wanted = false;  // asked to load and not unloaded since (counts for readiness)
+  };
+
+  absl::StatusOr<std::shared_ptr<ServedModel>> Find(absl::string_view name, int64_t version) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void SetState(const std::string& name, ModelState state, std::string reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const EngineOptions options_;
+  const ModelRepository repository_;
+  // Serializes loads and unloads (held across the slow part; Infer never takes it).
+  absl::Mutex load_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> models_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ndserve::engine
+
+#endif  // NDSERVE_ENGINE_ENGINE_H_

@@ -1,0 +1,137 @@
+#ifndef NDSERVE_ENGINE_GRAPH_H_
+#define NDSERVE_ENGINE_GRAPH_H_
+
+// The engine's graph IR: what the ONNX loader produces and the predictor runs. No
+// protobuf types here; onnx_loader.cc translates an onnx::ModelProto into a GraphDef,
+// and Graph::Build validates it and orders it.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "engine/tensor_spec.h"
+#include "kernels/node_attrs.h"
+#include "kernels/op_attrs.h"
+#include "kernels/op_kind.h"
+#include "kernels/tensor_view.h"
+#include "memory/dtype.h"
+
+namespace ndserve::engine {
+
+// A constant tensor of the model, as host bytes (little-endian, C order, exactly
+// numel * DTypeSize bytes). std::string so the loader can move the protobuf's raw_data
+// in without copying 50 MB embedding tables.
+struct Initializer {
+  std::string name;
+  DType dtype = DType::kFp32;
+  kernels::Shape shape;
+  std::string bytes;
+};
+
+// One node as the file states it, before validation.
+struct NodeDef {
+  std::string name;  // may be empty in the file
+  std::string op_type;
+  std::string domain;
+  std::vector<std::string> inputs;   // "" marks an absent optional input
+  std::vector<std::string> outputs;  // "" marks an unused optional output
+  kernels::AttrMap attrs;
+};
+
+// A whole graph as the file states it. Initializers' byte counts are already checked
+// against their shapes by whoever fills this in (the loader).
+struct GraphDef {
+  std::string name;
+  int opset = 0;  // default-domain opset the model imports
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<Initializer> initializers;
+  std::vector<NodeDef> nodes;
+};
+
+inline constexpr int kNoValue = -1;
+
+enum class ValueSource : uint8_t { kInitializer, kInput, kNode };
+
+// A named tensor of the graph. `index` is into initializers(), inputs() or nodes()
+// according to `source`.
+struct Value {
+  std::string name;
+  ValueSource source = ValueSource::kNode;
+  int index = 0;
+  bool is_graph_output = false;
+  // The value whose buffer this one uses: itself, or for the output of a shape-only
+  // node (IsShapeOnlyOp) the storage of that node's input, transitively.
+  int storage = kNoValue;
+};
+
+// A validated node. `inputs` are the data inputs the kernel receives (shape-deciding
+// inputs already folded into `attrs`; absent trailing optional inputs dropped);
+// `outputs` are the outputs the kernel writes, kNoValue where the graph ignores one.
+struct Node {
+  std::string name;  // the file's name, or "<op_type>_<index>" when it had none
+  kernels::OpKind op = kernels::OpKind::kIdentity;
+  kernels::OpAttrs attrs;
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+};
+
+// Shape-only ops whose output is the input's bytes under another shape; the predictor
+// runs them as aliases, without a kernel call.
+bool IsShapeOnlyOp(kernels::OpKind op);
+
+// A validated graph: every node input is an initializer, a graph input or the output of
+// an earlier node; nodes are in topological order; every op has a kernel at this opset.
+// Initializers that no node reads as data (Reshape shapes, Squeeze axes, unused ones)
+// are dropped.
+//
+// Ownership: owns its nodes, values and initializer bytes. Immutable after Build except
+// ReleaseInitializerBytes; thread-safe for concurrent const use.
+class Graph {
+ public:
+  // Validates and orders `def`. Errors (INVALID_ARGUMENT, or UNIMPLEMENTED for an
+  // unsupported op or opset) name the node, op and value at fault.
+  static absl::StatusOr<Graph> Build(GraphDef def);
+
+  const std::string& name() const { return name_; }
+  int opset() const { return opset_; }
+  absl::Span<const TensorSpec> inputs() const { return inputs_; }
+  absl::Span<const TensorSpec> outputs() const { return outputs_; }
+  // Value ids of the graph inputs / outputs, parallel to inputs() / outputs().
+  absl::Span<const int> input_values() const { return input_values_; }
+  absl::Span<const int> output_values() const { return output_values_; }
+  absl::Span<const Initializer> initializers() const { return initializers_; }
+  absl::Span<const Node> nodes() const { return nodes_; }
+  absl::Span<const Value> values() const { return values_; }
+  // Value id of `name`, or kNoValue.
+  int FindValue(absl::string_view name) const;
+  // Total bytes of the initializers (what the model manager will hold).
+  uint64_t InitializerBytes() const;
+  // Storage values (see Value::storage) no node reads after node `node` has run, so
+  // their buffers may be released then. Initializers and anything that backs a graph
+  // output never appear here.
+  absl::Span<const int> ReleasedAfter(int node) const { return released_after_[node]; }
+
+  // Frees the host copies of the initializers once they are on the device; their
+  // names, types and shapes stay.
+  void ReleaseInitializerBytes();
+
+ private:
+  std::string name_;
+  int opset_ = 0;
+  std::vector<TensorSpec> inputs_;
+  std::vector<TensorSpec> outputs_;
+  std::vector<int> input_values_;
+  std::vector<int> output_values_;
+  std::vector<Initializer> initializers_;
+  std::vector<Node> nodes_;
+  std::vector<Value> values_;
+  std::vector<std::vector<int>> released_after_;  // per node
+};
+
+}  // namespace ndserve::engine
+
+#endif  // NDSERVE_ENGINE_GRAPH_H_

@@ -1,0 +1,65 @@
+#ifndef NDSERVE_ENGINE_INFERENCE_REQUEST_H_
+#define NDSERVE_ENGINE_INFERENCE_REQUEST_H_
+
+// What the inference service hands the engine and gets back. Plain values, no protobuf:
+// the server decodes ModelInferRequest into these (views over the request's bytes, no
+// copy) and encodes the response from them.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "memory/dtype.h"
+
+namespace ndserve::engine {
+
+// One input tensor. `data` views host bytes (little-endian, C order, exactly
+// numel * DTypeSize bytes) that the caller keeps alive until Infer returns; the engine
+// copies them into the request's PredictorContext and never keeps the view.
+struct InferInputTensor {
+  std::string name;
+  DType dtype = DType::kFp32;
+  std::vector<int64_t> shape;
+  absl::Span<const uint8_t> data;
+};
+
+struct InferenceRequest {
+  std::string model_name;
+  int64_t model_version = 0;  // <= 0: the highest loaded version
+  std::string id;             // echoed in the response
+  std::vector<InferInputTensor> inputs;
+  // Names of the outputs to return, in this order; empty: every model output in the
+  // model's order.
+  std::vector<std::string> requested_outputs;
+};
+
+// One output tensor; owns its bytes (copied out of device memory before the request's
+// context closed).
+struct InferOutputTensor {
+  std::string name;
+  DType dtype = DType::kFp32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+};
+
+// Where one request spent its time, and the most memory its context held at once.
+struct InferenceTimings {
+  int64_t queue_ns = 0;           // waiting for a free predictor
+  int64_t compute_input_ns = 0;   // validating and uploading inputs
+  int64_t compute_infer_ns = 0;   // running the graph
+  int64_t compute_output_ns = 0;  // copying outputs out
+  uint64_t context_peak_bytes = 0;
+};
+
+struct InferenceResponse {
+  std::string model_name;
+  int64_t model_version = 0;  // the version that ran
+  std::string id;
+  std::vector<InferOutputTensor> outputs;
+  InferenceTimings timings;
+};
+
+}  // namespace ndserve::engine
+
+#endif  // NDSERVE_ENGINE_INFERENCE_REQUEST_H_

@@ -1,0 +1,79 @@
+#ifndef NDSERVE_ENGINE_MODEL_H_
+#define NDSERVE_ENGINE_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/graph.h"
+#include "engine/model_config.h"
+#include "engine/signature.h"
+#include "memory/device.h"
+#include "memory/nd_array.h"
+#include "memory/nd_manager.h"
+
+namespace ndserve::engine {
+
+// One version of a model on one device: its graph, its signature and its parameters.
+//
+// Ownership: owns the graph and a model-level NDManager ("model/<name>:<version>") that
+// holds one array per initializer. The manager is capped once the parameters are
+// uploaded, so anything a request would attach to it (the embedding leak) fails instead
+// of growing it. Predictor managers are opened under it (DESIGN.md §1: system -> model
+// -> predictor -> context), so Close() frees the parameters and closes every predictor
+// and context below. Thread-safe: immutable after Create except Close.
+class Model {
+ public:
+  // Uploads the graph's initializers (then frees their host copies) and caps the
+  // manager. The pool's RESOURCE_EXHAUSTED is passed through; nothing stays allocated
+  // on failure.
+  static absl::StatusOr<std::shared_ptr<Model>> Create(std::string name, int64_t version,
+                                                       Graph graph, ModelSignature signature,
+                                                       ModelConfig config, Device device);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::string& name() const { return name_; }
+  int64_t version() const { return version_; }
+  Device device() const { return device_; }
+  const Graph& graph() const { return graph_; }
+  const ModelSignature& signature() const { return signature_; }
+  // The effective config (config.pbtxt completed from the graph).
+  const ModelConfig& config() const { return config_; }
+  // The array of graph().initializers()[index].
+  const NDArray& initializer(int index) const { return initializers_[index]; }
+  const std::shared_ptr<NDManager>& manager() const { return manager_; }
+  uint64_t parameter_bytes() const { return parameter_bytes_; }
+
+  // Closes the model manager and, with it, every predictor and context under it. Callers
+  // make sure no request runs any more (ServedModel drains its predictors first).
+  absl::Status Close();
+
+ private:
+  Model(std::string name, int64_t version, Graph graph, ModelSignature signature,
+        ModelConfig config, Device device)
+      : name_(std::move(name)),
+        version_(version),
+        device_(device),
+        graph_(std::move(graph)),
+        signature_(std::move(signature)),
+        config_(std::move(config)) {}
+
+  const std::string name_;
+  const int64_t version_;
+  const Device device_;
+  Graph graph_;
+  const ModelSignature signature_;
+  const ModelConfig config_;
+  std::shared_ptr<NDManager> manager_;
+  std::vector<NDArray> initializers_;
+  uint64_t parameter_bytes_ = 0;
+};
+
+}  // namespace ndserve::engine
+
+#endif  // NDSERVE_ENGINE_MODEL_H_

@@ -1,0 +1,269 @@
+#include "engine/model_config.h"
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/logging.h"
+#include "engine/status_macros.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "proto/model_config.pb.h"
+
+namespace ndserve::engine {
+namespace {
+
+// Collects the parser's messages with 1-based line numbers.
+class Collector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    errors.push_back(absl::StrFormat("line %d column %d: %s", line + 1, column + 1, message));
+  }
+  void AddWarning(int line, google::protobuf::io::ColumnNumber column,
+                  const std::string& message) override {
+    warnings.push_back(absl::StrFormat("line %d column %d: %s", line + 1, column + 1, message));
+  }
+  std::vector<std::string> errors;
+  std::vector<std::string> warnings;
+};
+
+absl::StatusOr<DType> FromProtoType(inference::DataType type, absl::string_view where) {
+  if (type == inference::TYPE_INVALID || !inference::DataType_IsValid(type)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": data_type is missing or invalid"));
+  }
+  absl::StatusOr<DType> dtype = ParseDType(inference::DataType_Name(type));
+  if (!dtype.ok())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", dtype.status().message()));
+  return dtype;
+}
+
+inference::DataType ToProtoType(DType dtype) {
+  if (dtype == DType::kBytes) return inference::TYPE_STRING;
+  inference::DataType type = inference::TYPE_INVALID;
+  inference::DataType_Parse(absl::StrCat("TYPE_", DTypeName(dtype)), &type);
+  return type;
+}
+
+template <typename Proto>
+absl::StatusOr<TensorSpec> ToSpec(const Proto& t, absl::string_view kind, absl::string_view what) {
+  const std::string where = absl::StrCat(what, ": ", kind, " '", t.name(), "'");
+  if (t.name().empty())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": an ", kind, " has no name"));
+  TensorSpec spec;
+  spec.name = t.name();
+  NDE_ASSIGN_OR_RETURN(spec.dtype, FromProtoType(t.data_type(), where));
+  for (int64_t d : t.dims()) {
+    if (d < kAnyDim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": dimension ", d, " is invalid (use -1 for a variable size)"));
+    }
+    spec.dims.push_back(d);
+  }
+  return spec;
+}
+
+}  // namespace
+
+int ModelConfig::InstanceCount() const {
+  int total = 0;
+  for (const InstanceGroupConfig& g : instance_groups) total += g.count;
+  return total > 0 ? total : 1;
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view what) {
+  inference::ModelConfig proto;
+  Collector collector;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&collector);
+  parser.AllowUnknownField(true);
+  if (!parser.ParseFromString(std::string(text), &proto)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ",
+        collector.errors.empty() ? "parse error" : absl::StrJoin(collector.errors, "; ")));
+  }
+  if (!collector.warnings.empty()) {
+    LOG(WARNING) << what << ": ignored: " << absl::StrJoin(collector.warnings, "; ");
+  }
+
+  ModelConfig config;
+  config.name = proto.name();
+  config.platform = proto.platform();
+  config.backend = proto.backend();
+  config.default_model_filename = proto.default_model_filename();
+  if (!config.platform.empty() && config.platform != "onnxruntime_onnx" &&
+      config.platform != "onnx") {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": platform '", config.platform,
+                                                   "' is not supported (only onnxruntime_onnx)"));
+  }
+  if (!config.backend.empty() && config.backend != "onnxruntime" && config.backend != "ndserve") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": backend '", config.backend, "' is not supported (only onnxruntime)"));
+  }
+  if (config.default_model_filename.find('/') != std::string::npos ||
+      config.default_model_filename == "." || config.default_model_filename == "..") {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": default_model_filename '",
+                                                   config.default_model_filename,
+                                                   "' must be a plain file name"));
+  }
+  if (proto.max_batch_size() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": max_batch_size must be >= 0, not ", proto.max_batch_size()));
+  }
+  config.max_batch_size = proto.max_batch_size();
+
+  absl::flat_hash_set<std::string> names;
+  for (const inference::ModelInput& in : proto.input()) {
+    NDE_ASSIGN_OR_RETURN(TensorSpec spec, ToSpec(in, "input", what));
+    if (!names.insert(spec.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": input '", spec.name, "' is listed twice"));
+    }
+    config.inputs.push_back(std::move(spec));
+  }
+  names.clear();
+  for (const inference::ModelOutput& out : proto.output()) {
+    NDE_ASSIGN_OR_RETURN(TensorSpec spec, ToSpec(out, "output", what));
+    if (!names.insert(spec.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": output '", spec.name, "' is listed twice"));
+    }
+    config.outputs.push_back(std::move(spec));
+  }
+
+  for (const inference::ModelInstanceGroup& g : proto.instance_group()) {
+    InstanceGroupConfig group;
+    group.name = g.name();
+    if (g.count() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": instance_group count must be >= 0, not ", g.count()));
+    }
+    // Triton's default count is 1 when the field is absent (0 in proto3).
+    group.count = g.count() == 0 ? 1 : g.count();
+    group.gpus.assign(g.gpus().begin(), g.gpus().end());
+    switch (g.kind()) {
+      case inference::ModelInstanceGroup::KIND_GPU:
+        group.kind = InstanceGroupConfig::Kind::kGpu;
+        break;
+      case inference::ModelInstanceGroup::KIND_CPU:
+        group.kind = InstanceGroupConfig::Kind::kCpu;
+        break;
+      case inference::ModelInstanceGroup::KIND_MODEL:
+        group.kind = InstanceGroupConfig::Kind::kModel;
+        break;
+      default:
+        group.kind = InstanceGroupConfig::Kind::kAuto;
+        break;
+    }
+    config.instance_groups.push_back(std::move(group));
+  }
+
+  if (proto.has_dynamic_batching()) {
+    DynamicBatchingConfig db;
+    db.preferred_batch_sizes.assign(proto.dynamic_batching().preferred_batch_size().begin(),
+                                    proto.dynamic_batching().preferred_batch_size().end());
+    db.max_queue_delay_microseconds = proto.dynamic_batching().max_queue_delay_microseconds();
+    db.preserve_ordering = proto.dynamic_batching().preserve_ordering();
+    config.dynamic_batching = std::move(db);
+  }
+
+  const inference::ModelVersionPolicy& vp = proto.version_policy();
+  if (vp.has_all()) {
+    config.version_policy.kind = VersionPolicy::Kind::kAll;
+  } else if (vp.has_specific()) {
+    config.version_policy.kind = VersionPolicy::Kind::kSpecific;
+    config.version_policy.versions.assign(vp.specific().versions().begin(),
+                                          vp.specific().versions().end());
+    if (config.version_policy.versions.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": version_policy specific lists no versions"));
+    }
+  } else {
+    config.version_policy.kind = VersionPolicy::Kind::kLatest;
+    config.version_policy.num_versions =
+        vp.has_latest() && vp.latest().num_versions() > 0 ? vp.latest().num_versions() : 1;
+  }
+  return config;
+}
+
+absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return absl::FailedPreconditionError(absl::StrCat(path, ": read error"));
+  return ParseModelConfig(buffer.str(), path);
+}
+
+std::string ModelConfigToText(const ModelConfig& config) {
+  inference::ModelConfig proto;
+  proto.set_name(config.name);
+  proto.set_platform(config.platform.empty() ? "onnxruntime_onnx" : config.platform);
+  proto.set_backend(config.backend);
+  proto.set_default_model_filename(config.default_model_filename);
+  proto.set_max_batch_size(config.max_batch_size);
+  for (const TensorSpec& spec : config.inputs) {
+    inference::ModelInput* in = proto.add_input();
+    in->set_name(spec.name);
+    in->set_data_type(ToProtoType(spec.dtype));
+    for (int64_t d : spec.dims) in->add_dims(d);
+  }
+  for (const TensorSpec& spec : config.outputs) {
+    inference::ModelOutput* out = proto.add_output();
+    out->set_name(spec.name);
+    out->set_data_type(ToProtoType(spec.dtype));
+    for (int64_t d : spec.dims) out->add_dims(d);
+  }
+  for (const InstanceGroupConfig& g : config.instance_groups) {
+    inference::ModelInstanceGroup* group = proto.add_instance_group();
+    group->set_name(g.name);
+    group->set_count(g.count);
+    for (int gpu : g.gpus) group->add_gpus(gpu);
+    switch (g.kind) {
+      case InstanceGroupConfig::Kind::kGpu:
+        group->set_kind(inference::ModelInstanceGroup::KIND_GPU);
+        break;
+      case InstanceGroupConfig::Kind::kCpu:
+        group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
+        break;
+      case InstanceGroupConfig::Kind::kModel:
+        group->set_kind(inference::ModelInstanceGroup::KIND_MODEL);
+        break;
+      case InstanceGroupConfig::Kind::kAuto:
+        group->set_kind(inference::ModelInstanceGroup::KIND_AUTO);
+        break;
+    }
+  }
+  if (config.dynamic_batching.has_value()) {
+    inference::ModelDynamicBatching* db = proto.mutable_dynamic_batching();
+    for (int size : config.dynamic_batching->preferred_batch_sizes) {
+      db->add_preferred_batch_size(size);
+    }
+    db->set_max_queue_delay_microseconds(config.dynamic_batching->max_queue_delay_microseconds);
+    db->set_preserve_ordering(config.dynamic_batching->preserve_ordering);
+  }
+  switch (config.version_policy.kind) {
+    case VersionPolicy::Kind::kAll:
+      proto.mutable_version_policy()->mutable_all();
+      break;
+    case VersionPolicy::Kind::kSpecific:
+      for (int64_t v : config.version_policy.versions) {
+        proto.mutable_version_policy()->mutable_specific()->add_versions(v);
+      }
+      break;
+    case VersionPolicy::Kind::kLatest:
+      proto.mutable_version_policy()->mutable_latest()->set_num_versions(
+          config.version_policy.num_versions);
+      break;
+  }
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(proto, &text);
+  return text;
+}
+
+}  // namespace ndserve::engine

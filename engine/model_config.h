@@ -1,0 +1,78 @@
+#ifndef NDSERVE_ENGINE_MODEL_CONFIG_H_
+#define NDSERVE_ENGINE_MODEL_CONFIG_H_
+
+// A model's configuration: the subset of Triton's ModelConfig that ndserve uses, as a
+// plain C++ struct so that engine headers stay free of protobuf. model_config.cc parses
+// config.pbtxt with protobuf's text format into inference::ModelConfig
+// (proto/model_config.proto, Triton's field numbers) and converts it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/tensor_spec.h"
+
+namespace ndserve::engine {
+
+struct InstanceGroupConfig {
+  enum class Kind { kAuto, kGpu, kCpu, kModel };
+  std::string name;
+  int count = 1;          // predictors per listed GPU (or in all, for CPU)
+  std::vector<int> gpus;  // empty: every GPU present
+  Kind kind = Kind::kAuto;
+};
+
+struct DynamicBatchingConfig {
+  std::vector<int> preferred_batch_sizes;
+  uint64_t max_queue_delay_microseconds = 0;
+  bool preserve_ordering = false;
+};
+
+// Which versions of a model are served. Triton's default is the latest one.
+struct VersionPolicy {
+  enum class Kind { kLatest, kAll, kSpecific };
+  Kind kind = Kind::kLatest;
+  uint32_t num_versions = 1;      // kLatest
+  std::vector<int64_t> versions;  // kSpecific
+};
+
+// A plain value. `inputs`/`outputs` dims are as config.pbtxt states them: without the
+// batch dimension when max_batch_size > 0.
+struct ModelConfig {
+  std::string name;
+  std::string platform;
+  std::string backend;
+  std::string default_model_filename;  // empty: model.onnx
+  int max_batch_size = 0;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<InstanceGroupConfig> instance_groups;
+  std::optional<DynamicBatchingConfig> dynamic_batching;
+  VersionPolicy version_policy;
+
+  // The model file name inside a version directory.
+  std::string ModelFilename() const {
+    return default_model_filename.empty() ? "model.onnx" : default_model_filename;
+  }
+  // Predictors per device: the sum of the instance groups' counts (1 without groups).
+  int InstanceCount() const;
+};
+
+// Parses config.pbtxt text. Unknown Triton fields are ignored (they may be set in a
+// Triton config we do not use); syntax errors, unknown enum values, a non-ONNX
+// platform/backend, negative max_batch_size or counts, duplicate tensor names, bad dims
+// and TYPE_INVALID are INVALID_ARGUMENT naming `what` and the line. Thread-safe.
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view what);
+
+// Reads and parses a config.pbtxt file; NOT_FOUND if it does not exist.
+absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& path);
+
+// The config as config.pbtxt text (Triton's spelling), e.g. for the ModelConfig RPC.
+std::string ModelConfigToText(const ModelConfig& config);
+
+}  // namespace ndserve::engine
+
+#endif  // NDSERVE_ENGINE_MODEL_CONFIG_H_

@@ -1,0 +1,271 @@
+#include "engine/onnx_loader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/status_macros.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
+#include "kernels/node_attrs.h"
+#include "kernels/op_kind.h"
+#include "onnx/onnx_pb.h"
+
+namespace ndserve::engine {
+namespace {
+
+absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
+}
+
+bool IsDefaultDomain(absl::string_view domain) { return domain.empty() || domain == "ai.onnx"; }
+
+absl::StatusOr<TensorSpec> ToTensorSpec(const onnx::ValueInfoProto& vi, absl::string_view kind) {
+  TensorSpec spec;
+  spec.name = vi.name();
+  if (!vi.type().has_tensor_type()) {
+    return absl::UnimplementedError(absl::StrCat(kind, " '", vi.name(),
+                                                 "' is not a tensor (sequences and maps are not "
+                                                 "supported)"));
+  }
+  const onnx::TypeProto::Tensor& tt = vi.type().tensor_type();
+  absl::StatusOr<DType> dtype = kernels::DTypeFromOnnx(tt.elem_type());
+  if (!dtype.ok()) return Prefixed(dtype.status(), absl::StrCat(kind, " '", vi.name(), "'"));
+  spec.dtype = *dtype;
+  if (!tt.has_shape()) {
+    spec.any_rank = true;
+    return spec;
+  }
+  for (const onnx::TensorShapeProto::Dimension& d : tt.shape().dim()) {
+    spec.dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : kAnyDim);
+  }
+  return spec;
+}
+
+// Copies `n` typed values (as ONNX stores them) into `out` as `dtype`'s bytes.
+template <typename Src>
+void Narrow(const google::protobuf::RepeatedField<Src>& src, DType dtype, std::string* out) {
+  const size_t size = DTypeSize(dtype);
+  out->resize(src.size() * size);
+  for (int i = 0; i < src.size(); ++i) {
+    // Little-endian: the low `size` bytes of each value are the element (FP16/BF16 bit
+    // patterns and small integers are stored widened to int32 / uint64).
+    const Src v = src.Get(i);
+    std::memcpy(out->data() + i * size, &v, size);
+  }
+}
+
+absl::Status ConvertInitializer(onnx::TensorProto& t, Initializer* out) {
+  const std::string where = absl::StrCat("initializer '", t.name(), "'");
+  out->name = t.name();
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    return absl::UnimplementedError(absl::StrCat(where, ": external data files are not supported"));
+  }
+  if (t.has_segment()) {
+    return absl::UnimplementedError(absl::StrCat(where, ": segmented tensors are not supported"));
+  }
+  absl::StatusOr<DType> dtype = kernels::DTypeFromOnnx(t.data_type());
+  if (!dtype.ok()) return Prefixed(dtype.status(), where);
+  if (*dtype == DType::kBytes) {
+    return absl::UnimplementedError(absl::StrCat(where, ": STRING tensors are not supported"));
+  }
+  out->dtype = *dtype;
+  out->shape.assign(t.dims().begin(), t.dims().end());
+  NDE_RETURN_IF_ERROR(kernels::ValidateShape(out->shape, where));
+  const int64_t numel = kernels::NumElements(out->shape);
+  uint64_t expected = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), DTypeSize(out->dtype), &expected)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": too many elements"));
+  }
+  const std::string desc = absl::StrCat(DTypeName(out->dtype), kernels::ShapeToString(out->shape));
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != expected) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s has %d bytes of data, but %s needs %d", where, t.raw_data().size(), desc, expected));
+    }
+    out->bytes = std::move(*t.mutable_raw_data());
+    return absl::OkStatus();
+  }
+  int64_t count = 0;
+  switch (out->dtype) {
+    case DType::kFp32:
+      count = t.float_data_size();
+      if (count == numel) {
+        out->bytes.assign(reinterpret_cast<const char*>(t.float_data().data()), expected);
+      }
+      break;
+    case DType::kFp64:
+      count = t.double_data_size();
+      if (count == numel) {
+        out->bytes.assign(reinterpret_cast<const char*>(t.double_data().data()), expected);
+      }
+      break;
+    case DType::kInt64:
+      count = t.int64_data_size();
+      if (count == numel) {
+        out->bytes.assign(reinterpret_cast<const char*>(t.int64_data().data()), expected);
+      }
+      break;
+    case DType::kUint32:
+    case DType::kUint64:
+      count = t.uint64_data_size();
+      if (count == numel) Narrow(t.uint64_data(), out->dtype, &out->bytes);
+      break;
+    default:  // INT32, INT16, INT8, UINT16, UINT8, BOOL, FP16, BF16 live in int32_data.
+      count = t.int32_data_size();
+      if (count == numel) Narrow(t.int32_data(), out->dtype, &out->bytes);
+      break;
+  }
+  if (count != numel) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s has %d values, but %s needs %d", where, count, desc, numel));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kernels::AttrValue> ConvertAttribute(const onnx::AttributeProto& a) {
+  using AP = onnx::AttributeProto;
+  AP::AttributeType type = a.type();
+  if (type == AP::UNDEFINED) {  // very old writers leave `type` unset; infer it
+    if (a.has_f()) type = AP::FLOAT;
+    if (a.has_i()) type = AP::INT;
+    if (a.has_s()) type = AP::STRING;
+    if (a.floats_size() > 0) type = AP::FLOATS;
+    if (a.ints_size() > 0) type = AP::INTS;
+  }
+  switch (type) {
+    case AP::INT:
+      return kernels::AttrValue(static_cast<int64_t>(a.i()));
+    case AP::FLOAT:
+      return kernels::AttrValue(a.f());
+    case AP::STRING:
+      return kernels::AttrValue(a.s());
+    case AP::INTS:
+      return kernels::AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    case AP::FLOATS:
+      return kernels::AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+    default:
+      return absl::UnimplementedError(
+          absl::StrFormat("attribute '%s' has type %s, which is not supported", a.name(),
+                          AP::AttributeType_Name(type)));
+  }
+}
+
+absl::StatusOr<GraphDef> ToGraphDef(onnx::ModelProto& model) {
+  if (!model.has_graph()) {
+    return absl::InvalidArgumentError("not an ONNX model (it has no graph)");
+  }
+  GraphDef def;
+  bool has_default = false;
+  for (const onnx::OperatorSetIdProto& id : model.opset_import()) {
+    if (IsDefaultDomain(id.domain())) {
+      def.opset = static_cast<int>(id.version());
+      has_default = true;
+    }
+  }
+  if (!has_default) {
+    return absl::InvalidArgumentError("the model imports no opset of domain 'ai.onnx'");
+  }
+  if (def.opset < kernels::kMinOpset || def.opset > kernels::kMaxOpset) {
+    return absl::UnimplementedError(
+        absl::StrFormat("unsupported opset %d of domain 'ai.onnx' (supported: %d to %d)", def.opset,
+                        kernels::kMinOpset, kernels::kMaxOpset));
+  }
+  onnx::GraphProto& graph = *model.mutable_graph();
+  def.name = graph.name();
+  if (graph.sparse_initializer_size() > 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "sparse initializer '", graph.sparse_initializer(0).values().name(), "' is not supported"));
+  }
+  for (const onnx::ValueInfoProto& vi : graph.input()) {
+    NDE_ASSIGN_OR_RETURN(TensorSpec spec, ToTensorSpec(vi, "graph input"));
+    def.inputs.push_back(std::move(spec));
+  }
+  for (const onnx::ValueInfoProto& vi : graph.output()) {
+    NDE_ASSIGN_OR_RETURN(TensorSpec spec, ToTensorSpec(vi, "graph output"));
+    def.outputs.push_back(std::move(spec));
+  }
+  def.initializers.resize(graph.initializer_size());
+  for (int i = 0; i < graph.initializer_size(); ++i) {
+    NDE_RETURN_IF_ERROR(ConvertInitializer(*graph.mutable_initializer(i), &def.initializers[i]));
+  }
+  def.nodes.reserve(graph.node_size());
+  for (onnx::NodeProto& n : *graph.mutable_node()) {
+    NodeDef nd;
+    nd.name = n.name();
+    nd.op_type = n.op_type();
+    nd.domain = n.domain();
+    nd.inputs.assign(n.input().begin(), n.input().end());
+    nd.outputs.assign(n.output().begin(), n.output().end());
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      absl::StatusOr<kernels::AttrValue> value = ConvertAttribute(a);
+      if (!value.ok()) {
+        return Prefixed(value.status(), absl::StrCat("node '", n.name(), "' (", n.op_type(), ")"));
+      }
+      nd.attrs.emplace(a.name(), *std::move(value));
+    }
+    def.nodes.push_back(std::move(nd));
+  }
+  return def;
+}
+
+constexpr absl::string_view kParseError =
+    "cannot parse as an ONNX model (the file is truncated or not an ONNX protobuf)";
+
+}  // namespace
+
+absl::StatusOr<GraphDef> ParseOnnxGraphDef(absl::string_view bytes, absl::string_view what) {
+  if (bytes.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty model"));
+  onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", kParseError));
+  }
+  absl::StatusOr<GraphDef> def = ToGraphDef(model);
+  if (!def.ok()) return Prefixed(def.status(), what);
+  return def;
+}
+
+absl::StatusOr<GraphDef> ReadOnnxGraphDef(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string msg = absl::StrCat(path, ": ", std::strerror(err));
+    return err == ENOENT ? absl::NotFoundError(msg) : absl::FailedPreconditionError(msg);
+  }
+  // Streamed from the descriptor: a 50 MB model is not held twice (file bytes + message).
+  google::protobuf::io::FileInputStream in(fd);
+  in.SetCloseOnDelete(true);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  if (st.st_size == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": empty file"));
+  onnx::ModelProto model;
+  if (!model.ParseFromZeroCopyStream(&in)) {
+    if (in.GetErrno() != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": read error: ", std::strerror(in.GetErrno())));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", kParseError));
+  }
+  absl::StatusOr<GraphDef> def = ToGraphDef(model);
+  if (!def.ok()) return Prefixed(def.status(), path);
+  return def;
+}
+
+absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path) {
+  NDE_ASSIGN_OR_RETURN(GraphDef def, ReadOnnxGraphDef(path));
+  absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
+  if (!graph.ok()) return Prefixed(graph.status(), path);
+  return graph;
+}
+
+}  // namespace ndserve::engine

@@ -1,0 +1,30 @@
+#ifndef NDSERVE_ENGINE_ONNX_LOADER_H_
+#define NDSERVE_ENGINE_ONNX_LOADER_H_
+
+// Reading ONNX files (onnx::ModelProto, Debian's libonnx) into the engine's graph IR.
+// The protobuf types stay inside onnx_loader.cc.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/graph.h"
+
+namespace ndserve::engine {
+
+// Parses `path` into a GraphDef. Errors name the file and say what is wrong:
+// NOT_FOUND for a missing file; INVALID_ARGUMENT for an empty, truncated or non-ONNX
+// file, a non-tensor input, or an initializer whose data does not match its shape;
+// UNIMPLEMENTED for a default-domain opset outside 13..17, external or sparse
+// initializers, or STRING / complex initializers. Thread-safe.
+absl::StatusOr<GraphDef> ReadOnnxGraphDef(const std::string& path);
+
+// The same from bytes in memory; `what` names them in errors.
+absl::StatusOr<GraphDef> ParseOnnxGraphDef(absl::string_view bytes, absl::string_view what);
+
+// ReadOnnxGraphDef + Graph::Build; every error is prefixed with the path.
+absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path);
+
+}  // namespace ndserve::engine
+
+#endif  // NDSERVE_ENGINE_ONNX_LOADER_H_

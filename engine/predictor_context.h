@@ -1,0 +1,86 @@
+#ifndef NDSERVE_ENGINE_PREDICTOR_CONTEXT_H_
+#define NDSERVE_ENGINE_PREDICTOR_CONTEXT_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/inference_request.h"
+#include "engine/model.h"
+#include "kernels/dispatch.h"
+#include "kernels/gpu_resources.h"
+#include "kernels/kernel_context.h"
+#include "kernels/tensor_view.h"
+#include "memory/nd_array.h"
+#include "memory/nd_manager.h"
+
+namespace ndserve::engine {
+
+// One request's run of a model's graph (DESIGN.md §2): every byte it touches lives in a
+// context-level NDManager under the predictor's manager, and Close() frees it all.
+//
+// Inputs are uploaded into the context, every node's outputs are created in it (the
+// output scope is this context, never the manager of an op's first input, so a Gather
+// from an embedding table cannot attach to the capped model manager), and shape-only
+// ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity) alias their input's array under a
+// new shape; an alias is a slot of this object and dies with it. On the CPU each buffer
+// is released as soon as no later node reads it (Graph::ReleasedAfter), which bounds a
+// request's peak; on a GPU they stay until Close, because kernels queued on the stream
+// may still read them and the pool is not stream-ordered.
+//
+// Ownership: owns the context manager (closed by Close or the destructor, after the
+// stream has drained). Borrows the model, the kernel table and the GPU resources, which
+// must outlive it. Not thread-safe: one request on one thread.
+class PredictorContext {
+ public:
+  // `kernels` holds the kernel of each graph node on this device; `gpu` is null on CPU.
+  PredictorContext(const Model& model, absl::Span<const kernels::KernelFn> kernels,
+                   const kernels::KernelContext& kernel_context, kernels::GpuResources* gpu,
+                   std::shared_ptr<NDManager> manager);
+  ~PredictorContext();
+  PredictorContext(const PredictorContext&) = delete;
+  PredictorContext& operator=(const PredictorContext&) = delete;
+
+  // Uploads graph input `input` (index into the model's inputs) from host bytes that
+  // match `shape` (the caller validated them).
+  absl::Status SetInput(int input, absl::Span<const int64_t> shape,
+                        absl::Span<const uint8_t> bytes);
+  // A zero-filled input, for warm-up.
+  absl::Status SetZeroInput(int input, absl::Span<const int64_t> shape);
+  // Runs every node. Errors are annotated with the node ("node 'fc0' (Gemm): ...").
+  absl::Status Run();
+  // Copies graph output `output` (index into the model's outputs) to host memory.
+  absl::StatusOr<InferOutputTensor> CopyOutput(int output) const;
+
+  // The most bytes the context held at once so far.
+  uint64_t peak_bytes() const { return peak_bytes_; }
+  NDManager& manager() const { return *manager_; }
+
+  // Waits for queued GPU work, then closes the context manager. Idempotent.
+  absl::Status Close();
+
+ private:
+  struct Slot {
+    NDArray array;         // the storage (shared by aliases)
+    kernels::Shape shape;  // this value's shape
+  };
+
+  absl::StatusOr<kernels::TensorView> View(int value) const;
+  void NotePeak();
+
+  const Model& model_;
+  const absl::Span<const kernels::KernelFn> kernels_;
+  const kernels::KernelContext& kernel_context_;
+  kernels::GpuResources* const gpu_;
+  std::shared_ptr<NDManager> manager_;
+  std::vector<Slot> slots_;  // per graph value
+  uint64_t peak_bytes_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace ndserve::engine
+
+#endif  // NDSERVE_ENGINE_PREDICTOR_CONTEXT_H_

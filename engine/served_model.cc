@@ -1,0 +1,109 @@
+#include "engine/served_model.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "engine/onnx_loader.h"
+#include "engine/signature.h"
+#include "engine/status_macros.h"
+#include "memory/pool_stats.h"
+
+namespace ndserve::engine {
+namespace {
+
+absl::StatusOr<std::shared_ptr<ServedModel>> Fail(const ModelLoadSpec& spec,
+                                                  const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat("failed to load model '", spec.name, "' version ",
+                                                  spec.version, ": ", status.message()));
+}
+
+}  // namespace
+
+ServedModel::ServedModel(std::shared_ptr<Model> model, std::unique_ptr<PredictorPool> pool)
+    : model_(std::move(model)), pool_(std::move(pool)), stats_(model_->name(), model_->version()) {}
+
+ServedModel::~ServedModel() { Unload(); }
+
+absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSpec& spec) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Graph> graph = LoadOnnxGraph(spec.model_path);
+  if (!graph.ok()) return Fail(spec, graph.status());
+  const ModelConfig* config = spec.config ? &*spec.config : nullptr;
+  absl::StatusOr<ModelSignature> signature = ResolveSignature(*graph, config);
+  if (!signature.ok()) return Fail(spec, signature.status());
+  ModelConfig effective = EffectiveConfig(*signature, config, spec.name);
+  const size_t num_nodes = graph->nodes().size();
+  absl::StatusOr<std::shared_ptr<Model>> model =
+      Model::Create(spec.name, spec.version, *std::move(graph), *std::move(signature),
+                    std::move(effective), spec.device);
+  if (!model.ok()) return Fail(spec, model.status());
+
+  const int count =
+      spec.instance_count > 0 ? spec.instance_count : (*model)->config().InstanceCount();
+  std::vector<std::unique_ptr<Predictor>> predictors;
+  for (int i = 0; i < count; ++i) {
+    absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Create(*model, i);
+    absl::Status status = p.status();
+    if (status.ok() && spec.warm_up) status = (*p)->WarmUp();
+    if (!status.ok()) {
+      predictors.clear();
+      (*model)->Close().IgnoreError();
+      return Fail(spec, status);
+    }
+    predictors.push_back(*std::move(p));
+  }
+  std::shared_ptr<ServedModel> served(
+      new ServedModel(*model, std::make_unique<PredictorPool>(std::move(predictors))));
+  LOG(INFO) << absl::StrFormat(
+      "loaded model '%s' version %d from %s on %s: %d nodes, %s of parameters, %d predictor%s, "
+      "%.0f ms",
+      spec.name, spec.version, spec.model_path, spec.device.ToString(), num_nodes,
+      FormatBytes(served->model_->parameter_bytes()), count, count == 1 ? "" : "s",
+      absl::ToDoubleMilliseconds(absl::Now() - start));
+  return served;
+}
+
+absl::StatusOr<InferenceResponse> ServedModel::Infer(const InferenceRequest& request) {
+  const absl::Time start = absl::Now();
+  stats_.Begin();
+  auto fail = [&](const absl::Status& status) {
+    stats_.RecordFailure(absl::ToInt64Nanoseconds(absl::Now() - start));
+    return status;
+  };
+  absl::StatusOr<ValidatedRequest> plan = ValidateRequest(model_->signature(), request);
+  if (!plan.ok()) return fail(plan.status());
+  absl::StatusOr<PredictorPool::Lease> lease = pool_->Acquire();
+  if (!lease.ok()) return fail(lease.status());
+  const absl::Time acquired = absl::Now();
+  absl::StatusOr<InferenceResponse> response = (*lease)->Predict(request, *plan);
+  if (!response.ok()) return fail(response.status());
+  const absl::Time done = absl::Now();
+  response->timings.queue_ns = absl::ToInt64Nanoseconds(acquired - start);
+  stats_.RecordSuccess(plan->batch_size, response->timings, absl::ToInt64Nanoseconds(done - start));
+  return response;
+}
+
+void ServedModel::Unload() {
+  if (unloaded_.exchange(true)) {
+    pool_->Drain();  // a concurrent first call may still be draining: wait for it too
+    return;
+  }
+  pool_->Drain();
+  absl::Status status = model_->Close();
+  if (!status.ok()) {
+    LOG(ERROR) << "unloading model '" << name() << "' version " << version() << ": " << status;
+    return;
+  }
+  const ModelStatsSnapshot s = stats_.Snapshot();
+  LOG(INFO) << absl::StrFormat(
+      "unloaded model '%s' version %d: freed %s of parameters after %d "
+      "requests (%d failed)",
+      name(), version(), FormatBytes(model_->parameter_bytes()), s.success_count + s.fail_count,
+      s.fail_count);
+}
+
+}  // namespace ndserve::engine

@@ -1,0 +1,77 @@
+#ifndef NDSERVE_ENGINE_SERVED_MODEL_H_
+#define NDSERVE_ENGINE_SERVED_MODEL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/inference_request.h"
+#include "engine/model.h"
+#include "engine/model_config.h"
+#include "engine/model_stats.h"
+#include "engine/predictor_pool.h"
+#include "memory/device.h"
+
+namespace ndserve::engine {
+
+// What to load: one version of one model onto one device.
+struct ModelLoadSpec {
+  std::string name;
+  int64_t version = 1;
+  std::string model_path;             // the .onnx file
+  std::optional<ModelConfig> config;  // config.pbtxt, if the model has one
+  Device device;
+  int instance_count = 0;  // predictors; 0: the config's instance_group count (default 1)
+  bool warm_up = true;
+};
+
+// One loaded model version: the Model (parameters, capped), its predictors behind a
+// PredictorPool, and its statistics. This is what Engine keeps per version.
+//
+// Ownership: owns the Model (shared with its predictors) and the pool. Unload (or the
+// destructor) drains the pool, waiting for requests in flight, and closes the model
+// manager, which frees the parameters. Thread-safe: Infer from any number of threads.
+class ServedModel {
+ public:
+  // Parse -> check ops and opset -> reconcile with config -> upload initializers -> cap
+  // the model manager -> create predictors -> warm up -> cap their managers
+  // (DESIGN.md §4). Errors name the model, version and file; nothing stays allocated.
+  static absl::StatusOr<std::shared_ptr<ServedModel>> Load(const ModelLoadSpec& spec);
+  ~ServedModel();
+  ServedModel(const ServedModel&) = delete;
+  ServedModel& operator=(const ServedModel&) = delete;
+
+  // Validates the request (INVALID_ARGUMENT naming the tensor), waits for a free
+  // predictor and runs it there. UNAVAILABLE once unloading; the pool's
+  // RESOURCE_EXHAUSTED passes through.
+  absl::StatusOr<InferenceResponse> Infer(const InferenceRequest& request);
+
+  // Stops taking requests, waits for those in flight, closes the model manager.
+  // Idempotent.
+  void Unload();
+
+  const std::string& name() const { return model_->name(); }
+  int64_t version() const { return model_->version(); }
+  Device device() const { return model_->device(); }
+  const ModelSignature& signature() const { return model_->signature(); }
+  const ModelConfig& config() const { return model_->config(); }
+  const Model& model() const { return *model_; }
+  const PredictorPool& predictors() const { return *pool_; }
+  ModelStatsSnapshot stats() const { return stats_.Snapshot(); }
+
+ private:
+  ServedModel(std::shared_ptr<Model> model, std::unique_ptr<PredictorPool> pool);
+
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<PredictorPool> pool_;
+  ModelStats stats_;
+  std::atomic<bool> unloaded_{false};
+};
+
+}  // namespace ndserve::engine
+
+#endif  // NDSERVE_ENGINE_SERVED_MODEL_H_
