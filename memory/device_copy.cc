@@ -35,6 +35,12 @@ absl::Status CudaCopy(Device device, Direction direction, void* dst, const void*
         break;
     }
   }
+  if (err == cudaSuccess && direction != Direction::kToHost) {
+    // A pageable-memory upload and a memset may return before the device has the data,
+    // and they run on the legacy stream, which the predictors' non-blocking streams do
+    // not wait for: finish them here so no kernel can read the bytes early.
+    err = cudaStreamSynchronize(cudaStreamLegacy);
+  }
   if (err != cudaSuccess) {
     cudaGetLastError();
     return absl::InternalError(absl::StrCat("CUDA copy of ", bytes, " bytes on ", device.ToString(),
