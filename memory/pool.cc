@@ -54,9 +54,9 @@ Pool::Pool(PoolKind kind, std::unique_ptr<DeviceAllocator> allocator, PoolOption
 
 Pool::~Pool() {
   SpinLockHolder lock(&mu_);
-  if (counters_.outstanding != 0) {
+  if (const std::uint64_t live = counters_.alloc_count - counters_.free_count; live != 0) {
     LOG(ERROR) << "pool '" << name() << "' on " << device().ToString() << " destroyed with "
-               << counters_.outstanding << " live allocations ("
+               << live << " live allocations ("
                << FormatBytes(counters_.allocated) << "); they leak";
   }
 }
@@ -72,10 +72,7 @@ absl::StatusOr<Block> Pool::Allocate(std::size_t bytes, absl::string_view owner)
     // The cache hit is the hot path: one lock, no device call, no Status built.
     SpinLockHolder lock(&mu_);
     block = DoTakeCached(bytes);
-    if (!block.empty()) {
-      ++counters_.hits;
-      CountAllocated(block);
-    }
+    if (!block.empty()) CountAllocated(block);
   }
   if (block.empty()) {
     absl::StatusOr<Block> slow = AllocateSlow(bytes);
@@ -119,7 +116,6 @@ absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
     SpinLockHolder lock(&mu_);
     Block block = DoTakeCached(bytes);
     if (!block.empty()) {
-      ++counters_.hits;
       CountAllocated(block);
       return block;
     }
@@ -166,7 +162,6 @@ void Pool::CountAllocated(const Block& block) {
   counters_.requested += block.requested;
   counters_.peak = std::max(counters_.peak, counters_.allocated);
   ++counters_.alloc_count;
-  ++counters_.outstanding;
 }
 
 void Pool::Free(const Block& block) {
@@ -178,7 +173,6 @@ void Pool::Free(const Block& block) {
     counters_.allocated -= block.size;
     counters_.requested -= block.requested;
     ++counters_.free_count;
-    --counters_.outstanding;
     release = DoReturn(block);
   }
   if (release.ptr != nullptr) ReleaseSegments({release}, ReclaimReason::kAdmin, false);
@@ -194,8 +188,7 @@ void Pool::FreeAll(absl::Span<const Block> blocks) {
       counters_.allocated -= b.size;
       counters_.requested -= b.requested;
       ++counters_.free_count;
-      --counters_.outstanding;
-      if (Segment s = DoReturn(b); s.ptr != nullptr) release.push_back(s);
+        if (Segment s = DoReturn(b); s.ptr != nullptr) release.push_back(s);
     }
   }
   ReleaseSegments(release, ReclaimReason::kAdmin, false);
@@ -269,14 +262,14 @@ PoolStats Pool::Stats() const {
     s.peak_allocated_bytes = c.peak;
     s.alloc_count = c.alloc_count;
     s.free_count = c.free_count;
-    s.cache_hits = c.hits;
+    s.cache_hits = c.alloc_count - c.misses;  // every allocation not from the device
     s.cache_misses = c.misses;
     s.device_allocs = c.device_allocs;
     s.device_frees = c.device_frees;
     s.reclaimed_bytes_admin = c.reclaimed_admin;
     s.reclaimed_bytes_pressure = c.reclaimed_pressure;
     s.oom_count = c.ooms;
-    s.outstanding_allocations = c.outstanding;
+    s.outstanding_allocations = c.alloc_count - c.free_count;
     s.inactive_split_bytes = DoInactiveSplitBytes();
   }
   s.limit_bytes = options_.limit_bytes;

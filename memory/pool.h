@@ -134,8 +134,10 @@ class Pool {
  private:
   struct Counters {
     std::uint64_t allocated = 0, requested = 0, reserved = 0, peak = 0;
-    std::uint64_t alloc_count = 0, free_count = 0, hits = 0, misses = 0;
-    std::uint64_t device_allocs = 0, device_frees = 0, ooms = 0, outstanding = 0;
+    // Hits and live allocations are derived (alloc_count - misses, - free_count): fewer
+    // stores on the hot path.
+    std::uint64_t alloc_count = 0, free_count = 0, misses = 0;
+    std::uint64_t device_allocs = 0, device_frees = 0, ooms = 0;
     std::uint64_t reclaimed_admin = 0, reclaimed_pressure = 0;
   };
 

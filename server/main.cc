@@ -13,12 +13,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "engine/engine.h"
 #include "memory/device_pools.h"
 #include "memory/leak_tracker.h"
 #include "memory/memory_config.h"
 #include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 #include "server/daemon.h"
+#include "server/inference_service.h"
+#include "server/model_lifecycle.h"
 #include "server/options.h"
 #include "server/shutdown_signal.h"
 
@@ -100,14 +103,32 @@ int Run(Options options) {
     return StartupError(root.status());
   }
 
+  // Declared before the daemon, so that it outlives the inference service that uses it.
+  engine::Engine engine(
+      engine::EngineOptions{.model_repository = options.model_repository, .device = *device});
   Daemon daemon(options, *pools);
+  ModelLifecycle lifecycle(&engine, &daemon.metrics());
+  daemon.AddPortService(std::make_unique<InferenceServiceImpl>(
+      &engine, &lifecycle, &daemon.health(), &daemon.metrics(),
+      InferenceServiceOptions{.server_version = NDSERVE_VERSION,
+                              .model_control_mode = options.model_control_mode}));
+  // Listeners first: health, metrics and admin answer while the models load.
   if (absl::Status s = daemon.Start(); !s.ok()) return StartupError(s);
+  // Both control modes load the whole repository at start (as Triton's "none" and
+  // "explicit --load-model=*"). A model that fails is logged and listed UNAVAILABLE in the
+  // repository index; the daemon serves the others.
+  if (absl::Status s = lifecycle.LoadAll(); !s.ok()) {
+    LOG(WARNING) << "serving without the models that failed to load: " << s.message();
+  }
   daemon.health().SetReady(true);
   LOG(INFO) << "ready";
 
   const int sig = WaitForShutdownSignal();
   LOG(INFO) << "received " << strsignal(sig) << ", shutting down";
+  // Readiness off, new calls refused, calls in flight finish; then the models' memory
+  // goes back to the pools, which Close reports (zero allocated).
   daemon.StopServing();
+  lifecycle.UnloadAll();
   daemon.Close();
   LOG(INFO) << "stopped";
   return EXIT_SUCCESS;
