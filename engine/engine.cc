@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::engine {
 namespace {
@@ -60,7 +60,7 @@ void Engine::SetState(const std::string& name, ModelState state, std::string rea
 
 absl::Status Engine::LoadModel(absl::string_view name) {
   absl::MutexLock load_lock(&load_mu_);
-  NDE_RETURN_IF_ERROR(ValidateModelName(name));
+  NDS_RETURN_IF_ERROR(ValidateModelName(name));
   const std::string key(name);
   {
     absl::MutexLock lock(&mu_);
@@ -159,7 +159,7 @@ absl::Status Engine::UnloadModel(absl::string_view name) {
 }
 
 absl::Status Engine::LoadAllModels() {
-  NDE_ASSIGN_OR_RETURN(std::vector<std::string> names, repository_.ListModels());
+  NDS_ASSIGN_OR_RETURN(std::vector<std::string> names, repository_.ListModels());
   std::vector<std::string> errors;
   absl::StatusCode code = absl::StatusCode::kOk;
   for (const std::string& name : names) {
@@ -220,7 +220,7 @@ absl::StatusOr<InferenceResponse> Engine::Infer(const InferenceRequest& request)
   std::shared_ptr<ServedModel> model;
   {
     absl::ReaderMutexLock lock(&mu_);
-    NDE_ASSIGN_OR_RETURN(model, Find(request.model_name, request.model_version));
+    NDS_ASSIGN_OR_RETURN(model, Find(request.model_name, request.model_version));
   }
   return model->Infer(request);
 }
@@ -241,7 +241,7 @@ bool Engine::AllModelsReady() const {
 absl::StatusOr<ModelMetadata> Engine::GetModelMetadata(absl::string_view name,
                                                        int64_t version) const {
   absl::ReaderMutexLock lock(&mu_);
-  NDE_ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> model, Find(name, version));
+  NDS_ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> model, Find(name, version));
   ModelMetadata md;
   md.name = model->name();
   for (const auto& [v, m] : models_.find(name)->second.versions) md.versions.push_back(v);
@@ -254,7 +254,7 @@ absl::StatusOr<ModelMetadata> Engine::GetModelMetadata(absl::string_view name,
 
 absl::StatusOr<ModelConfig> Engine::GetModelConfig(absl::string_view name, int64_t version) const {
   absl::ReaderMutexLock lock(&mu_);
-  NDE_ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> model, Find(name, version));
+  NDS_ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> model, Find(name, version));
   return model->config();
 }
 
@@ -294,7 +294,7 @@ absl::StatusOr<std::vector<ModelStatsSnapshot>> Engine::GetStatistics(absl::stri
   std::vector<ModelStatsSnapshot> out;
   if (!name.empty()) {
     if (version > 0) {
-      NDE_ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> model, Find(name, version));
+      NDS_ASSIGN_OR_RETURN(std::shared_ptr<ServedModel> model, Find(name, version));
       out.push_back(model->stats());
       return out;
     }

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::engine {
 namespace {
@@ -144,7 +144,7 @@ absl::StatusOr<Graph> Graph::Build(GraphDef def) {
         rn.non_constant_shape_input = in;
         continue;
       }
-      NDE_ASSIGN_OR_RETURN(shape_values, ShapeValues(def.initializers[it->second], rn.where));
+      NDS_ASSIGN_OR_RETURN(shape_values, ShapeValues(def.initializers[it->second], rn.where));
     }
     while (!rn.inputs.empty() && rn.inputs.back().empty()) rn.inputs.pop_back();
     for (int j = 0; j < static_cast<int>(rn.inputs.size()); ++j) {

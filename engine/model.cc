@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::engine {
 
@@ -12,7 +12,7 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Create(std::string name, int64_t v
                                                      Device device) {
   std::shared_ptr<Model> model(new Model(std::move(name), version, std::move(graph),
                                          std::move(signature), std::move(config), device));
-  NDE_ASSIGN_OR_RETURN(
+  NDS_ASSIGN_OR_RETURN(
       model->manager_,
       NDManager::NewBaseManager(device, ManagerLevel::kModel,
                                 absl::StrCat("model/", model->name_, ":", model->version_)));

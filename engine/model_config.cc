@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "proto/model_config.pb.h"
@@ -57,7 +57,7 @@ absl::StatusOr<TensorSpec> ToSpec(const Proto& t, absl::string_view kind, absl::
     return absl::InvalidArgumentError(absl::StrCat(what, ": an ", kind, " has no name"));
   TensorSpec spec;
   spec.name = t.name();
-  NDE_ASSIGN_OR_RETURN(spec.dtype, FromProtoType(t.data_type(), where));
+  NDS_ASSIGN_OR_RETURN(spec.dtype, FromProtoType(t.data_type(), where));
   for (int64_t d : t.dims()) {
     if (d < kAnyDim) {
       return absl::InvalidArgumentError(
@@ -119,7 +119,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
 
   absl::flat_hash_set<std::string> names;
   for (const inference::ModelInput& in : proto.input()) {
-    NDE_ASSIGN_OR_RETURN(TensorSpec spec, ToSpec(in, "input", what));
+    NDS_ASSIGN_OR_RETURN(TensorSpec spec, ToSpec(in, "input", what));
     if (!names.insert(spec.name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": input '", spec.name, "' is listed twice"));
@@ -128,7 +128,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
   }
   names.clear();
   for (const inference::ModelOutput& out : proto.output()) {
-    NDE_ASSIGN_OR_RETURN(TensorSpec spec, ToSpec(out, "output", what));
+    NDS_ASSIGN_OR_RETURN(TensorSpec spec, ToSpec(out, "output", what));
     if (!names.insert(spec.name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": output '", spec.name, "' is listed twice"));

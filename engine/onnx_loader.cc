@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "kernels/node_attrs.h"
 #include "kernels/op_kind.h"
@@ -78,7 +78,7 @@ absl::Status ConvertInitializer(onnx::TensorProto& t, Initializer* out) {
   }
   out->dtype = *dtype;
   out->shape.assign(t.dims().begin(), t.dims().end());
-  NDE_RETURN_IF_ERROR(kernels::ValidateShape(out->shape, where));
+  NDS_RETURN_IF_ERROR(kernels::ValidateShape(out->shape, where));
   const int64_t numel = kernels::NumElements(out->shape);
   uint64_t expected = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(numel), DTypeSize(out->dtype), &expected)) {
@@ -185,16 +185,16 @@ absl::StatusOr<GraphDef> ToGraphDef(onnx::ModelProto& model) {
         "sparse initializer '", graph.sparse_initializer(0).values().name(), "' is not supported"));
   }
   for (const onnx::ValueInfoProto& vi : graph.input()) {
-    NDE_ASSIGN_OR_RETURN(TensorSpec spec, ToTensorSpec(vi, "graph input"));
+    NDS_ASSIGN_OR_RETURN(TensorSpec spec, ToTensorSpec(vi, "graph input"));
     def.inputs.push_back(std::move(spec));
   }
   for (const onnx::ValueInfoProto& vi : graph.output()) {
-    NDE_ASSIGN_OR_RETURN(TensorSpec spec, ToTensorSpec(vi, "graph output"));
+    NDS_ASSIGN_OR_RETURN(TensorSpec spec, ToTensorSpec(vi, "graph output"));
     def.outputs.push_back(std::move(spec));
   }
   def.initializers.resize(graph.initializer_size());
   for (int i = 0; i < graph.initializer_size(); ++i) {
-    NDE_RETURN_IF_ERROR(ConvertInitializer(*graph.mutable_initializer(i), &def.initializers[i]));
+    NDS_RETURN_IF_ERROR(ConvertInitializer(*graph.mutable_initializer(i), &def.initializers[i]));
   }
   def.nodes.reserve(graph.node_size());
   for (onnx::NodeProto& n : *graph.mutable_node()) {
@@ -262,7 +262,7 @@ absl::StatusOr<GraphDef> ReadOnnxGraphDef(const std::string& path) {
 }
 
 absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path) {
-  NDE_ASSIGN_OR_RETURN(GraphDef def, ReadOnnxGraphDef(path));
+  NDS_ASSIGN_OR_RETURN(GraphDef def, ReadOnnxGraphDef(path));
   absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
   if (!graph.ok()) return Prefixed(graph.status(), path);
   return graph;

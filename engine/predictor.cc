@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/predictor_context.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::engine {
 
@@ -22,13 +22,13 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(std::shared_ptr<con
     p->kernels_.push_back(*fn);
   }
   if (m.device().is_cuda()) {
-    NDE_ASSIGN_OR_RETURN(p->gpu_, kernels::GpuResources::Create(m.device()));
+    NDS_ASSIGN_OR_RETURN(p->gpu_, kernels::GpuResources::Create(m.device()));
     p->kernel_context_ = p->gpu_->context();
   } else {
     p->kernel_context_ = kernels::KernelContext::Cpu();
     p->kernel_context_.device = m.device();
   }
-  NDE_ASSIGN_OR_RETURN(
+  NDS_ASSIGN_OR_RETURN(
       p->manager_,
       m.manager()->NewSubManager(ManagerLevel::kPredictor, absl::StrCat("predictor/", m.name(), ":",
                                                                         m.version(), "#", index)));
@@ -40,17 +40,17 @@ Predictor::~Predictor() { Close().IgnoreError(); }
 absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& request,
                                                      const ValidatedRequest& plan) {
   const absl::Time start = absl::Now();
-  NDE_ASSIGN_OR_RETURN(
+  NDS_ASSIGN_OR_RETURN(
       std::shared_ptr<NDManager> ctx_manager,
       manager_->NewSubManager(ManagerLevel::kContext,
                               absl::StrCat("ctx/", manager_->name(), "/", ++requests_)));
   PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), std::move(ctx_manager));
   for (int i = 0; i < static_cast<int>(plan.input_tensor.size()); ++i) {
     const InferInputTensor& t = request.inputs[plan.input_tensor[i]];
-    NDE_RETURN_IF_ERROR(ctx.SetInput(i, t.shape, t.data));
+    NDS_RETURN_IF_ERROR(ctx.SetInput(i, t.shape, t.data));
   }
   const absl::Time uploaded = absl::Now();
-  NDE_RETURN_IF_ERROR(ctx.Run());
+  NDS_RETURN_IF_ERROR(ctx.Run());
   const absl::Time ran = absl::Now();
   InferenceResponse response;
   response.model_name = model_->name();
@@ -58,11 +58,11 @@ absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& req
   response.id = request.id;
   response.outputs.reserve(plan.outputs.size());
   for (int o : plan.outputs) {
-    NDE_ASSIGN_OR_RETURN(InferOutputTensor out, ctx.CopyOutput(o));
+    NDS_ASSIGN_OR_RETURN(InferOutputTensor out, ctx.CopyOutput(o));
     response.outputs.push_back(std::move(out));
   }
   response.timings.context_peak_bytes = ctx.peak_bytes();
-  NDE_RETURN_IF_ERROR(ctx.Close());
+  NDS_RETURN_IF_ERROR(ctx.Close());
   const absl::Time done = absl::Now();
   response.timings.compute_input_ns = absl::ToInt64Nanoseconds(uploaded - start);
   response.timings.compute_infer_ns = absl::ToInt64Nanoseconds(ran - uploaded);
@@ -73,7 +73,7 @@ absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& req
 absl::Status Predictor::WarmUp() {
   const ModelSignature& sig = model_->signature();
   {
-    NDE_ASSIGN_OR_RETURN(
+    NDS_ASSIGN_OR_RETURN(
         std::shared_ptr<NDManager> ctx_manager,
         manager_->NewSubManager(ManagerLevel::kContext,
                                 absl::StrCat("ctx/", manager_->name(), "/warmup")));
@@ -89,7 +89,7 @@ absl::Status Predictor::WarmUp() {
       for (int64_t& d : shape) {
         if (d == kAnyDim) d = 1;
       }
-      NDE_RETURN_IF_ERROR(ctx.SetZeroInput(i, shape));
+      NDS_RETURN_IF_ERROR(ctx.SetZeroInput(i, shape));
     }
     if (runnable) {
       absl::Status status = ctx.Run();
@@ -98,10 +98,10 @@ absl::Status Predictor::WarmUp() {
                                                         status.message()));
       }
       for (int o = 0; o < static_cast<int>(sig.outputs.size()); ++o) {
-        NDE_RETURN_IF_ERROR(ctx.CopyOutput(o).status());
+        NDS_RETURN_IF_ERROR(ctx.CopyOutput(o).status());
       }
     }
-    NDE_RETURN_IF_ERROR(ctx.Close());
+    NDS_RETURN_IF_ERROR(ctx.Close());
   }
   manager_->Cap();
   return absl::OkStatus();

@@ -6,7 +6,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/shape_inference.h"
 
 namespace ndserve::engine {
@@ -50,7 +50,7 @@ absl::Status PredictorContext::SetInput(int input, absl::Span<const int64_t> sha
                                         absl::Span<const uint8_t> bytes) {
   const int value = model_.graph().input_values()[input];
   const std::string& name = model_.graph().values()[value].name;
-  NDE_ASSIGN_OR_RETURN(
+  NDS_ASSIGN_OR_RETURN(
       NDArray array, manager_->FromHost(shape, model_.graph().inputs()[input].dtype, bytes, name));
   slots_[value] = Slot{std::move(array), kernels::Shape(shape.begin(), shape.end())};
   NotePeak();
@@ -60,7 +60,7 @@ absl::Status PredictorContext::SetInput(int input, absl::Span<const int64_t> sha
 absl::Status PredictorContext::SetZeroInput(int input, absl::Span<const int64_t> shape) {
   const int value = model_.graph().input_values()[input];
   const std::string& name = model_.graph().values()[value].name;
-  NDE_ASSIGN_OR_RETURN(NDArray array,
+  NDS_ASSIGN_OR_RETURN(NDArray array,
                        manager_->Zeros(shape, model_.graph().inputs()[input].dtype, name));
   slots_[value] = Slot{std::move(array), kernels::Shape(shape.begin(), shape.end())};
   NotePeak();
@@ -74,7 +74,7 @@ absl::StatusOr<kernels::TensorView> PredictorContext::View(int value) const {
     return absl::InternalError(
         absl::StrCat("value '", model_.graph().values()[value].name, "' was never computed"));
   }
-  NDE_ASSIGN_OR_RETURN(view.data, slot.array.Data());
+  NDS_ASSIGN_OR_RETURN(view.data, slot.array.Data());
   view.dtype = slot.array.dtype();
   view.shape = slot.shape;
   view.device = slot.array.device();
@@ -123,7 +123,7 @@ absl::Status PredictorContext::Run() {
                              value == kNoValue ? absl::string_view() : graph.values()[value].name);
         if (!array.ok()) return AtNode(array.status(), node);
         kernels::TensorView view;
-        NDE_ASSIGN_OR_RETURN(view.data, array->Data());
+        NDS_ASSIGN_OR_RETURN(view.data, array->Data());
         view.dtype = desc.dtype;
         view.shape = desc.shape;
         view.device = array->device();
@@ -135,7 +135,7 @@ absl::Status PredictorContext::Run() {
         }
       }
       NotePeak();
-      NDE_RETURN_IF_ERROR(AtNode(kernels_[n](kernel_context_, inputs, outputs, node.attrs), node));
+      NDS_RETURN_IF_ERROR(AtNode(kernels_[n](kernel_context_, inputs, outputs, node.attrs), node));
       if (release_early) {
         for (const NDArray& a : ignored) NDManager::UnsafeFree(a).IgnoreError();
       }
@@ -146,7 +146,7 @@ absl::Status PredictorContext::Run() {
       }
     }
   }
-  if (gpu_ != nullptr) NDE_RETURN_IF_ERROR(gpu_->Synchronize());
+  if (gpu_ != nullptr) NDS_RETURN_IF_ERROR(gpu_->Synchronize());
   return absl::OkStatus();
 }
 
@@ -159,7 +159,7 @@ absl::StatusOr<InferOutputTensor> PredictorContext::CopyOutput(int output) const
   out.dtype = slot.array.dtype();
   out.shape.assign(slot.shape.begin(), slot.shape.end());
   out.data.resize(slot.array.nbytes());
-  NDE_RETURN_IF_ERROR(slot.array.CopyToHost(absl::MakeSpan(out.data)));
+  NDS_RETURN_IF_ERROR(slot.array.CopyToHost(absl::MakeSpan(out.data)));
   return out;
 }
 

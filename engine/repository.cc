@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::engine {
 namespace fs = std::filesystem;
@@ -66,7 +66,7 @@ absl::StatusOr<std::vector<std::string>> ModelRepository::ListModels() const {
 }
 
 absl::StatusOr<RepositoryModel> ModelRepository::ReadModel(absl::string_view name) const {
-  NDE_RETURN_IF_ERROR(ValidateModelName(name));
+  NDS_RETURN_IF_ERROR(ValidateModelName(name));
   RepositoryModel model;
   model.name = std::string(name);
   model.dir = (fs::path(root_) / model.name).string();
@@ -77,7 +77,7 @@ absl::StatusOr<RepositoryModel> ModelRepository::ReadModel(absl::string_view nam
   }
   const std::string config_path = (fs::path(model.dir) / "config.pbtxt").string();
   if (fs::exists(config_path, ec)) {
-    NDE_ASSIGN_OR_RETURN(ModelConfig config, ReadModelConfig(config_path));
+    NDS_ASSIGN_OR_RETURN(ModelConfig config, ReadModelConfig(config_path));
     if (!config.name.empty() && config.name != model.name) {
       return absl::InvalidArgumentError(absl::StrCat(config_path, ": name '", config.name,
                                                      "' does not match the directory name '",
@@ -120,7 +120,7 @@ absl::StatusOr<std::vector<ModelVersionLocation>> ModelRepository::SelectVersion
     }
     case VersionPolicy::Kind::kSpecific:
       for (int64_t v : policy.versions) {
-        NDE_ASSIGN_OR_RETURN(ModelVersionLocation loc, ResolveVersion(model, v));
+        NDS_ASSIGN_OR_RETURN(ModelVersionLocation loc, ResolveVersion(model, v));
         selected.push_back(std::move(loc));
       }
       break;

@@ -9,7 +9,7 @@
 #include "base/logging.h"
 #include "engine/onnx_loader.h"
 #include "engine/signature.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 #include "memory/pool_stats.h"
 
 namespace ndserve::engine {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "engine/status_macros.h"
+#include "base/status_macros.h"
 #include "kernels/tensor_view.h"
 
 namespace ndserve::engine {
@@ -71,7 +71,7 @@ absl::StatusOr<std::vector<TensorSpec>> ReconcileAll(absl::Span<const TensorSpec
     auto it = by_name.find(g.name);
     const TensorSpec* c = it == by_name.end() ? nullptr : it->second;
     if (c != nullptr) by_name.erase(it);
-    NDE_ASSIGN_OR_RETURN(TensorSpec spec, Reconcile(g, c, max_batch_size, kind));
+    NDS_ASSIGN_OR_RETURN(TensorSpec spec, Reconcile(g, c, max_batch_size, kind));
     out.push_back(std::move(spec));
   }
   if (!by_name.empty()) {
@@ -87,9 +87,9 @@ absl::StatusOr<std::vector<TensorSpec>> ReconcileAll(absl::Span<const TensorSpec
 absl::StatusOr<ModelSignature> ResolveSignature(const Graph& graph, const ModelConfig* config) {
   ModelSignature sig;
   sig.max_batch_size = config != nullptr ? config->max_batch_size : 0;
-  NDE_ASSIGN_OR_RETURN(sig.inputs, ReconcileAll(graph.inputs(), config ? &config->inputs : nullptr,
+  NDS_ASSIGN_OR_RETURN(sig.inputs, ReconcileAll(graph.inputs(), config ? &config->inputs : nullptr,
                                                 sig.max_batch_size, "input"));
-  NDE_ASSIGN_OR_RETURN(sig.outputs,
+  NDS_ASSIGN_OR_RETURN(sig.outputs,
                        ReconcileAll(graph.outputs(), config ? &config->outputs : nullptr,
                                     sig.max_batch_size, "output"));
   return sig;
@@ -157,7 +157,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const ModelSignature& signature
                          in.shape[d] < 0 ? " has a negative dimension" : " has no elements"));
       }
     }
-    NDE_RETURN_IF_ERROR(kernels::ValidateShape(in.shape, where));
+    NDS_RETURN_IF_ERROR(kernels::ValidateShape(in.shape, where));
     if (signature.max_batch_size > 0) {
       const int64_t b = in.shape.empty() ? 0 : in.shape[0];
       if (b > signature.max_batch_size) {

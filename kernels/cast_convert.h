@@ -15,9 +15,9 @@
 #include <type_traits>
 
 #if defined(__CUDACC__)
-#define NDK_HD __host__ __device__ __forceinline__
+#define NDS_HD __host__ __device__ __forceinline__
 #else
-#define NDK_HD inline
+#define NDS_HD inline
 #endif
 
 namespace ndserve::kernels {
@@ -30,12 +30,12 @@ struct BFloat16 {
   uint16_t bits;
 };
 
-NDK_HD uint32_t FloatBits(float f) {
+NDS_HD uint32_t FloatBits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof(u));
   return u;
 }
-NDK_HD float BitsToFloat(uint32_t u) {
+NDS_HD float BitsToFloat(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof(f));
   return f;
@@ -44,7 +44,7 @@ NDK_HD float BitsToFloat(uint32_t u) {
 // Round-to-nearest-even float -> binary16 (F. Giesen's float_to_half_fast3_rtne). Relies
 // on IEEE float addition without flush-to-zero, which host code and non-fast-math device
 // code have.
-NDK_HD Half FloatToHalf(float value) {
+NDS_HD Half FloatToHalf(float value) {
   uint32_t f = FloatBits(value);
   const uint32_t sign = f & 0x80000000u;
   f ^= sign;
@@ -64,7 +64,7 @@ NDK_HD Half FloatToHalf(float value) {
   return Half{static_cast<uint16_t>(out | (sign >> 16))};
 }
 
-NDK_HD float HalfToFloat(Half h) {
+NDS_HD float HalfToFloat(Half h) {
   const uint32_t shifted_exp = 0x7c00u << 13;
   uint32_t o = (static_cast<uint32_t>(h.bits) & 0x7fffu) << 13;
   const uint32_t exp = shifted_exp & o;
@@ -78,14 +78,14 @@ NDK_HD float HalfToFloat(Half h) {
   return BitsToFloat(o | ((static_cast<uint32_t>(h.bits) & 0x8000u) << 16));
 }
 
-NDK_HD BFloat16 FloatToBFloat16(float value) {
+NDS_HD BFloat16 FloatToBFloat16(float value) {
   const uint32_t f = FloatBits(value);
   if ((f & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((f >> 16) | 0x40)};
   const uint32_t rounded = f + 0x7fffu + ((f >> 16) & 1u);
   return BFloat16{static_cast<uint16_t>(rounded >> 16)};
 }
 
-NDK_HD float BFloat16ToFloat(BFloat16 b) {
+NDS_HD float BFloat16ToFloat(BFloat16 b) {
   return BitsToFloat(static_cast<uint32_t>(b.bits) << 16);
 }
 
@@ -95,7 +95,7 @@ struct IsHalfLike : std::integral_constant<bool, std::is_same<T, Half>::value ||
 
 // Half-likes are read as float.
 template <typename T>
-NDK_HD auto Widen(T v) {
+NDS_HD auto Widen(T v) {
   if constexpr (std::is_same<T, Half>::value) {
     return HalfToFloat(v);
   } else if constexpr (std::is_same<T, BFloat16>::value) {
@@ -106,7 +106,7 @@ NDK_HD auto Widen(T v) {
 }
 
 template <typename To>
-NDK_HD To SaturatingFloatToInt(double x) {
+NDS_HD To SaturatingFloatToInt(double x) {
   using U = typename std::make_unsigned<To>::type;
   constexpr bool kSigned = std::is_signed<To>::value;
   constexpr int kBits = static_cast<int>(sizeof(To) * 8) - (kSigned ? 1 : 0);
@@ -125,7 +125,7 @@ NDK_HD To SaturatingFloatToInt(double x) {
 // Reads element i; a BOOL byte other than 0 or 1 (bad client data) reads as true instead
 // of being undefined behaviour.
 template <typename T>
-NDK_HD T LoadElement(const T* p, int64_t i) {
+NDS_HD T LoadElement(const T* p, int64_t i) {
   if constexpr (std::is_same<T, bool>::value) {
     return reinterpret_cast<const unsigned char*>(p)[i] != 0;
   } else {
@@ -134,7 +134,7 @@ NDK_HD T LoadElement(const T* p, int64_t i) {
 }
 
 template <typename From, typename To>
-NDK_HD To Convert(From from) {
+NDS_HD To Convert(From from) {
   const auto v = Widen(from);
   using V = decltype(v);
   if constexpr (std::is_same<To, bool>::value) {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/shape_inference.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 #include "memory/cuda_runtime.h"
 #ifdef NDSERVE_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
@@ -25,13 +25,13 @@ absl::Status Checked(const KernelContext& ctx, absl::Span<const TensorView> inpu
         absl::StrCat(OpKindName(op), ": kernel for ", kind == DeviceKind::kCpu ? "cpu" : "cuda",
                      " called with a context on ", ctx.device.ToString()));
   }
-  NDK_RETURN_IF_ERROR(ValidateKernelCall(op, ctx, inputs, outputs, attrs));
+  NDS_RETURN_IF_ERROR(ValidateKernelCall(op, ctx, inputs, outputs, attrs));
   return impl(ctx, inputs, outputs, attrs);
 }
 
 // X(op, kernel function name) for every op; the shape-only ops share one copy kernel.
 // clang-format off
-#define NDK_FOR_EACH_KERNEL(X) \
+#define NDS_FOR_EACH_KERNEL(X) \
   X(kGemm, Gemm) \
   X(kMatMul, MatMul) \
   X(kAdd, Add) \
@@ -59,11 +59,11 @@ absl::Status Checked(const KernelContext& ctx, absl::Span<const TensorView> inpu
 
 KernelFn CpuKernel(OpKind op) {
   switch (op) {
-#define NDK_CPU_CASE(op_kind, fn) \
+#define NDS_CPU_CASE(op_kind, fn) \
   case OpKind::op_kind:           \
     return &Checked<OpKind::op_kind, DeviceKind::kCpu, &cpu::fn>;
-    NDK_FOR_EACH_KERNEL(NDK_CPU_CASE)
-#undef NDK_CPU_CASE
+    NDS_FOR_EACH_KERNEL(NDS_CPU_CASE)
+#undef NDS_CPU_CASE
   }
   return nullptr;
 }
@@ -71,11 +71,11 @@ KernelFn CpuKernel(OpKind op) {
 KernelFn CudaKernel(OpKind op) {
 #ifdef NDSERVE_WITH_CUDA
   switch (op) {
-#define NDK_CUDA_CASE(op_kind, fn) \
+#define NDS_CUDA_CASE(op_kind, fn) \
   case OpKind::op_kind:            \
     return &Checked<OpKind::op_kind, DeviceKind::kCuda, &gpu::fn>;
-    NDK_FOR_EACH_KERNEL(NDK_CUDA_CASE)
-#undef NDK_CUDA_CASE
+    NDS_FOR_EACH_KERNEL(NDS_CUDA_CASE)
+#undef NDS_CUDA_CASE
   }
 #endif
   (void)op;
@@ -114,29 +114,29 @@ absl::Status ValidateKernelCall(OpKind op, const KernelContext& ctx,
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     in_descs.push_back(inputs[i].desc());
   }
-  NDK_ASSIGN_OR_RETURN(const std::vector<TensorDesc> expected, InferOutputs(op, in_descs, attrs));
+  NDS_ASSIGN_OR_RETURN(const std::vector<TensorDesc> expected, InferOutputs(op, in_descs, attrs));
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    NDK_RETURN_IF_ERROR(check_view(inputs[i], "input", i));
+    NDS_RETURN_IF_ERROR(check_view(inputs[i], "input", i));
   }
   if (outputs.empty() || outputs.size() > expected.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: got %d outputs, expected 1 to %d", OpKindName(op), outputs.size(), expected.size()));
   }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    NDK_RETURN_IF_ERROR(ValidateShape(outputs[i].shape, absl::StrCat(OpKindName(op), " output")));
+    NDS_RETURN_IF_ERROR(ValidateShape(outputs[i].shape, absl::StrCat(OpKindName(op), " output")));
     if (!(outputs[i].desc() == expected[i])) {
       return absl::InvalidArgumentError(
           absl::StrFormat("%s: output %d is %s, expected %s", OpKindName(op), i,
                           outputs[i].desc().ToString(), expected[i].ToString()));
     }
-    NDK_RETURN_IF_ERROR(check_view(outputs[i], "output", i));
+    NDS_RETURN_IF_ERROR(check_view(outputs[i], "output", i));
   }
   return absl::OkStatus();
 }
 
 absl::Status RunKernel(OpKind op, const KernelContext& ctx, absl::Span<const TensorView> inputs,
                        absl::Span<const TensorView> outputs, const OpAttrs& attrs) {
-  NDK_ASSIGN_OR_RETURN(const KernelFn fn, Lookup(op, ctx.device));
+  NDS_ASSIGN_OR_RETURN(const KernelFn fn, Lookup(op, ctx.device));
   return fn(ctx, inputs, outputs, attrs);
 }
 

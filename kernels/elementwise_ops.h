@@ -8,16 +8,16 @@
 #include <type_traits>
 
 #if defined(__CUDACC__)
-#define NDK_HD_OP __host__ __device__ __forceinline__
+#define NDS_HD_OP __host__ __device__ __forceinline__
 #else
-#define NDK_HD_OP inline
+#define NDS_HD_OP inline
 #endif
 
 namespace ndserve::kernels {
 
 struct AddOp {
   template <typename T>
-  NDK_HD_OP T operator()(T a, T b) const {
+  NDS_HD_OP T operator()(T a, T b) const {
     if constexpr (std::is_integral<T>::value) {
       // Signed overflow wraps (as onnxruntime does in practice) instead of being UB.
       using U = typename std::make_unsigned<T>::type;
@@ -29,7 +29,7 @@ struct AddOp {
 };
 struct SubOp {
   template <typename T>
-  NDK_HD_OP T operator()(T a, T b) const {
+  NDS_HD_OP T operator()(T a, T b) const {
     if constexpr (std::is_integral<T>::value) {
       using U = typename std::make_unsigned<T>::type;
       return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
@@ -40,7 +40,7 @@ struct SubOp {
 };
 struct MulOp {
   template <typename T>
-  NDK_HD_OP T operator()(T a, T b) const {
+  NDS_HD_OP T operator()(T a, T b) const {
     if constexpr (std::is_integral<T>::value) {
       using U = typename std::make_unsigned<T>::type;
       return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
@@ -53,7 +53,7 @@ struct MulOp {
 // bad input cannot raise SIGFPE on the CPU (nor differ between devices).
 struct DivOp {
   template <typename T>
-  NDK_HD_OP T operator()(T a, T b) const {
+  NDS_HD_OP T operator()(T a, T b) const {
     if constexpr (std::is_integral<T>::value) {
       using U = typename std::make_unsigned<T>::type;
       if (b == 0) return T(0);
@@ -67,16 +67,16 @@ struct DivOp {
 
 // Keeps NaN (x < 0 is false for NaN).
 struct ReluOp {
-  NDK_HD_OP float operator()(float x) const { return x < 0.0f ? 0.0f : x; }
+  NDS_HD_OP float operator()(float x) const { return x < 0.0f ? 0.0f : x; }
 };
 struct SigmoidOp {
-  NDK_HD_OP float operator()(float x) const { return 1.0f / (1.0f + expf(-x)); }
+  NDS_HD_OP float operator()(float x) const { return 1.0f / (1.0f + expf(-x)); }
 };
 struct TanhOp {
-  NDK_HD_OP float operator()(float x) const { return tanhf(x); }
+  NDS_HD_OP float operator()(float x) const { return tanhf(x); }
 };
 struct ErfOp {
-  NDK_HD_OP float operator()(float x) const { return erff(x); }
+  NDS_HD_OP float operator()(float x) const { return erff(x); }
 };
 
 }  // namespace ndserve::kernels

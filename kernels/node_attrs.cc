@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::kernels {
 namespace {
@@ -24,13 +24,13 @@ absl::StatusOr<std::optional<T>> Find(OpKind op, const AttrMap& attrs, absl::str
 
 template <typename T>
 absl::StatusOr<T> Get(OpKind op, const AttrMap& attrs, absl::string_view name, T fallback) {
-  NDK_ASSIGN_OR_RETURN(std::optional<T> v, Find<T>(op, attrs, name));
+  NDS_ASSIGN_OR_RETURN(std::optional<T> v, Find<T>(op, attrs, name));
   return v.has_value() ? *std::move(v) : std::move(fallback);
 }
 
 template <typename T>
 absl::StatusOr<T> Require(OpKind op, const AttrMap& attrs, absl::string_view name) {
-  NDK_ASSIGN_OR_RETURN(std::optional<T> v, Find<T>(op, attrs, name));
+  NDS_ASSIGN_OR_RETURN(std::optional<T> v, Find<T>(op, attrs, name));
   if (!v.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat(OpKindName(op), ": required attribute '", name, "' is missing"));
@@ -40,7 +40,7 @@ absl::StatusOr<T> Require(OpKind op, const AttrMap& attrs, absl::string_view nam
 
 absl::StatusOr<bool> GetBool(OpKind op, const AttrMap& attrs, absl::string_view name,
                              bool fallback) {
-  NDK_ASSIGN_OR_RETURN(int64_t v, Get<int64_t>(op, attrs, name, fallback ? 1 : 0));
+  NDS_ASSIGN_OR_RETURN(int64_t v, Get<int64_t>(op, attrs, name, fallback ? 1 : 0));
   return v != 0;
 }
 
@@ -69,22 +69,22 @@ absl::StatusOr<OpAttrs> BuildOpAttrs(OpKind op, int opset, const AttrMap& attrs,
   switch (op) {
     case OpKind::kGemm: {
       GemmAttrs a;
-      NDK_ASSIGN_OR_RETURN(a.alpha, Get<float>(op, attrs, "alpha", 1.0f));
-      NDK_ASSIGN_OR_RETURN(a.beta, Get<float>(op, attrs, "beta", 1.0f));
-      NDK_ASSIGN_OR_RETURN(a.trans_a, GetBool(op, attrs, "transA", false));
-      NDK_ASSIGN_OR_RETURN(a.trans_b, GetBool(op, attrs, "transB", false));
+      NDS_ASSIGN_OR_RETURN(a.alpha, Get<float>(op, attrs, "alpha", 1.0f));
+      NDS_ASSIGN_OR_RETURN(a.beta, Get<float>(op, attrs, "beta", 1.0f));
+      NDS_ASSIGN_OR_RETURN(a.trans_a, GetBool(op, attrs, "transA", false));
+      NDS_ASSIGN_OR_RETURN(a.trans_b, GetBool(op, attrs, "transB", false));
       return a;
     }
     case OpKind::kSoftmax: {
       SoftmaxAttrs a;
-      NDK_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", -1));
+      NDS_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", -1));
       return a;
     }
     case OpKind::kLayerNormalization: {
       LayerNormAttrs a;
-      NDK_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", -1));
-      NDK_ASSIGN_OR_RETURN(a.epsilon, Get<float>(op, attrs, "epsilon", 1e-5f));
-      NDK_ASSIGN_OR_RETURN(int64_t stash, Get<int64_t>(op, attrs, "stash_type", 1));
+      NDS_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", -1));
+      NDS_ASSIGN_OR_RETURN(a.epsilon, Get<float>(op, attrs, "epsilon", 1e-5f));
+      NDS_ASSIGN_OR_RETURN(int64_t stash, Get<int64_t>(op, attrs, "stash_type", 1));
       if (stash != 1) {
         return absl::UnimplementedError(absl::StrFormat(
             "LayerNormalization: stash_type %d is not supported (only 1, FP32)", stash));
@@ -93,27 +93,27 @@ absl::StatusOr<OpAttrs> BuildOpAttrs(OpKind op, int opset, const AttrMap& attrs,
     }
     case OpKind::kGather: {
       GatherAttrs a;
-      NDK_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", 0));
+      NDS_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", 0));
       return a;
     }
     case OpKind::kReduceSum:
     case OpKind::kReduceMean: {
       ReduceAttrs a;
-      NDK_ASSIGN_OR_RETURN(a.keepdims, GetBool(op, attrs, "keepdims", true));
+      NDS_ASSIGN_OR_RETURN(a.keepdims, GetBool(op, attrs, "keepdims", true));
       if (op == OpKind::kReduceSum) {
         // Opset 13 moved ReduceSum's axes into an optional input.
         a.axes = shape_values;
-        NDK_ASSIGN_OR_RETURN(a.noop_with_empty_axes,
+        NDS_ASSIGN_OR_RETURN(a.noop_with_empty_axes,
                              GetBool(op, attrs, "noop_with_empty_axes", false));
       } else {
         // ReduceMean keeps axes as an attribute until opset 18.
-        NDK_ASSIGN_OR_RETURN(a.axes, Get<std::vector<int64_t>>(op, attrs, "axes", {}));
+        NDS_ASSIGN_OR_RETURN(a.axes, Get<std::vector<int64_t>>(op, attrs, "axes", {}));
       }
       return a;
     }
     case OpKind::kConcat: {
       ConcatAttrs a;
-      NDK_ASSIGN_OR_RETURN(a.axis, Require<int64_t>(op, attrs, "axis"));
+      NDS_ASSIGN_OR_RETURN(a.axis, Require<int64_t>(op, attrs, "axis"));
       return a;
     }
     case OpKind::kReshape: {
@@ -122,17 +122,17 @@ absl::StatusOr<OpAttrs> BuildOpAttrs(OpKind op, int opset, const AttrMap& attrs,
       }
       ReshapeAttrs a;
       a.shape = shape_values;
-      NDK_ASSIGN_OR_RETURN(a.allowzero, GetBool(op, attrs, "allowzero", false));
+      NDS_ASSIGN_OR_RETURN(a.allowzero, GetBool(op, attrs, "allowzero", false));
       return a;
     }
     case OpKind::kFlatten: {
       FlattenAttrs a;
-      NDK_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", 1));
+      NDS_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", 1));
       return a;
     }
     case OpKind::kTranspose: {
       TransposeAttrs a;
-      NDK_ASSIGN_OR_RETURN(a.perm, Get<std::vector<int64_t>>(op, attrs, "perm", {}));
+      NDS_ASSIGN_OR_RETURN(a.perm, Get<std::vector<int64_t>>(op, attrs, "perm", {}));
       return a;
     }
     case OpKind::kSqueeze:
@@ -143,8 +143,8 @@ absl::StatusOr<OpAttrs> BuildOpAttrs(OpKind op, int opset, const AttrMap& attrs,
       }
       return UnsqueezeAttrs{shape_values};
     case OpKind::kCast: {
-      NDK_ASSIGN_OR_RETURN(int64_t to, Require<int64_t>(op, attrs, "to"));
-      NDK_ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnx(to));
+      NDS_ASSIGN_OR_RETURN(int64_t to, Require<int64_t>(op, attrs, "to"));
+      NDS_ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnx(to));
       return CastAttrs{dtype};
     }
     default:

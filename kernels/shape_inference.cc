@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "kernels/plans.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::kernels {
 namespace {
@@ -52,10 +52,10 @@ Shape Dims(std::initializer_list<int64_t> d) { return Shape(d); }
 absl::StatusOr<Descs> Gemm(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kGemm;
   const GemmAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 3));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 3));
   for (std::size_t i = 0; i < in.size(); ++i) {
-    NDK_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
+    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
   }
   if (in[0].shape.size() != 2 || in[1].shape.size() != 2) {
     return Invalid(op, absl::StrCat("A and B must be matrices, got A ", ShapeToString(in[0].shape),
@@ -79,9 +79,9 @@ absl::StatusOr<Descs> Gemm(absl::Span<const TensorDesc> in, const OpAttrs& attrs
 
 absl::StatusOr<Descs> MatMul(absl::Span<const TensorDesc> in) {
   constexpr OpKind op = OpKind::kMatMul;
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
   for (std::size_t i = 0; i < 2; ++i) {
-    NDK_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
+    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
   }
   const ShapeSpan a = in[0].shape, b = in[1].shape;
   if (a.empty() || b.empty()) {
@@ -107,8 +107,8 @@ absl::StatusOr<Descs> MatMul(absl::Span<const TensorDesc> in) {
 }
 
 absl::StatusOr<Descs> Binary(OpKind op, absl::Span<const TensorDesc> in) {
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
-  NDK_RETURN_IF_ERROR(
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
+  NDS_RETURN_IF_ERROR(
       CheckDType(op, in[0], "input 0", {DType::kFp32, DType::kInt32, DType::kInt64}));
   if (in[1].dtype != in[0].dtype) {
     return Invalid(op, absl::StrCat("operand types differ: ", DTypeName(in[0].dtype), " and ",
@@ -120,31 +120,31 @@ absl::StatusOr<Descs> Binary(OpKind op, absl::Span<const TensorDesc> in) {
 }
 
 absl::StatusOr<Descs> Unary(OpKind op, absl::Span<const TensorDesc> in) {
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDK_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
   return Descs{in[0]};
 }
 
 absl::StatusOr<Descs> Softmax(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kSoftmax;
   const SoftmaxAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDK_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
-  NDK_RETURN_IF_ERROR(NormalizeAxis(a->axis, in[0].shape.size(), "Softmax").status());
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
+  NDS_RETURN_IF_ERROR(NormalizeAxis(a->axis, in[0].shape.size(), "Softmax").status());
   return Descs{in[0]};
 }
 
 absl::StatusOr<Descs> LayerNorm(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kLayerNormalization;
   const LayerNormAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 3));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 3));
   for (std::size_t i = 0; i < in.size(); ++i) {
-    NDK_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
+    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
   }
   const ShapeSpan x = in[0].shape;
-  NDK_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, x.size(), "LayerNormalization"));
+  NDS_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, x.size(), "LayerNormalization"));
   const ShapeSpan normalized = x.subspan(axis);
   for (std::size_t i = 1; i < in.size(); ++i) {
     // Scale and B cover the normalized dims exactly; leading 1s are tolerated.
@@ -169,26 +169,26 @@ absl::StatusOr<Descs> LayerNorm(absl::Span<const TensorDesc> in, const OpAttrs& 
 absl::StatusOr<Descs> Gather(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kGather;
   const GatherAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
-  NDK_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
-  NDK_RETURN_IF_ERROR(CheckDType(op, in[1], "indices", {DType::kInt32, DType::kInt64}));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[1], "indices", {DType::kInt32, DType::kInt64}));
   const ShapeSpan data = in[0].shape;
-  NDK_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, data.size(), "Gather"));
+  NDS_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, data.size(), "Gather"));
   Shape out(data.begin(), data.begin() + axis);
   out.insert(out.end(), in[1].shape.begin(), in[1].shape.end());
   out.insert(out.end(), data.begin() + axis + 1, data.end());
-  NDK_RETURN_IF_ERROR(ValidateShape(out, "Gather output"));
+  NDS_RETURN_IF_ERROR(ValidateShape(out, "Gather output"));
   return Descs{{in[0].dtype, out}};
 }
 
 absl::StatusOr<Descs> Reduce(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   const ReduceAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDK_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
   const ShapeSpan x = in[0].shape;
-  NDK_ASSIGN_OR_RETURN(const std::vector<int64_t> axes,
+  NDS_ASSIGN_OR_RETURN(const std::vector<int64_t> axes,
                        ResolveReduceAxes(*a, x.size(), OpKindName(op)));
   if (axes.empty()) return Descs{in[0]};
   Shape out;
@@ -206,11 +206,11 @@ absl::StatusOr<Descs> Reduce(OpKind op, absl::Span<const TensorDesc> in, const O
 absl::StatusOr<Descs> Concat(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kConcat;
   const ConcatAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   if (in.empty()) return Invalid(op, "expects at least one input");
-  NDK_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "input 0"));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "input 0"));
   const ShapeSpan first = in[0].shape;
-  NDK_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, first.size(), "Concat"));
+  NDS_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, first.size(), "Concat"));
   Shape out(first.begin(), first.end());
   out[axis] = 0;
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -236,9 +236,9 @@ absl::StatusOr<Descs> Concat(absl::Span<const TensorDesc> in, const OpAttrs& att
 absl::StatusOr<Descs> Reshape(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kReshape;
   const ReshapeAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDK_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
   const ShapeSpan x = in[0].shape;
   Shape out;
   int infer = -1;
@@ -280,9 +280,9 @@ absl::StatusOr<Descs> Reshape(absl::Span<const TensorDesc> in, const OpAttrs& at
 absl::StatusOr<Descs> Flatten(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kFlatten;
   const FlattenAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDK_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "input"));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "input"));
   const ShapeSpan x = in[0].shape;
   // Flatten's axis may equal the rank (everything goes into the outer dim).
   const int64_t rank = x.size();
@@ -297,9 +297,9 @@ absl::StatusOr<Descs> Flatten(absl::Span<const TensorDesc> in, const OpAttrs& at
 absl::StatusOr<Descs> Transpose(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kTranspose;
   const TransposeAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDK_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
   const ShapeSpan x = in[0].shape;
   const auto perm = ResolvePerm(*a, x.size());
   std::vector<bool> seen(x.size(), false);
@@ -320,16 +320,16 @@ absl::StatusOr<Descs> Transpose(absl::Span<const TensorDesc> in, const OpAttrs& 
 absl::StatusOr<Descs> Squeeze(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kSqueeze;
   const SqueezeAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDK_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
   const ShapeSpan x = in[0].shape;
   std::vector<bool> drop(x.size(), a->axes.empty());
   if (a->axes.empty()) {
     for (std::size_t i = 0; i < x.size(); ++i) drop[i] = x[i] == 1;
   }
   for (int64_t axis : a->axes) {
-    NDK_ASSIGN_OR_RETURN(const int64_t n, NormalizeAxis(axis, x.size(), "Squeeze"));
+    NDS_ASSIGN_OR_RETURN(const int64_t n, NormalizeAxis(axis, x.size(), "Squeeze"));
     if (x[n] != 1) {
       return Invalid(op, absl::StrFormat("cannot squeeze axis %d of %s: its size is %d, not 1",
                                          axis, ShapeToString(x), x[n]));
@@ -347,15 +347,15 @@ absl::StatusOr<Descs> Squeeze(absl::Span<const TensorDesc> in, const OpAttrs& at
 absl::StatusOr<Descs> Unsqueeze(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kUnsqueeze;
   const UnsqueezeAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDK_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
   const ShapeSpan x = in[0].shape;
   if (a->axes.empty()) return Invalid(op, "axes must not be empty");
   const int64_t rank = x.size() + a->axes.size();
   std::vector<bool> inserted(rank, false);
   for (int64_t axis : a->axes) {
-    NDK_ASSIGN_OR_RETURN(const int64_t n, NormalizeAxis(axis, rank, "Unsqueeze"));
+    NDS_ASSIGN_OR_RETURN(const int64_t n, NormalizeAxis(axis, rank, "Unsqueeze"));
     if (inserted[n]) return Invalid(op, absl::StrFormat("axis %d given twice", axis));
     inserted[n] = true;
   }
@@ -368,9 +368,9 @@ absl::StatusOr<Descs> Unsqueeze(absl::Span<const TensorDesc> in, const OpAttrs& 
 absl::StatusOr<Descs> Cast(absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   constexpr OpKind op = OpKind::kCast;
   const CastAttrs* a;
-  NDK_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
-  NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDK_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "input"));
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "input"));
   if (!DTypeIsFixedSize(a->to)) {
     return absl::UnimplementedError(
         absl::StrCat("Cast: cannot cast to ", DTypeName(a->to), ", which has no fixed size"));
@@ -416,8 +416,8 @@ absl::StatusOr<Descs> Dispatch(OpKind op, absl::Span<const TensorDesc> in, const
     case OpKind::kSqueeze:
       return Squeeze(in, attrs);
     case OpKind::kIdentity:
-      NDK_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-      NDK_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "input"));
+      NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+      NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "input"));
       return Descs{in[0]};
     case OpKind::kCast:
       return Cast(in, attrs);
@@ -436,7 +436,7 @@ absl::StatusOr<std::vector<int64_t>> ResolveReduceAxes(const ReduceAttrs& attrs,
     return axes;
   }
   for (int64_t axis : attrs.axes) {
-    NDK_ASSIGN_OR_RETURN(const int64_t n, NormalizeAxis(axis, rank, op_name));
+    NDS_ASSIGN_OR_RETURN(const int64_t n, NormalizeAxis(axis, rank, op_name));
     if (std::find(axes.begin(), axes.end(), n) != axes.end()) {
       return absl::InvalidArgumentError(absl::StrFormat("%s: axis %d given twice", op_name, axis));
     }
@@ -448,7 +448,7 @@ absl::StatusOr<std::vector<int64_t>> ResolveReduceAxes(const ReduceAttrs& attrs,
 absl::StatusOr<std::vector<TensorDesc>> InferOutputs(OpKind op, absl::Span<const TensorDesc> inputs,
                                                      const OpAttrs& attrs) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    NDK_RETURN_IF_ERROR(ValidateShape(inputs[i].shape, absl::StrCat(OpKindName(op), " input ", i)));
+    NDS_RETURN_IF_ERROR(ValidateShape(inputs[i].shape, absl::StrCat(OpKindName(op), " input ", i)));
   }
   return Dispatch(op, inputs, attrs);
 }

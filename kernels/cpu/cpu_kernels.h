@@ -13,32 +13,32 @@
 
 namespace ndserve::kernels::cpu {
 
-#define NDK_DECLARE_CPU_KERNEL(name)                                               \
+#define NDS_DECLARE_CPU_KERNEL(name)                                               \
   absl::Status name(const KernelContext& ctx, absl::Span<const TensorView> inputs, \
                     absl::Span<const TensorView> outputs, const OpAttrs& attrs)
 
-NDK_DECLARE_CPU_KERNEL(Gemm);
-NDK_DECLARE_CPU_KERNEL(MatMul);
-NDK_DECLARE_CPU_KERNEL(Add);
-NDK_DECLARE_CPU_KERNEL(Sub);
-NDK_DECLARE_CPU_KERNEL(Mul);
-NDK_DECLARE_CPU_KERNEL(Div);
-NDK_DECLARE_CPU_KERNEL(Relu);
-NDK_DECLARE_CPU_KERNEL(Sigmoid);
-NDK_DECLARE_CPU_KERNEL(Tanh);
-NDK_DECLARE_CPU_KERNEL(Erf);
-NDK_DECLARE_CPU_KERNEL(Softmax);
-NDK_DECLARE_CPU_KERNEL(LayerNormalization);
-NDK_DECLARE_CPU_KERNEL(Gather);
-NDK_DECLARE_CPU_KERNEL(ReduceSum);
-NDK_DECLARE_CPU_KERNEL(ReduceMean);
-NDK_DECLARE_CPU_KERNEL(Concat);
-NDK_DECLARE_CPU_KERNEL(Transpose);
+NDS_DECLARE_CPU_KERNEL(Gemm);
+NDS_DECLARE_CPU_KERNEL(MatMul);
+NDS_DECLARE_CPU_KERNEL(Add);
+NDS_DECLARE_CPU_KERNEL(Sub);
+NDS_DECLARE_CPU_KERNEL(Mul);
+NDS_DECLARE_CPU_KERNEL(Div);
+NDS_DECLARE_CPU_KERNEL(Relu);
+NDS_DECLARE_CPU_KERNEL(Sigmoid);
+NDS_DECLARE_CPU_KERNEL(Tanh);
+NDS_DECLARE_CPU_KERNEL(Erf);
+NDS_DECLARE_CPU_KERNEL(Softmax);
+NDS_DECLARE_CPU_KERNEL(LayerNormalization);
+NDS_DECLARE_CPU_KERNEL(Gather);
+NDS_DECLARE_CPU_KERNEL(ReduceSum);
+NDS_DECLARE_CPU_KERNEL(ReduceMean);
+NDS_DECLARE_CPU_KERNEL(Concat);
+NDS_DECLARE_CPU_KERNEL(Transpose);
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity: the bytes do not move.
-NDK_DECLARE_CPU_KERNEL(CopyInput);
-NDK_DECLARE_CPU_KERNEL(Cast);
+NDS_DECLARE_CPU_KERNEL(CopyInput);
+NDS_DECLARE_CPU_KERNEL(Cast);
 
-#undef NDK_DECLARE_CPU_KERNEL
+#undef NDS_DECLARE_CPU_KERNEL
 
 }  // namespace ndserve::kernels::cpu
 

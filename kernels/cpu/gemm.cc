@@ -8,7 +8,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/row_walker.h"
 #include "kernels/plans.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -51,7 +51,7 @@ absl::Status Gemm(const KernelContext&, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const GemmAttrs& a = std::get<GemmAttrs>(attrs);
   const GemmPlan p = MakeGemmPlan(in[0].shape, in[1].shape, a);
-  NDK_RETURN_IF_ERROR(CheckBlasDims("Gemm", p.m, p.n, p.k));
+  NDS_RETURN_IF_ERROR(CheckBlasDims("Gemm", p.m, p.n, p.k));
   float* y = out[0].as<float>();
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
   // beta == 0 drops C entirely (as BLAS does), so NaNs in C do not leak through.
@@ -85,13 +85,13 @@ absl::Status MatMul(const KernelContext&, absl::Span<const TensorView> in,
   }
   if (p.fold_batch_into_m) {
     // B is one matrix: A's batch is just more rows.
-    NDK_RETURN_IF_ERROR(CheckBlasDims("MatMul", p.batch * p.m, p.n, p.k));
+    NDS_RETURN_IF_ERROR(CheckBlasDims("MatMul", p.batch * p.m, p.n, p.k));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(p.batch * p.m),
                 static_cast<int>(p.n), static_cast<int>(p.k), 1.0f, a, static_cast<int>(p.k), b,
                 static_cast<int>(p.n), 0.0f, y, static_cast<int>(p.n));
     return absl::OkStatus();
   }
-  NDK_RETURN_IF_ERROR(CheckBlasDims("MatMul", p.m, p.n, p.k));
+  NDS_RETURN_IF_ERROR(CheckBlasDims("MatMul", p.m, p.n, p.k));
   // One product per batch index; the walker's "rows" are single batch entries, so walk
   // the batch dims with a trailing dim of 1.
   Shape dims = p.batch_dims, sa = p.a_batch_strides, sb = p.b_batch_strides;

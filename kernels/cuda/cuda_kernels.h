@@ -15,32 +15,32 @@
 
 namespace ndserve::kernels::gpu {
 
-#define NDK_DECLARE_CUDA_KERNEL(name)                                              \
+#define NDS_DECLARE_CUDA_KERNEL(name)                                              \
   absl::Status name(const KernelContext& ctx, absl::Span<const TensorView> inputs, \
                     absl::Span<const TensorView> outputs, const OpAttrs& attrs)
 
-NDK_DECLARE_CUDA_KERNEL(Gemm);
-NDK_DECLARE_CUDA_KERNEL(MatMul);
-NDK_DECLARE_CUDA_KERNEL(Add);
-NDK_DECLARE_CUDA_KERNEL(Sub);
-NDK_DECLARE_CUDA_KERNEL(Mul);
-NDK_DECLARE_CUDA_KERNEL(Div);
-NDK_DECLARE_CUDA_KERNEL(Relu);
-NDK_DECLARE_CUDA_KERNEL(Sigmoid);
-NDK_DECLARE_CUDA_KERNEL(Tanh);
-NDK_DECLARE_CUDA_KERNEL(Erf);
-NDK_DECLARE_CUDA_KERNEL(Softmax);
-NDK_DECLARE_CUDA_KERNEL(LayerNormalization);
-NDK_DECLARE_CUDA_KERNEL(Gather);
-NDK_DECLARE_CUDA_KERNEL(ReduceSum);
-NDK_DECLARE_CUDA_KERNEL(ReduceMean);
-NDK_DECLARE_CUDA_KERNEL(Concat);
-NDK_DECLARE_CUDA_KERNEL(Transpose);
+NDS_DECLARE_CUDA_KERNEL(Gemm);
+NDS_DECLARE_CUDA_KERNEL(MatMul);
+NDS_DECLARE_CUDA_KERNEL(Add);
+NDS_DECLARE_CUDA_KERNEL(Sub);
+NDS_DECLARE_CUDA_KERNEL(Mul);
+NDS_DECLARE_CUDA_KERNEL(Div);
+NDS_DECLARE_CUDA_KERNEL(Relu);
+NDS_DECLARE_CUDA_KERNEL(Sigmoid);
+NDS_DECLARE_CUDA_KERNEL(Tanh);
+NDS_DECLARE_CUDA_KERNEL(Erf);
+NDS_DECLARE_CUDA_KERNEL(Softmax);
+NDS_DECLARE_CUDA_KERNEL(LayerNormalization);
+NDS_DECLARE_CUDA_KERNEL(Gather);
+NDS_DECLARE_CUDA_KERNEL(ReduceSum);
+NDS_DECLARE_CUDA_KERNEL(ReduceMean);
+NDS_DECLARE_CUDA_KERNEL(Concat);
+NDS_DECLARE_CUDA_KERNEL(Transpose);
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity: the bytes do not move.
-NDK_DECLARE_CUDA_KERNEL(CopyInput);
-NDK_DECLARE_CUDA_KERNEL(Cast);
+NDS_DECLARE_CUDA_KERNEL(CopyInput);
+NDS_DECLARE_CUDA_KERNEL(Cast);
 
-#undef NDK_DECLARE_CUDA_KERNEL
+#undef NDS_DECLARE_CUDA_KERNEL
 
 }  // namespace ndserve::kernels::gpu
 

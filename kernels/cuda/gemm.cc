@@ -8,7 +8,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/plans.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::kernels::gpu {
 namespace {
@@ -41,21 +41,21 @@ absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const GemmAttrs& a = std::get<GemmAttrs>(attrs);
   const GemmPlan p = MakeGemmPlan(in[0].shape, in[1].shape, a);
-  NDK_RETURN_IF_ERROR(CheckIntDims("Gemm", p.m, p.n, p.k));
-  NDK_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("Gemm", ctx));
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(CheckIntDims("Gemm", p.m, p.n, p.k));
+  NDS_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("Gemm", ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   float* y = out[0].as<float>();
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
   const bool use_c = in.size() == 3 && a.beta != 0.0f;  // beta == 0 drops C, as on the CPU
   if (use_c) {
     const Shape out_shape = {p.m, p.n};
     const BroadcastPlan bp = MakeBroadcastPlan(out_shape, in[2].shape, in[2].shape);
-    NDK_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("Gemm", bp.dims, bp.a_strides));
-    NDK_RETURN_IF_ERROR(CudaStatus(
+    NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("Gemm", bp.dims, bp.a_strides));
+    NDS_RETURN_IF_ERROR(CudaStatus(
         LaunchScaledBroadcast(in[2].as<const float>(), a.beta, y, map, bp.numel, StreamOf(ctx)),
         "Gemm C broadcast launch"));
   } else if (p.k == 0 || a.alpha == 0.0f) {
-    NDK_RETURN_IF_ERROR(
+    NDS_RETURN_IF_ERROR(
         CudaStatus(cudaMemsetAsync(y, 0, out[0].nbytes(), StreamOf(ctx)), "Gemm cudaMemsetAsync"));
   }
   if (p.k == 0 || a.alpha == 0.0f) return absl::OkStatus();
@@ -72,8 +72,8 @@ absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
 absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
                     absl::Span<const TensorView> out, const OpAttrs&) {
   const MatMulPlan p = MakeMatMulPlan(in[0].shape, in[1].shape);
-  NDK_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("MatMul", ctx));
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("MatMul", ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const float* a = in[0].as<const float>();
   const float* b = in[1].as<const float>();
   float* y = out[0].as<float>();
@@ -84,14 +84,14 @@ absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
   }
   const float one = 1.0f, zero = 0.0f;
   if (p.fold_batch_into_m) {
-    NDK_RETURN_IF_ERROR(CheckIntDims("MatMul", p.batch * p.m, p.n, p.k));
+    NDS_RETURN_IF_ERROR(CheckIntDims("MatMul", p.batch * p.m, p.n, p.k));
     return CublasStatus(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p.n),
                                     static_cast<int>(p.batch * p.m), static_cast<int>(p.k), &one, b,
                                     static_cast<int>(p.n), a, static_cast<int>(p.k), &zero, y,
                                     static_cast<int>(p.n)),
                         "MatMul cublasSgemm");
   }
-  NDK_RETURN_IF_ERROR(CheckIntDims("MatMul", p.m, p.n, p.k));
+  NDS_RETURN_IF_ERROR(CheckIntDims("MatMul", p.m, p.n, p.k));
   // The innermost merged batch dim is one strided-batched call (stride 0 broadcasts);
   // any outer batch dims loop on the host.
   const std::size_t rank = p.batch_dims.size();
@@ -107,7 +107,7 @@ absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
       oa += idx * p.a_batch_strides[d];
       ob += idx * p.b_batch_strides[d];
     }
-    NDK_RETURN_IF_ERROR(CublasStatus(
+    NDS_RETURN_IF_ERROR(CublasStatus(
         cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p.n),
                                   static_cast<int>(p.m), static_cast<int>(p.k), &one, b + ob,
                                   static_cast<int>(p.n), sb, a + oa, static_cast<int>(p.k), sa,

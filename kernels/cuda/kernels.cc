@@ -5,16 +5,16 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/plans.h"
 #include "kernels/shape_inference.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 
 namespace ndserve::kernels::gpu {
 namespace {
 
 absl::Status Binary(const KernelContext& ctx, BinaryCode code, absl::string_view name,
                     absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const BroadcastPlan p = MakeBroadcastPlan(out[0].shape, in[0].shape, in[1].shape);
-  NDK_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap(name, p.dims, p.a_strides, p.b_strides));
+  NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap(name, p.dims, p.a_strides, p.b_strides));
   return CudaStatus(LaunchBinary(code, ToScalarType(in[0].dtype), in[0].data, in[1].data,
                                  out[0].data, map, p.numel, StreamOf(ctx)),
                     absl::StrCat(name, " launch"));
@@ -22,7 +22,7 @@ absl::Status Binary(const KernelContext& ctx, BinaryCode code, absl::string_view
 
 absl::Status Unary(const KernelContext& ctx, UnaryCode code, absl::string_view name,
                    absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   return CudaStatus(
       LaunchUnary(code, in[0].as<const float>(), out[0].as<float>(), in[0].numel(), StreamOf(ctx)),
       absl::StrCat(name, " launch"));
@@ -30,7 +30,7 @@ absl::Status Unary(const KernelContext& ctx, UnaryCode code, absl::string_view n
 
 absl::Status Reduce(const KernelContext& ctx, OpKind op, absl::Span<const TensorView> in,
                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const std::vector<int64_t> axes =
       *ResolveReduceAxes(std::get<ReduceAttrs>(attrs), in[0].shape.size(), OpKindName(op));
   if (axes.empty()) {  // noop_with_empty_axes
@@ -42,8 +42,8 @@ absl::Status Reduce(const KernelContext& ctx, OpKind op, absl::Span<const Tensor
     (p.reduced[d] ? red_dims : kept_dims).push_back(p.dims[d]);
     (p.reduced[d] ? red_strides : kept_strides).push_back(p.in_strides[d]);
   }
-  NDK_ASSIGN_OR_RETURN(IndexMap kept, MakeIndexMap(OpKindName(op), kept_dims, kept_strides));
-  NDK_ASSIGN_OR_RETURN(IndexMap reduced, MakeIndexMap(OpKindName(op), red_dims, red_strides));
+  NDS_ASSIGN_OR_RETURN(IndexMap kept, MakeIndexMap(OpKindName(op), kept_dims, kept_strides));
+  NDS_ASSIGN_OR_RETURN(IndexMap reduced, MakeIndexMap(OpKindName(op), red_dims, red_strides));
   const float scale = op == OpKind::kReduceMean ? 1.0f / static_cast<float>(p.reduce_numel) : 1.0f;
   // An empty input reduces to zeros (or NaN means): reduce_numel is then 0.
   const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
@@ -89,7 +89,7 @@ absl::Status Erf(const KernelContext& ctx, absl::Span<const TensorView> in,
 
 absl::Status Softmax(const KernelContext& ctx, absl::Span<const TensorView> in,
                      absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const int64_t axis =
       *NormalizeAxis(std::get<SoftmaxAttrs>(attrs).axis, in[0].shape.size(), "Softmax");
   const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
@@ -100,7 +100,7 @@ absl::Status Softmax(const KernelContext& ctx, absl::Span<const TensorView> in,
 
 absl::Status LayerNormalization(const KernelContext& ctx, absl::Span<const TensorView> in,
                                 absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const LayerNormAttrs& a = std::get<LayerNormAttrs>(attrs);
   const int64_t axis = *NormalizeAxis(a.axis, in[0].shape.size(), "LayerNormalization");
   const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
@@ -119,21 +119,21 @@ absl::Status Gather(const KernelContext& ctx, absl::Span<const TensorView> in,
     return absl::FailedPreconditionError(
         "Gather: the CUDA context has no error flag (use GpuResources)");
   }
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const int64_t axis =
       *NormalizeAxis(std::get<GatherAttrs>(attrs).axis, in[0].shape.size(), "Gather");
   const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
   // The stream is idle after each Gather (we synchronize below), so no earlier kernel can
   // still be writing the flag when it is cleared.
   *ctx.error_flag = 0;
-  NDK_RETURN_IF_ERROR(
+  NDS_RETURN_IF_ERROR(
       CudaStatus(LaunchGather(in[0].data, static_cast<int>(DTypeSize(in[0].dtype)), in[1].data,
                               in[1].dtype == DType::kInt64, out[0].data, p.outer, p.axis_dim,
                               p.inner, in[1].numel(), ctx.error_flag, StreamOf(ctx)),
                  "Gather launch"));
   // Synchronous so bad indices come back as INVALID_ARGUMENT for this request; the cost
   // is one stream sync per Gather node.
-  NDK_RETURN_IF_ERROR(
+  NDS_RETURN_IF_ERROR(
       CudaStatus(cudaStreamSynchronize(StreamOf(ctx)), "Gather cudaStreamSynchronize"));
   if (*static_cast<volatile int32_t*>(ctx.error_flag) != 0) {
     *ctx.error_flag = 0;
@@ -155,7 +155,7 @@ absl::Status ReduceMean(const KernelContext& ctx, absl::Span<const TensorView> i
 
 absl::Status Concat(const KernelContext& ctx, absl::Span<const TensorView> in,
                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const int64_t axis =
       *NormalizeAxis(std::get<ConcatAttrs>(attrs).axis, out[0].shape.size(), "Concat");
   const AxisPlan po = MakeAxisPlan(out[0].shape, axis);
@@ -168,7 +168,7 @@ absl::Status Concat(const KernelContext& ctx, absl::Span<const TensorView> in,
     const std::size_t row = static_cast<std::size_t>(pi.axis_dim * pi.inner) * elem;
     if (row > 0 && po.outer > 0) {
       // One 2-D copy per input: `outer` rows of `row` bytes into a pitch of `out_row`.
-      NDK_RETURN_IF_ERROR(
+      NDS_RETURN_IF_ERROR(
           CudaStatus(cudaMemcpy2DAsync(dst + col, out_row, t.data, row, row, po.outer,
                                        cudaMemcpyDeviceToDevice, StreamOf(ctx)),
                      "Concat cudaMemcpy2DAsync"));
@@ -180,10 +180,10 @@ absl::Status Concat(const KernelContext& ctx, absl::Span<const TensorView> in,
 
 absl::Status Transpose(const KernelContext& ctx, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const auto perm = ResolvePerm(std::get<TransposeAttrs>(attrs), in[0].shape.size());
   const TransposePlan p = MakeTransposePlan(in[0].shape, perm);
-  NDK_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("Transpose", p.out_dims, p.in_strides));
+  NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("Transpose", p.out_dims, p.in_strides));
   return CudaStatus(
       LaunchTranspose(in[0].data, out[0].data, static_cast<int>(DTypeSize(in[0].dtype)), map,
                       p.numel, StreamOf(ctx)),
@@ -193,7 +193,7 @@ absl::Status Transpose(const KernelContext& ctx, absl::Span<const TensorView> in
 absl::Status CopyInput(const KernelContext& ctx, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs&) {
   if (out[0].data == in[0].data || in[0].nbytes() == 0) return absl::OkStatus();
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   return CudaStatus(cudaMemcpyAsync(out[0].data, in[0].data, in[0].nbytes(),
                                     cudaMemcpyDeviceToDevice, StreamOf(ctx)),
                     "cudaMemcpyAsync");
@@ -201,7 +201,7 @@ absl::Status CopyInput(const KernelContext& ctx, absl::Span<const TensorView> in
 
 absl::Status Cast(const KernelContext& ctx, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs&) {
-  NDK_RETURN_IF_ERROR(ActivateDevice(ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   return CudaStatus(LaunchCast(ToScalarType(in[0].dtype), ToScalarType(out[0].dtype), in[0].data,
                                out[0].data, in[0].numel(), StreamOf(ctx)),
                     "Cast launch");

@@ -22,7 +22,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/gpu_resources.h"
 #include "kernels/shape_inference.h"
-#include "kernels/status_macros.h"
+#include "base/status_macros.h"
 #include "memory/cuda_allocator.h"
 #include "memory/cuda_runtime.h"
 #include "memory/device_allocator.h"
@@ -106,23 +106,23 @@ class DeviceRunner {
 
   // A view over a fresh buffer holding `t` (or uninitialized, for outputs).
   absl::StatusOr<TensorView> Upload(const HostTensor& t) {
-    NDK_ASSIGN_OR_RETURN(TensorView v, Allocate(t.desc()));
-    NDK_RETURN_IF_ERROR(Copy(v.data, t.bytes.data(), t.bytes.size(), /*to_device=*/true));
+    NDS_ASSIGN_OR_RETURN(TensorView v, Allocate(t.desc()));
+    NDS_RETURN_IF_ERROR(Copy(v.data, t.bytes.data(), t.bytes.size(), /*to_device=*/true));
     return v;
   }
   absl::StatusOr<TensorView> Allocate(const TensorDesc& desc) {
     TensorView v{nullptr, desc.dtype, desc.shape, device_};
     const std::size_t bytes = v.nbytes();
     if (bytes > 0) {
-      NDK_ASSIGN_OR_RETURN(v.data, allocator_->Allocate(bytes));
+      NDS_ASSIGN_OR_RETURN(v.data, allocator_->Allocate(bytes));
       buffers_.push_back({v.data, bytes});
     }
     return v;
   }
   absl::StatusOr<HostTensor> Download(const TensorView& v) {
-    if (gpu_) NDK_RETURN_IF_ERROR(gpu_->Synchronize());
+    if (gpu_) NDS_RETURN_IF_ERROR(gpu_->Synchronize());
     HostTensor t{v.dtype, v.shape, std::vector<uint8_t>(v.nbytes())};
-    NDK_RETURN_IF_ERROR(Copy(t.bytes.data(), v.data, t.bytes.size(), /*to_device=*/false));
+    NDS_RETURN_IF_ERROR(Copy(t.bytes.data(), v.data, t.bytes.size(), /*to_device=*/false));
     return t;
   }
 
@@ -132,7 +132,7 @@ class DeviceRunner {
                                               const OpAttrs& attrs, int num_outputs = 1) {
     std::vector<TensorDesc> descs;
     for (const HostTensor& t : inputs) descs.push_back(t.desc());
-    NDK_ASSIGN_OR_RETURN(std::vector<TensorDesc> out_descs, InferOutputs(op, descs, attrs));
+    NDS_ASSIGN_OR_RETURN(std::vector<TensorDesc> out_descs, InferOutputs(op, descs, attrs));
     out_descs.resize(std::min<std::size_t>(out_descs.size(), num_outputs));
     return RunWithOutputs(op, inputs, out_descs, attrs);
   }
@@ -144,17 +144,17 @@ class DeviceRunner {
                                                          const OpAttrs& attrs) {
     std::vector<TensorView> in_views, out_views;
     for (const HostTensor& t : inputs) {
-      NDK_ASSIGN_OR_RETURN(TensorView v, Upload(t));
+      NDS_ASSIGN_OR_RETURN(TensorView v, Upload(t));
       in_views.push_back(v);
     }
     for (const TensorDesc& d : out_descs) {
-      NDK_ASSIGN_OR_RETURN(TensorView v, Allocate(d));
+      NDS_ASSIGN_OR_RETURN(TensorView v, Allocate(d));
       out_views.push_back(v);
     }
-    NDK_RETURN_IF_ERROR(RunKernel(op, context(), in_views, out_views, attrs));
+    NDS_RETURN_IF_ERROR(RunKernel(op, context(), in_views, out_views, attrs));
     std::vector<HostTensor> out;
     for (const TensorView& v : out_views) {
-      NDK_ASSIGN_OR_RETURN(HostTensor t, Download(v));
+      NDS_ASSIGN_OR_RETURN(HostTensor t, Download(v));
       out.push_back(std::move(t));
     }
     return out;

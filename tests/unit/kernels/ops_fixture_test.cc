@@ -97,9 +97,9 @@ absl::StatusOr<Fixture> LoadFixture(const fs::path& dir) {
         return absl::InvalidArgumentError(absl::StrCat("unknown attr type: ", line));
       }
     } else if ((kw == "input" || kw == "const" || kw == "output") && w.size() == 5) {
-      NDK_ASSIGN_OR_RETURN(DType dtype, ParseDType(w[2]));
-      NDK_ASSIGN_OR_RETURN(Shape shape, ParseDims(w[3]));
-      NDK_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFile(dir / w[4]));
+      NDS_ASSIGN_OR_RETURN(DType dtype, ParseDType(w[2]));
+      NDS_ASSIGN_OR_RETURN(Shape shape, ParseDims(w[3]));
+      NDS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFile(dir / w[4]));
       HostTensor t{dtype, shape, std::move(bytes)};
       if (t.bytes.size() != static_cast<std::size_t>(t.numel()) * DTypeSize(dtype)) {
         return absl::InvalidArgumentError(absl::StrCat(
