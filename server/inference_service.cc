@@ -1,0 +1,450 @@
+#include "server/inference_service.h"
+
+#include <google/protobuf/text_format.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/async_unary_call.h>
+
+#include <algorithm>
+#include <functional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/logging.h"
+#include "engine/engine.h"
+#include "server/health_service.h"
+#include "server/infer_codec.h"
+#include "server/inference_metrics.h"
+#include "server/model_lifecycle.h"
+#include "server/status_util.h"
+
+namespace ndserve {
+
+using inference::GRPCInferenceService;
+
+// One accepted (or awaited) call. The poller that takes its tag off the completion queue
+// calls Proceed: first when a call arrived (or the queue is shutting down: ok=false),
+// then once the reply has been sent. Owns itself: it deletes itself after the reply.
+class InferenceServiceImpl::Call {
+ public:
+  Call(InferenceServiceImpl* service, grpc::ServerCompletionQueue* cq)
+      : service_(service), cq_(cq) {}
+  virtual ~Call() = default;
+
+  // Asks gRPC for the next call of this RPC, with this object as its tag.
+  virtual void Request() = 0;
+  virtual void Proceed(bool ok) = 0;
+  // A fresh, unrequested call of the same RPC on the same queue.
+  virtual Call* Clone() const = 0;
+
+ protected:
+  void RequestNext() { service_->RequestNext(*this); }
+  // Blocking handlers go to the worker pool; cheap ones run on the poller.
+  void Run(bool blocking, std::function<void()> fn) {
+    if (blocking) {
+      service_->workers_->Submit(std::move(fn));
+    } else {
+      fn();
+    }
+  }
+
+  InferenceServiceImpl* const service_;
+  grpc::ServerCompletionQueue* const cq_;
+};
+
+namespace {
+
+using AsyncService = GRPCInferenceService::AsyncService;
+
+template <typename Req, typename Resp>
+class UnaryCall final : public InferenceServiceImpl::Call {
+ public:
+  using RequestFn = void (AsyncService::*)(grpc::ServerContext*, Req*,
+                                           grpc::ServerAsyncResponseWriter<Resp>*,
+                                           grpc::CompletionQueue*, grpc::ServerCompletionQueue*,
+                                           void*);
+  using HandlerFn = grpc::Status (InferenceServiceImpl::*)(const Req&, Resp*);
+  // How to request and answer one RPC.
+  struct Method {
+    RequestFn request;
+    HandlerFn handler;
+    bool blocking;
+  };
+
+  UnaryCall(InferenceServiceImpl* service, AsyncService* async, grpc::ServerCompletionQueue* cq,
+            const Method* method)
+      : Call(service, cq), async_(async), method_(method), responder_(&context_) {}
+
+  void Request() override {
+    (async_->*method_->request)(&context_, &request_, &responder_, cq_, cq_, this);
+  }
+
+  Call* Clone() const override { return new UnaryCall(service_, async_, cq_, method_); }
+
+  void Proceed(bool ok) override {
+    if (finishing_ || !ok) {
+      // Reply sent (or not: the client went away), or the queue is shutting down.
+      delete this;
+      return;
+    }
+    RequestNext();
+    finishing_ = true;
+    Run(method_->blocking, [this] {
+      const grpc::Status status = (service_->*method_->handler)(request_, &response_);
+      // The poller may delete this object as soon as Finish is queued.
+      responder_.Finish(response_, status, this);
+    });
+  }
+
+ private:
+  AsyncService* const async_;
+  const Method* const method_;
+  grpc::ServerContext context_;
+  Req request_;
+  Resp response_;
+  grpc::ServerAsyncResponseWriter<Resp> responder_;
+  bool finishing_ = false;
+};
+
+// The RPCs, each with its handler and where it runs.
+template <typename Req, typename Resp>
+const typename UnaryCall<Req, Resp>::Method* MethodOf(
+    typename UnaryCall<Req, Resp>::RequestFn request,
+    typename UnaryCall<Req, Resp>::HandlerFn handler, bool blocking) {
+  // A process-lifetime constant (held by a function-local static in RequestAll), so that
+  // calls may point at it without caring about destruction order.
+  return new typename UnaryCall<Req, Resp>::Method{request, handler, blocking};
+}
+
+template <typename Req, typename Resp>
+void Spawn(InferenceServiceImpl* service, AsyncService* async, grpc::ServerCompletionQueue* cq,
+           const typename UnaryCall<Req, Resp>::Method* method) {
+  (new UnaryCall<Req, Resp>(service, async, cq, method))->Request();
+}
+
+constexpr int kInferSlotsPerQueue = 64;
+constexpr bool kBlocking = true;
+constexpr bool kInline = false;
+
+grpc::Status Unavailable(absl::string_view message) {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(message));
+}
+
+absl::StatusOr<int64_t> VersionOf(absl::string_view model, absl::string_view version) {
+  absl::StatusOr<int64_t> v = ParseModelVersion(version);
+  if (!v.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("model '", model, "': ", v.status().message()));
+  }
+  return v;
+}
+
+void FillDuration(uint64_t count, uint64_t ns, inference::StatisticDuration* out) {
+  out->set_count(count);
+  out->set_ns(ns);
+}
+
+void FillTensorMetadata(const engine::TensorSpec& spec,
+                        inference::ModelMetadataResponse::TensorMetadata* out) {
+  out->set_name(spec.name);
+  out->set_datatype(std::string(DTypeName(spec.dtype)));
+  out->mutable_shape()->Add(spec.dims.begin(), spec.dims.end());
+}
+
+}  // namespace
+
+InferenceServiceImpl::InferenceServiceImpl(engine::Engine* engine, ModelLifecycle* lifecycle,
+                                           HealthState* health, InferenceMetrics* metrics,
+                                           InferenceServiceOptions options)
+    : engine_(engine),
+      lifecycle_(lifecycle),
+      health_(health),
+      metrics_(metrics),
+      options_(std::move(options)) {}
+
+InferenceServiceImpl::~InferenceServiceImpl() {
+  Stop();
+  // Registered but never started (the daemon failed to start): the queues still need
+  // their shutdown and drain.
+  for (auto& cq : cqs_) {
+    cq->Shutdown();
+    void* tag;
+    bool ok;
+    while (cq->Next(&tag, &ok)) delete static_cast<Call*>(tag);
+  }
+}
+
+const std::vector<std::string>& InferenceServiceImpl::Extensions() {
+  static const auto* const kExtensions =
+      new std::vector<std::string>{"model_repository", "statistics", "model_configuration"};
+  return *kExtensions;
+}
+
+void InferenceServiceImpl::Register(grpc::ServerBuilder& builder) {
+  builder.RegisterService(&service_);
+  int queues = options_.completion_queues;
+  if (queues <= 0) {
+    queues = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  }
+  for (int i = 0; i < queues; ++i) cqs_.push_back(builder.AddCompletionQueue());
+}
+
+void InferenceServiceImpl::Start(grpc::Server& /*server*/) {
+  workers_ = std::make_unique<WorkerPool>(options_.workers);
+  for (auto& cq : cqs_) RequestAll(cq.get());
+  for (auto& cq : cqs_) {
+    grpc::ServerCompletionQueue* q = cq.get();
+    pollers_.emplace_back([this, q] { Poll(q); });
+  }
+  started_ = true;
+  LOG(INFO) << "inference service: " << cqs_.size() << " completion queue"
+            << (cqs_.size() == 1 ? "" : "s") << ", " << workers_->size() << " workers, model "
+            << "control " << ModelControlModeName(options_.model_control_mode);
+}
+
+void InferenceServiceImpl::Stop() {
+  if (!started_) return;
+  started_ = false;
+  {
+    absl::MutexLock lock(&request_mu_);
+    stopping_ = true;
+  }
+  // The server has shut down: no call arrives any more. Finish those accepted, whose
+  // replies land on the queues the pollers still drain.
+  workers_->Shutdown();
+  for (auto& cq : cqs_) cq->Shutdown();
+  for (std::thread& t : pollers_) t.join();
+  pollers_.clear();
+  cqs_.clear();
+}
+
+void InferenceServiceImpl::RequestAll(grpc::ServerCompletionQueue* cq) {
+  using namespace inference;  // NOLINT: the message names below are all inference::
+  static const auto* live = MethodOf<ServerLiveRequest, ServerLiveResponse>(
+      &AsyncService::RequestServerLive, &InferenceServiceImpl::ServerLive, kInline);
+  static const auto* ready = MethodOf<ServerReadyRequest, ServerReadyResponse>(
+      &AsyncService::RequestServerReady, &InferenceServiceImpl::ServerReady, kInline);
+  static const auto* model_ready = MethodOf<ModelReadyRequest, ModelReadyResponse>(
+      &AsyncService::RequestModelReady, &InferenceServiceImpl::ModelReady, kInline);
+  static const auto* server_md = MethodOf<ServerMetadataRequest, ServerMetadataResponse>(
+      &AsyncService::RequestServerMetadata, &InferenceServiceImpl::ServerMetadata, kInline);
+  static const auto* model_md = MethodOf<ModelMetadataRequest, ModelMetadataResponse>(
+      &AsyncService::RequestModelMetadata, &InferenceServiceImpl::ModelMetadata, kInline);
+  static const auto* config = MethodOf<ModelConfigRequest, ModelConfigResponse>(
+      &AsyncService::RequestModelConfig, &InferenceServiceImpl::ModelConfig, kInline);
+  static const auto* infer = MethodOf<ModelInferRequest, ModelInferResponse>(
+      &AsyncService::RequestModelInfer, &InferenceServiceImpl::ModelInfer, kBlocking);
+  static const auto* stats = MethodOf<ModelStatisticsRequest, ModelStatisticsResponse>(
+      &AsyncService::RequestModelStatistics, &InferenceServiceImpl::ModelStatistics, kInline);
+  static const auto* index = MethodOf<RepositoryIndexRequest, RepositoryIndexResponse>(
+      &AsyncService::RequestRepositoryIndex, &InferenceServiceImpl::RepositoryIndex, kInline);
+  static const auto* load = MethodOf<RepositoryModelLoadRequest, RepositoryModelLoadResponse>(
+      &AsyncService::RequestRepositoryModelLoad, &InferenceServiceImpl::RepositoryModelLoad,
+      kBlocking);
+  static const auto* unload = MethodOf<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>(
+      &AsyncService::RequestRepositoryModelUnload, &InferenceServiceImpl::RepositoryModelUnload,
+      kBlocking);
+  Spawn<ServerLiveRequest, ServerLiveResponse>(this, &service_, cq, live);
+  Spawn<ServerReadyRequest, ServerReadyResponse>(this, &service_, cq, ready);
+  Spawn<ModelReadyRequest, ModelReadyResponse>(this, &service_, cq, model_ready);
+  Spawn<ServerMetadataRequest, ServerMetadataResponse>(this, &service_, cq, server_md);
+  Spawn<ModelMetadataRequest, ModelMetadataResponse>(this, &service_, cq, model_md);
+  Spawn<ModelConfigRequest, ModelConfigResponse>(this, &service_, cq, config);
+  // Many ModelInfer calls waiting per queue. A call that arrives while none waits stays
+  // unmatched inside gRPC, and a shutdown cancels unmatched calls instead of draining them;
+  // with this many, every client of a busy daemon is accepted (and then queued for a
+  // worker), so the drain finishes it.
+  for (int i = 0; i < kInferSlotsPerQueue; ++i) {
+    Spawn<ModelInferRequest, ModelInferResponse>(this, &service_, cq, infer);
+  }
+  Spawn<ModelStatisticsRequest, ModelStatisticsResponse>(this, &service_, cq, stats);
+  Spawn<RepositoryIndexRequest, RepositoryIndexResponse>(this, &service_, cq, index);
+  Spawn<RepositoryModelLoadRequest, RepositoryModelLoadResponse>(this, &service_, cq, load);
+  Spawn<RepositoryModelUnloadRequest, RepositoryModelUnloadResponse>(this, &service_, cq, unload);
+}
+
+void InferenceServiceImpl::RequestNext(const Call& done) {
+  absl::ReaderMutexLock lock(&request_mu_);
+  if (stopping_) return;
+  done.Clone()->Request();
+}
+
+void InferenceServiceImpl::Poll(grpc::ServerCompletionQueue* cq) {
+  void* tag;
+  bool ok;
+  while (cq->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
+}
+
+// ---- Handlers ----------------------------------------------------------------------
+
+grpc::Status InferenceServiceImpl::ServerLive(const inference::ServerLiveRequest&,
+                                              inference::ServerLiveResponse* response) {
+  response->set_live(health_->live());
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceServiceImpl::ServerReady(const inference::ServerReadyRequest&,
+                                               inference::ServerReadyResponse* response) {
+  // Strict, as Triton's default: a model that failed to load keeps the server not ready
+  // (grpc.health readiness, by contrast, turns SERVING once the start-up load is over).
+  response->set_ready(health_->ready() && engine_->AllModelsReady());
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceServiceImpl::ModelReady(const inference::ModelReadyRequest& request,
+                                              inference::ModelReadyResponse* response) {
+  absl::StatusOr<int64_t> version = VersionOf(request.name(), request.version());
+  if (!version.ok()) return ToGrpcStatus(version.status());
+  response->set_ready(engine_->IsModelReady(request.name(), *version));
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceServiceImpl::ServerMetadata(const inference::ServerMetadataRequest&,
+                                                  inference::ServerMetadataResponse* response) {
+  response->set_name("ndserve");
+  response->set_version(options_.server_version);
+  for (const std::string& e : Extensions()) response->add_extensions(e);
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceServiceImpl::ModelMetadata(const inference::ModelMetadataRequest& request,
+                                                 inference::ModelMetadataResponse* response) {
+  absl::StatusOr<int64_t> version = VersionOf(request.name(), request.version());
+  if (!version.ok()) return ToGrpcStatus(version.status());
+  absl::StatusOr<engine::ModelMetadata> md = engine_->GetModelMetadata(request.name(), *version);
+  if (!md.ok()) return ToGrpcStatus(md.status());
+  response->set_name(md->name);
+  for (int64_t v : md->versions) response->add_versions(absl::StrCat(v));
+  response->set_platform(md->platform);
+  for (const engine::TensorSpec& s : md->inputs) FillTensorMetadata(s, response->add_inputs());
+  for (const engine::TensorSpec& s : md->outputs) FillTensorMetadata(s, response->add_outputs());
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceServiceImpl::ModelConfig(const inference::ModelConfigRequest& request,
+                                               inference::ModelConfigResponse* response) {
+  absl::StatusOr<int64_t> version = VersionOf(request.name(), request.version());
+  if (!version.ok()) return ToGrpcStatus(version.status());
+  absl::StatusOr<engine::ModelConfig> config = engine_->GetModelConfig(request.name(), *version);
+  if (!config.ok()) return ToGrpcStatus(config.status());
+  // The engine speaks config.pbtxt; its text is the proto's text format by definition.
+  const std::string text = engine::ModelConfigToText(*config);
+  if (!google::protobuf::TextFormat::ParseFromString(text, response->mutable_config())) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat("model '", request.name(), "': cannot encode its config"));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest& request,
+                                              inference::ModelInferResponse* response) {
+  const absl::Time start = absl::Now();
+  InferenceMetrics::InflightScope inflight = metrics_->TrackInflight(request.model_name());
+  InferenceMetrics::Request record;
+  record.model = request.model_name();
+  record.version = request.model_version();
+  absl::Status status;
+  absl::StatusOr<DecodedInferRequest> decoded = DecodeInferRequest(request);
+  if (!decoded.ok()) {
+    status = decoded.status();
+  } else {
+    absl::StatusOr<engine::InferenceResponse> result = engine_->Infer(decoded->request());
+    if (!result.ok()) {
+      status = result.status();
+    } else {
+      EncodeInferResponse(*result, response);
+      if (response->id().empty()) response->set_id(request.id());
+      record.version = response->model_version();
+      const engine::InferenceTimings& t = result->timings;
+      record.queue_seconds = static_cast<double>(t.queue_ns) * 1e-9;
+      record.compute_seconds =
+          static_cast<double>(t.compute_input_ns + t.compute_infer_ns + t.compute_output_ns) * 1e-9;
+      record.context_peak_bytes = t.context_peak_bytes;
+    }
+  }
+  record.code = status.code();
+  record.total_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  metrics_->RecordRequest(record);
+  return ToGrpcStatus(status);
+}
+
+grpc::Status InferenceServiceImpl::ModelStatistics(const inference::ModelStatisticsRequest& request,
+                                                   inference::ModelStatisticsResponse* response) {
+  absl::StatusOr<int64_t> version = VersionOf(request.name(), request.version());
+  if (!version.ok()) return ToGrpcStatus(version.status());
+  absl::StatusOr<std::vector<engine::ModelStatsSnapshot>> stats =
+      engine_->GetStatistics(request.name(), *version);
+  if (!stats.ok()) return ToGrpcStatus(stats.status());
+  for (const engine::ModelStatsSnapshot& s : *stats) {
+    inference::ModelStatistics* out = response->add_model_stats();
+    out->set_name(s.name);
+    out->set_version(absl::StrCat(s.version));
+    out->set_last_inference(s.last_inference_ms);
+    out->set_inference_count(s.inference_count);
+    out->set_execution_count(s.execution_count);
+    inference::InferStatistics* is = out->mutable_inference_stats();
+    FillDuration(s.success_count, s.success_ns, is->mutable_success());
+    FillDuration(s.fail_count, s.fail_ns, is->mutable_fail());
+    // As Triton: the per-phase counts are those of successful requests.
+    FillDuration(s.success_count, s.queue_ns, is->mutable_queue());
+    FillDuration(s.success_count, s.compute_input_ns, is->mutable_compute_input());
+    FillDuration(s.success_count, s.compute_infer_ns, is->mutable_compute_infer());
+    FillDuration(s.success_count, s.compute_output_ns, is->mutable_compute_output());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceServiceImpl::RepositoryIndex(const inference::RepositoryIndexRequest& request,
+                                                   inference::RepositoryIndexResponse* response) {
+  for (const engine::ModelIndexEntry& row : engine_->RepositoryIndex(request.ready())) {
+    inference::RepositoryIndexResponse::ModelIndex* out = response->add_models();
+    out->set_name(row.name);
+    if (row.version > 0) out->set_version(absl::StrCat(row.version));
+    out->set_state(std::string(engine::ModelStateName(row.state)));
+    out->set_reason(row.reason);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status InferenceServiceImpl::RepositoryModelLoad(
+    const inference::RepositoryModelLoadRequest& request, inference::RepositoryModelLoadResponse*) {
+  if (options_.model_control_mode == ModelControlMode::kNone) {
+    return Unavailable("explicit model load / unload is not allowed (--model_control_mode=none)");
+  }
+  if (request.model_name().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "RepositoryModelLoad: no model_name");
+  }
+  if (!request.parameters().empty()) {
+    // Triton's config and file overrides would bypass the repository; not supported.
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        absl::StrCat("model '", request.model_name(), "': load parameters ('",
+                                     request.parameters().begin()->first, "') are not supported"));
+  }
+  return ToGrpcStatus(lifecycle_->Load(request.model_name()));
+}
+
+grpc::Status InferenceServiceImpl::RepositoryModelUnload(
+    const inference::RepositoryModelUnloadRequest& request,
+    inference::RepositoryModelUnloadResponse*) {
+  if (options_.model_control_mode == ModelControlMode::kNone) {
+    return Unavailable("explicit model load / unload is not allowed (--model_control_mode=none)");
+  }
+  if (request.model_name().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "RepositoryModelUnload: no model_name");
+  }
+  for (const auto& [key, value] : request.parameters()) {
+    // Models have no dependents here, so Triton's one unload parameter changes nothing.
+    if (key != "unload_dependents") {
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                          absl::StrCat("model '", request.model_name(), "': unload parameter '",
+                                       key, "' is not supported"));
+    }
+  }
+  return ToGrpcStatus(lifecycle_->Unload(request.model_name()));
+}
+
+}  // namespace ndserve

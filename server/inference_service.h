@@ -1,0 +1,121 @@
+#ifndef NDSERVE_SERVER_INFERENCE_SERVICE_H_
+#define NDSERVE_SERVER_INFERENCE_SERVICE_H_
+
+#include <grpcpp/completion_queue.h>
+#include <grpcpp/support/status.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/inference.grpc.pb.h"
+#include "server/daemon.h"
+#include "server/options.h"
+#include "server/worker_pool.h"
+
+namespace ndserve {
+
+namespace engine {
+class Engine;
+}  // namespace engine
+class HealthState;
+class InferenceMetrics;
+class ModelLifecycle;
+
+struct InferenceServiceOptions {
+  // ServerMetadata's version.
+  std::string server_version = "dev";
+  ModelControlMode model_control_mode = ModelControlMode::kExplicit;
+  // Threads polling completion queues (one queue each); <= 0: half the cores, at least 1.
+  int completion_queues = 0;
+  // Threads running ModelInfer and the repository RPCs; <= 0: one per core.
+  int workers = 0;
+};
+
+// inference.GRPCInferenceService (KServe v2 + Triton's repository, statistics and model
+// configuration extensions) over the engine, as an async gRPC service.
+//
+// Threads: each completion queue has one polling thread that accepts calls and answers
+// the cheap RPCs (liveness, readiness, metadata, config, index, statistics) itself; the
+// blocking ones (ModelInfer, RepositoryModelLoad/Unload) go to a WorkerPool sized to the
+// machine, so a slow model never stops the daemon from answering health checks.
+//
+// Handlers are thin: decode (server/infer_codec.h) -> call the engine -> map the status
+// (ToGrpcStatus) -> record InferenceMetrics. They are public and gRPC-server-free so
+// that tests can call them directly.
+//
+// Uses `engine`, `health`, `metrics` and `lifecycle` (not owned; all must outlive the
+// service). The daemon drives Register/Start/Stop from one thread (PortService); the
+// handlers are thread-safe.
+class InferenceServiceImpl final : public PortService {
+ public:
+  InferenceServiceImpl(engine::Engine* engine, ModelLifecycle* lifecycle, HealthState* health,
+                       InferenceMetrics* metrics, InferenceServiceOptions options);
+  ~InferenceServiceImpl() override;
+  InferenceServiceImpl(const InferenceServiceImpl&) = delete;
+  InferenceServiceImpl& operator=(const InferenceServiceImpl&) = delete;
+
+  // PortService.
+  void Register(grpc::ServerBuilder& builder) override;
+  void Start(grpc::Server& server) override;
+  void Stop() override;
+
+  // The extensions ServerMetadata lists.
+  static const std::vector<std::string>& Extensions();
+
+  grpc::Status ServerLive(const inference::ServerLiveRequest& request,
+                          inference::ServerLiveResponse* response);
+  grpc::Status ServerReady(const inference::ServerReadyRequest& request,
+                           inference::ServerReadyResponse* response);
+  grpc::Status ModelReady(const inference::ModelReadyRequest& request,
+                          inference::ModelReadyResponse* response);
+  grpc::Status ServerMetadata(const inference::ServerMetadataRequest& request,
+                              inference::ServerMetadataResponse* response);
+  grpc::Status ModelMetadata(const inference::ModelMetadataRequest& request,
+                             inference::ModelMetadataResponse* response);
+  grpc::Status ModelConfig(const inference::ModelConfigRequest& request,
+                           inference::ModelConfigResponse* response);
+  grpc::Status ModelInfer(const inference::ModelInferRequest& request,
+                          inference::ModelInferResponse* response);
+  grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& request,
+                               inference::ModelStatisticsResponse* response);
+  grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& request,
+                               inference::RepositoryIndexResponse* response);
+  grpc::Status RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                                   inference::RepositoryModelLoadResponse* response);
+  grpc::Status RepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
+                                     inference::RepositoryModelUnloadResponse* response);
+
+  // Internal: one accepted call's state machine (defined in the .cc).
+  class Call;
+
+ private:
+  // Asks gRPC for the next call of every RPC on `cq`.
+  void RequestAll(grpc::ServerCompletionQueue* cq);
+  // Asks for the next call like `done` on its queue, unless the service is stopping.
+  void RequestNext(const Call& done);
+  void Poll(grpc::ServerCompletionQueue* cq);
+
+  engine::Engine* const engine_;
+  ModelLifecycle* const lifecycle_;
+  HealthState* const health_;
+  InferenceMetrics* const metrics_;
+  const InferenceServiceOptions options_;
+
+  inference::GRPCInferenceService::AsyncService service_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;
+  std::vector<std::thread> pollers_;
+  std::unique_ptr<WorkerPool> workers_;
+  // Held shared while a new call is requested, exclusively to stop: a call must never
+  // be requested on a queue that has been shut down.
+  absl::Mutex request_mu_;
+  bool stopping_ ABSL_GUARDED_BY(request_mu_) = false;
+  bool started_ = false;
+};
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_SERVER_INFERENCE_SERVICE_H_

@@ -1,0 +1,115 @@
+#ifndef NDSERVE_TESTS_INTEGRATION_INTEGRATION_SUPPORT_H_
+#define NDSERVE_TESTS_INTEGRATION_INTEGRATION_SUPPORT_H_
+
+// Helpers for the integration tests that drive a real `ndserved` process over loopback:
+// starting it on free ports, gRPC stubs, /metrics scraping and the fixture reference
+// cases (tests/fixtures/models/*/reference/case.txt).
+
+#include <grpcpp/channel.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/admin.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/inference.grpc.pb.h"
+
+namespace ndserve::testing {
+
+// The built daemon (compile definition NDSERVED_PATH, or $NDSERVED) and the source tree.
+std::string NdservedPath();
+std::string SourceDir();
+
+// One `ndserved` child process on random free loopback ports, its output in a log file.
+// Start retries with other ports when one turns out to be taken (port 0 cannot be used:
+// the child would have to report the ports it bound). The destructor kills the process
+// if it still runs. Not thread-safe (one test thread drives it; stubs are thread-safe).
+class DaemonProcess {
+ public:
+  // Starts the daemon with --device=cpu (or $NDSERVE_TEST_DEVICE), the default model
+  // repository (examples/models) and `flags`, and waits until readiness is SERVING.
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
+      const std::vector<std::string>& flags = {},
+      std::chrono::seconds ready_timeout = std::chrono::seconds(120));
+  ~DaemonProcess();
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  int grpc_port() const { return grpc_port_; }
+  int admin_port() const { return admin_port_; }
+  int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return pid_; }
+
+  std::unique_ptr<inference::GRPCInferenceService::Stub> Inference() const;
+  std::unique_ptr<grpc::health::v1::Health::Stub> Health() const;
+  std::unique_ptr<ndserve::admin::v1::MemoryAdmin::Stub> Admin() const;
+
+  void Signal(int sig) const;
+  // The exit status (as WEXITSTATUS, or 128+signal), nullopt on timeout.
+  std::optional<int> Wait(std::chrono::seconds timeout);
+  bool Running();
+  // Everything the daemon printed so far.
+  std::string Log() const;
+
+ private:
+  DaemonProcess() = default;
+  // Spawns on the ports set; false if the process exited before it was ready, with
+  // `port_taken` telling whether it failed to bind.
+  bool Spawn(const std::vector<std::string>& flags, std::chrono::seconds ready_timeout,
+             bool* port_taken, std::string* error);
+
+  int grpc_port_ = 0;
+  int admin_port_ = 0;
+  int metrics_port_ = 0;
+  pid_t pid_ = -1;
+  std::optional<int> exit_status_;
+  std::string log_path_;
+};
+
+// A channel to 127.0.0.1:port without message size caps and with a short reconnect
+// backoff.
+std::shared_ptr<grpc::Channel> LoopbackChannel(int port);
+
+// Plain-HTTP GET of http://127.0.0.1:port/path; the body.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+// The value of the Prometheus sample `name{labels}` (labels exactly as printed, e.g.
+// `level="model"`), nullopt if absent.
+std::optional<double> MetricValue(const std::string& text, const std::string& name,
+                                  const std::string& labels);
+
+// Sum of allocated_bytes over every pool (admin GetMemoryStatus, all devices).
+absl::StatusOr<uint64_t> AllocatedBytes(ndserve::admin::v1::MemoryAdmin::Stub& admin);
+
+// One tensor of a reference case.
+struct CaseTensor {
+  std::string name;
+  std::string datatype;  // KServe spelling
+  std::vector<int64_t> shape;
+  std::string bytes;  // little-endian contents of the .bin file
+};
+
+// A model's reference case: inputs to feed, outputs numpy computed, and the tolerance.
+struct ReferenceCase {
+  std::vector<CaseTensor> inputs;
+  std::vector<CaseTensor> outputs;
+  double atol = 1e-5;
+  double rtol = 1e-4;
+};
+
+// Reads tests/fixtures/models/<model>/reference/case.txt and its .bin files.
+absl::StatusOr<ReferenceCase> ReadReferenceCase(const std::string& model);
+
+// A ModelInferRequest for `model` with the case's inputs as raw contents.
+inference::ModelInferRequest RequestFor(const std::string& model, const ReferenceCase& c);
+
+}  // namespace ndserve::testing
+
+#endif  // NDSERVE_TESTS_INTEGRATION_INTEGRATION_SUPPORT_H_

@@ -1,0 +1,41 @@
+#include "server/worker_pool.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace ndserve {
+namespace {
+
+TEST(WorkerPoolTest, RunsEveryTaskAndShutdownDrainsTheQueue) {
+  std::atomic<int> done{0};
+  WorkerPool pool(2);
+  EXPECT_EQ(pool.size(), 2);
+  for (int i = 0; i < 100; ++i) {
+    pool.Submit([&done] {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      ++done;
+    });
+  }
+  pool.Shutdown();
+  EXPECT_EQ(done, 100);
+}
+
+TEST(WorkerPoolTest, SubmitAfterShutdownRunsOnTheCaller) {
+  WorkerPool pool(1);
+  pool.Shutdown();
+  std::thread::id ran_on;
+  pool.Submit([&ran_on] { ran_on = std::this_thread::get_id(); });
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  pool.Shutdown();  // idempotent
+}
+
+TEST(WorkerPoolTest, DefaultSizeIsTheMachine) {
+  WorkerPool pool(0);
+  EXPECT_EQ(pool.size(), std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+}
+
+}  // namespace
+}  // namespace ndserve
