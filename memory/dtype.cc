@@ -60,4 +60,12 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
       "BF16, FP32, FP64, BYTES)"));
 }
 
+std::optional<DType> WireDType(absl::string_view datatype) {
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const DType dtype = static_cast<DType>(i);
+    if (datatype == DTypeName(dtype)) return dtype;
+  }
+  return std::nullopt;
+}
+
 }  // namespace ndserve

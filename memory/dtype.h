@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -65,6 +66,11 @@ absl::string_view DTypeName(DType dtype);
 // Accepts the KServe v2 names in any case, and Triton's model-config spelling with a
 // "TYPE_" prefix ("TYPE_FP32"). INVALID_ARGUMENT names the text otherwise.
 absl::StatusOr<DType> ParseDType(absl::string_view name);
+
+// The KServe v2 datatype string ("FP32", "BYTES", ...) as a DType. Exact spelling only
+// (the wire protocol is case-sensitive; config.pbtxt spellings such as "TYPE_FP32" are
+// not datatypes); nullopt otherwise. Servers decode with it and clients check with it.
+std::optional<DType> WireDType(absl::string_view datatype);
 
 // The DType of a C++ element type, for typed helpers (FromHostValues, DataAs, ToVector).
 // FP16, BF16 and BYTES have no C++ type here.

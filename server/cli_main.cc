@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "memory/dtype.h"
 #include "memory/memory_config.h"
 #include "memory/pool_stats.h"
 #include "proto/admin.grpc.pb.h"
@@ -162,12 +163,10 @@ int Health() {
 
 // Bytes per element of a fixed-size KServe datatype; 0 for BYTES, -1 if unknown.
 int ElementSize(absl::string_view dtype) {
-  if (dtype == "BOOL" || dtype == "UINT8" || dtype == "INT8") return 1;
-  if (dtype == "UINT16" || dtype == "INT16" || dtype == "FP16" || dtype == "BF16") return 2;
-  if (dtype == "UINT32" || dtype == "INT32" || dtype == "FP32") return 4;
-  if (dtype == "UINT64" || dtype == "INT64" || dtype == "FP64") return 8;
-  if (dtype == "BYTES") return 0;
-  return -1;
+  // memory/dtype.h holds the one table of KServe datatypes and their sizes.
+  const std::optional<ndserve::DType> t = ndserve::WireDType(dtype);
+  if (!t.has_value()) return -1;
+  return static_cast<int>(ndserve::DTypeSize(*t));
 }
 
 template <typename T>

@@ -231,14 +231,6 @@ size_t DecodedInferRequest::owned_bytes() const {
   return n;
 }
 
-std::optional<DType> WireDType(absl::string_view datatype) {
-  for (int i = 0; i < kNumDTypes; ++i) {
-    const DType dtype = static_cast<DType>(i);
-    if (datatype == DTypeName(dtype)) return dtype;
-  }
-  return std::nullopt;
-}
-
 absl::StatusOr<int64_t> ParseModelVersion(absl::string_view text) {
   if (text.empty()) return 0;
   int64_t version = 0;

@@ -52,11 +52,6 @@ class DecodedInferRequest {
   std::vector<std::unique_ptr<std::vector<uint8_t>>> owned_;
 };
 
-// The KServe v2 datatype string ("FP32", "BYTES", ...) as a DType. Exact spelling only
-// (the wire protocol is case-sensitive; config.pbtxt spellings such as "TYPE_FP32" are
-// not datatypes); nullopt otherwise.
-std::optional<DType> WireDType(absl::string_view datatype);
-
 // "" -> 0 (the highest loaded version), "3" -> 3. INVALID_ARGUMENT for anything that is
 // not a non-negative decimal number, naming `text`.
 absl::StatusOr<int64_t> ParseModelVersion(absl::string_view text);
