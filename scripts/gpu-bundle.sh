@@ -1,34 +1,37 @@
 #!/usr/bin/env bash
-# DESIGN.md §6, step 1 (here, on the CPU-only dev machine): build with CUDA and gather
-# the test/benchmark/daemon binaries plus the non-system shared libraries they load
-# into .gpu/ (git-ignored), ready to be carried to a GPU machine that has the CUDA
-# toolkit but none of Debian's libraries. Step 2 is scripts/gpu-run.sh, run there:
-#   device run --carry .gpu -- bash scripts/gpu-run.sh
+# DESIGN.md §6, step 1 (here, on the CPU-only dev machine): build with CUDA and pack the
+# test/benchmark/daemon binaries (stripped) plus the non-system shared libraries they
+# load into .gpu/bundle.tar.xz (git-ignored), ready to be carried to a GPU machine that
+# has the CUDA toolkit but none of Debian's libraries. Step 2 is scripts/gpu-run.sh,
+# run there from the repository root with .gpu carried.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-BUILD_DIR=${BUILD_DIR:-build-gpu}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNDSERVE_CUDA=ON
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DNDSERVE_CUDA=ON
 cmake --build "$BUILD_DIR"
 
-rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/models
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
 bins=()
 for b in tests/gpu_memory_tests tests/memory_tests tests/kernels_tests tests/engine_tests \
          benchmarks/pool_benchmark benchmarks/engine_benchmark benchmarks/manager_benchmark \
-         server/ndserved loadtest/ndserve-loadtest loadtest/ndserve-echo; do
+         server/ndserved server/ndserve-cli loadtest/ndserve-loadtest loadtest/ndserve-echo; do
   [[ -x "$BUILD_DIR/$b" ]] && bins+=("$BUILD_DIR/$b")
 done
-cp "${bins[@]}" .gpu/bin/
-# Everything ldd resolves except the C runtime and the driver, which the GPU host has
-# in versions matching its kernel and driver.
-skip='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libcuda|libnvidia|linux-vdso)\.'
+for b in "${bins[@]}"; do strip -o "$stage/bin/$(basename "$b")" "$b"; done
+# Everything ldd resolves except the C runtime, the driver and the CUDA toolkit's own
+# libraries (cudart, cuBLAS): the GPU host has those in versions matching its driver,
+# and cuBLAS alone would not fit in what a device call may carry.
+skip='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libcuda|libnvidia|linux-vdso|libcudart|libcublas|libcublasLt)\.'
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
   base=$(basename "$lib")
-  [[ $base =~ $skip ]] || cp -L "$lib" .gpu/lib/
+  [[ $base =~ $skip ]] || cp -L "$lib" "$stage/lib/"
 done
-cp -r examples/models/. .gpu/models/
-[[ -d tests/fixtures ]] && cp -r tests/fixtures .gpu/fixtures
-du -sh .gpu
+rm -rf .gpu && mkdir -p .gpu
+tar -C "$stage" -cJf .gpu/bundle.tar.xz bin lib
+du -sh .gpu/bundle.tar.xz
 echo "bundle ready: carry .gpu and run scripts/gpu-run.sh on the GPU machine"

@@ -1,30 +1,37 @@
 #!/usr/bin/env bash
 # DESIGN.md §6, step 2 (on the GPU machine, from the repo root with .gpu/ carried):
-# GPU tests, the pool benchmark over cudaMalloc, and a short load test. Output goes to
-# $OUT when set (the device tool brings it back), else to .gpu/out.
+# GPU tests, the pool benchmark over cudaMalloc, and a short load test against the
+# bare echo server. Output goes to $OUT when set (the device tool brings it back), else
+# to .gpu/out. The recsys example model is not in git; it is generated here with the
+# machine's python3 (onnx + numpy).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.gpu/out}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}"
+G=/tmp/ndserve-gpu
+rm -rf "$G" && mkdir -p "$G" && tar -C "$G" -xJf .gpu/bundle.tar.xz
+cuda_libs=$(dirname "$(find / -name 'libcublas.so.13*' -not -path '/proc/*' 2>/dev/null | head -1)")
+export LD_LIBRARY_PATH="$G/lib:$cuda_libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export NDSERVE_SOURCE_DIR="$PWD"
-nvidia-smi | tee "$OUT/nvidia-smi.txt"
+{ nvidia-smi; echo "cuBLAS from: $cuda_libs"; nproc; } 2>&1 | tee "$OUT/machine.txt"
+[[ -f examples/models/recsys/1/model.onnx ]] ||
+  python3 tools/gen_models.py --only examples --out . 2>&1 | tail -2
 rc=0
 for t in gpu_memory_tests kernels_tests engine_tests; do
-  [[ -x .gpu/bin/$t ]] || continue
-  .gpu/bin/$t 2>&1 | tee "$OUT/$t.txt" | tail -5 || rc=1
+  "$G/bin/$t" --gtest_brief=1 >"/tmp/$t.txt" 2>&1 || rc=1
+  { echo "== $t: $(grep -E '^\[  (PASSED|FAILED) ' "/tmp/$t.txt" | tr '\n' ' ')"; cat "/tmp/$t.txt"; } >>"$OUT/tests.txt"
+  grep -E '^\[  (PASSED|FAILED|SKIPPED)' "/tmp/$t.txt" | head -20
 done
 # Pools over the CUDA allocator against raw cudaMalloc/cudaFree, same run.
-NDSERVE_BENCH_DEVICE=cuda:0 .gpu/bin/pool_benchmark --benchmark_min_time=0.2 \
-  --benchmark_filter='Pair|Window' 2>&1 | grep -v '^I' | tee "$OUT/pool_benchmark_cuda.txt"
-if [[ -x .gpu/bin/ndserved && -x .gpu/bin/ndserve-loadtest ]]; then
-  .gpu/bin/ndserved --model_repository=.gpu/models --device=cuda:0 \
-    --grpc_address=127.0.0.1:18001 --metrics_address=127.0.0.1:18002 \
-    --admin_address=127.0.0.1:18003 >"$OUT/ndserved.log" 2>&1 &
-  pid=$!
-  sleep 5
-  .gpu/bin/ndserve-loadtest --address=127.0.0.1:18001 --admin_address=127.0.0.1:18003 \
-    --model=mlp --batch=1 --concurrency=64 --duration_s=20 2>&1 | tee "$OUT/loadtest.txt"
-  kill -TERM $pid; wait $pid
-fi
+NDSERVE_BENCH_DEVICE=cuda:0 "$G/bin/pool_benchmark" --benchmark_min_time=0.2 \
+  --benchmark_filter="${POOL_FILTER:-Pair|Window}" 2>&1 | grep -v '^I' | tee "$OUT/pool_benchmark_cuda.txt"
+NDSERVE_BENCH_DEVICE=cuda:0 "$G/bin/manager_benchmark" --benchmark_min_time=0.2 2>&1 |
+  grep -v '^I' | tee "$OUT/manager_benchmark_cuda.txt"
+# Load test: scripts/loadtest-bench.sh with the bundle's binaries, the daemon on cuda:0,
+# against the bare echo server on the same machine in the same run.
+BIN_DIR=$G/bin MODEL_REPOSITORY=examples/models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt \
+  REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} bash scripts/loadtest-bench.sh "$OUT/loadtest.md" \
+  >"$OUT/loadtest.log" 2>&1 || rc=1
+cp /tmp/ndserve-lt/ndserved.log "$OUT/" 2>/dev/null
+cat "$OUT/loadtest.md"
 exit $rc

@@ -16,9 +16,8 @@
 #   BUILD_DIR=build       where to build (cmake + ninja, only the three targets needed)
 #   BIN_DIR=              use prebuilt ndserved/ndserve-echo/ndserve-loadtest from here
 #                         instead of building; a sibling lib/ goes on LD_LIBRARY_PATH.
-#                         On the GPU machine, with the scripts/gpu-bundle.sh bundle:
-#                           BIN_DIR=.gpu/bin MODEL_REPOSITORY=.gpu/models DEVICE=cuda:0 \
-#                             RESULTS_DIR=$OUT scripts/loadtest-bench.sh
+#                         scripts/gpu-run.sh runs it so on the GPU machine, with the
+#                         binaries of the scripts/gpu-bundle.sh bundle and DEVICE=cuda:0.
 #   MODEL_REPOSITORY=examples/models   DEVICE=auto (ndserved --device)
 #   DURATION_S=10 WARMUP_S=2           per run
 #   CLIENT_THREADS=0                   ndserve-loadtest --threads (0: min(4, CPUs))
