@@ -5,9 +5,14 @@
 namespace ndserve {
 
 BinnedPool::BinnedPool(std::unique_ptr<DeviceAllocator> allocator, PoolOptions options)
-    : Pool(PoolKind::kBinned, std::move(allocator), options) {}
+    : Pool(PoolKind::kBinned, std::move(allocator), options) {
+  if (options.thread_cache_bytes > 0) EnableThreadCaches();
+}
 
-BinnedPool::~BinnedPool() { ReleaseAllCached(); }
+BinnedPool::~BinnedPool() {
+  ShutdownThreadCaches();
+  ReleaseAllCached();
+}
 
 std::size_t BinnedPool::RoundedSize(std::size_t bytes) {
   if (bytes > kMaxBinned) return RoundUp(bytes, DeviceAllocator::kAlignment);

@@ -11,7 +11,9 @@ namespace ndserve {
 // Rounds every request up to a power of two (at least 512 B) and keeps one free list
 // per power: allocation and free are O(1) pops and pushes. Requests above 128 MiB
 // bypass the bins (they go to the device and back, and are still counted), since
-// rounding them to a power of two would waste up to half of a huge block.
+// rounding them to a power of two would waste up to half of a huge block. Blocks up
+// to 1 MiB also pass through per-thread caches (PoolOptions::thread_cache_bytes), so
+// threads sharing the pool rarely meet on its lock.
 // Ownership and threading as Pool.
 class BinnedPool final : public Pool {
  public:

@@ -15,11 +15,16 @@ absl::StatusOr<Pool*> DevicePools::Get(Device device) {
   PoolOptions options;
   options.limit_bytes = config_.limit.Resolve((*allocator)->TotalBytes());
   options.debug_level = config_.debug_level;
+  options.thread_cache_bytes = config_.thread_cache_bytes;
   std::unique_ptr<Pool> pool = MakePool(config_.pool, std::move(*allocator), options);
   LOG(INFO) << "memory pool '" << pool->name() << "' on " << device.ToString() << ", limit "
             << (options.limit_bytes == kNoLimit ? std::string("none")
                                                 : FormatBytes(options.limit_bytes))
-            << ", debug level " << options.debug_level;
+            << ", debug level " << options.debug_level << ", thread caches "
+            << (config_.pool == PoolKind::kBinned && options.debug_level == 0 &&
+                        options.thread_cache_bytes > 0
+                    ? FormatBytes(options.thread_cache_bytes) + " per thread"
+                    : std::string("off"));
   Pool* raw = pool.get();
   pools_.emplace(device, std::move(pool));
   return raw;

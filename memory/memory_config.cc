@@ -91,6 +91,20 @@ absl::StatusOr<int> ParseDebugLevel(absl::string_view text, absl::string_view so
   return level;
 }
 
+absl::StatusOr<std::size_t> ParseThreadCacheBytes(absl::string_view text,
+                                                  absl::string_view source) {
+  const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (lower == "0" || lower == "off") return 0;
+  absl::StatusOr<MemoryLimit> size = ParseMemoryLimit(text, source);
+  if (!size.ok()) return size.status();
+  if (size->unlimited || size->fraction != 0 || size->bytes > (std::uint64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, "='", text, "' is not a valid thread cache size (expected a size up to 1GiB, "
+        "such as 4MiB, or 0 to turn thread caches off)"));
+  }
+  return static_cast<std::size_t>(size->bytes);
+}
+
 absl::StatusOr<MemoryConfig> MemoryConfigFromEnvironment() {
   MemoryConfig config;
   auto get = [](const char* name) -> const char* {
@@ -113,6 +127,11 @@ absl::StatusOr<MemoryConfig> MemoryConfigFromEnvironment() {
     absl::StatusOr<int> level = ParseDebugLevel(v, kDebugLevelEnv);
     if (!level.ok()) return level.status();
     config.debug_level = *level;
+  }
+  if (const char* v = get(kThreadCacheEnv)) {
+    absl::StatusOr<std::size_t> bytes = ParseThreadCacheBytes(v, kThreadCacheEnv);
+    if (!bytes.ok()) return bytes.status();
+    config.thread_cache_bytes = *bytes;
   }
   return config;
 }

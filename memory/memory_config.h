@@ -13,6 +13,7 @@ namespace ndserve {
 inline constexpr char kPoolEnv[] = "NDSERVE_MEMORY_POOL";
 inline constexpr char kLimitEnv[] = "NDSERVE_MEMORY_LIMIT";
 inline constexpr char kDebugLevelEnv[] = "NDSERVE_DEBUG_LEVEL";
+inline constexpr char kThreadCacheEnv[] = "NDSERVE_MEMORY_THREAD_CACHE";
 
 // A memory limit as written by the operator: absolute bytes, or a fraction of the
 // device's memory that is resolved once the device is known.
@@ -34,15 +35,22 @@ absl::StatusOr<MemoryLimit> ParseMemoryLimit(absl::string_view text, absl::strin
 // Parses a debug level 0, 1 or 2; errors name `source`.
 absl::StatusOr<int> ParseDebugLevel(absl::string_view text, absl::string_view source);
 
+// Parses the per-thread cache budget: a size as ParseMemoryLimit takes it (no
+// percentage), up to 1 GiB, or "0" / "off" for no thread caches. Errors name `source`.
+absl::StatusOr<std::size_t> ParseThreadCacheBytes(absl::string_view text,
+                                                  absl::string_view source);
+
 // The memory settings of the process. Plain value.
 struct MemoryConfig {
   PoolKind pool = PoolKind::kBinned;
   MemoryLimit limit;
   int debug_level = 0;
+  std::size_t thread_cache_bytes = kDefaultThreadCacheBytes;
 };
 
-// Reads NDSERVE_MEMORY_POOL, NDSERVE_MEMORY_LIMIT and NDSERVE_DEBUG_LEVEL (unset or
-// empty variables keep the defaults). A bad value is an error naming the variable.
+// Reads NDSERVE_MEMORY_POOL, NDSERVE_MEMORY_LIMIT, NDSERVE_DEBUG_LEVEL and
+// NDSERVE_MEMORY_THREAD_CACHE (unset or empty variables keep the defaults). A bad value
+// is an error naming the variable.
 absl::StatusOr<MemoryConfig> MemoryConfigFromEnvironment();
 
 }  // namespace ndserve

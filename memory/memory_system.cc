@@ -26,6 +26,7 @@ MemorySystem& System() {
 
 bool SameConfig(const MemoryConfig& a, const MemoryConfig& b) {
   return a.pool == b.pool && a.debug_level == b.debug_level &&
+         a.thread_cache_bytes == b.thread_cache_bytes &&
          a.limit.unlimited == b.limit.unlimited && a.limit.bytes == b.limit.bytes &&
          a.limit.fraction == b.limit.fraction;
 }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/logging.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -61,20 +62,23 @@ Pool::~Pool() {
   }
 }
 
-absl::StatusOr<Block> Pool::Allocate(std::size_t bytes, absl::string_view owner) {
+absl::StatusOr<Block> Pool::AllocateShared(std::size_t bytes, absl::string_view owner) {
   if (bytes == 0) return Block{};
   if (bytes > kMaxAllocationBytes) {
     // Before any rounding: near SIZE_MAX the pools' round-ups would wrap to zero.
     return OutOfMemory(bytes, absl::ResourceExhaustedError("larger than any device"));
   }
   Block block;
+  std::uint64_t shared_allocated = 0;
   {
-    // The cache hit is the hot path: one lock, no device call, no Status built.
+    // The shared-list hit: one lock, no device call, no Status built.
     SpinLockHolder lock(&mu_);
     block = DoTakeCached(bytes);
-    if (!block.empty()) CountAllocated(block);
+    if (!block.empty()) shared_allocated = CountAllocated(block);
   }
-  if (block.empty()) {
+  if (!block.empty()) {
+    if (front_ != nullptr) NotePeak(shared_allocated);
+  } else {
     absl::StatusOr<Block> slow = AllocateSlow(bytes);
     if (!slow.ok()) return slow.status();
     block = *slow;
@@ -86,6 +90,11 @@ absl::StatusOr<Block> Pool::Allocate(std::size_t bytes, absl::string_view owner)
 absl::StatusOr<Block> Pool::AllocateSlow(std::size_t bytes) {
   // Escalation ladder of DESIGN.md §3; each rung runs only if the one above failed.
   absl::StatusOr<Block> block = TryAllocate(bytes);
+  if (!block.ok() && front_ != nullptr && absl::IsResourceExhausted(block.status())) {
+    // Another thread's cache may hold just the block needed.
+    DrainThreadCaches();
+    block = TryAllocate(bytes);
+  }
   if (!block.ok()) {
     if (!absl::IsResourceExhausted(block.status())) return block.status();
     Reclaim(DoMinSegmentSize(bytes), ReclaimReason::kPressure);
@@ -113,10 +122,15 @@ absl::StatusOr<Block> Pool::AllocateSlow(std::size_t bytes) {
 // a fitting block since the caller's look).
 absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
   {
-    SpinLockHolder lock(&mu_);
-    Block block = DoTakeCached(bytes);
+    std::uint64_t shared_allocated = 0;
+    Block block;
+    {
+      SpinLockHolder lock(&mu_);
+      block = DoTakeCached(bytes);
+      if (!block.empty()) shared_allocated = CountAllocated(block);
+    }
     if (!block.empty()) {
-      CountAllocated(block);
+      if (front_ != nullptr) NotePeak(shared_allocated);
       return block;
     }
   }
@@ -129,11 +143,16 @@ absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
     }
   }
   if (!ptr.ok()) return ptr.status();
-  SpinLockHolder lock(&mu_);
-  ++counters_.device_allocs;
-  ++counters_.misses;
-  Block block = DoAdoptSegment(Segment{*ptr, segment_bytes}, bytes);
-  CountAllocated(block);
+  std::uint64_t shared_allocated = 0;
+  Block block;
+  {
+    SpinLockHolder lock(&mu_);
+    ++counters_.device_allocs;
+    ++counters_.misses;
+    block = DoAdoptSegment(Segment{*ptr, segment_bytes}, bytes);
+    shared_allocated = CountAllocated(block);
+  }
+  if (front_ != nullptr) NotePeak(shared_allocated);
   return block;
 }
 
@@ -157,44 +176,123 @@ absl::StatusOr<void*> Pool::AcquireSegment(std::size_t segment_bytes) {
   return ptr;
 }
 
-void Pool::CountAllocated(const Block& block) {
+std::uint64_t Pool::CountAllocated(const Block& block) {
   counters_.allocated += block.size;
   counters_.requested += block.requested;
-  counters_.peak = std::max(counters_.peak, counters_.allocated);
   ++counters_.alloc_count;
+  // Without thread caches the shared counters are the whole truth.
+  if (front_ == nullptr) UpdatePeak(counters_.allocated);
+  return counters_.allocated;
 }
 
-void Pool::Free(const Block& block) {
+void Pool::UpdatePeak(std::uint64_t allocated) const {
+  std::uint64_t peak = peak_.load(std::memory_order_relaxed);
+  while (allocated > peak &&
+         !peak_.compare_exchange_weak(peak, allocated, std::memory_order_relaxed)) {
+  }
+}
+
+void Pool::NotePeak(std::uint64_t shared_allocated) {
+  UpdatePeak(shared_allocated + front_->AllocatedRelaxed());
+}
+
+void Pool::FreeShared(const Block& block) {
   if (block.empty()) return;
   leaks_.Erase(block.ptr);
-  Segment release{nullptr, 0};
-  {
-    SpinLockHolder lock(&mu_);
-    counters_.allocated -= block.size;
-    counters_.requested -= block.requested;
-    ++counters_.free_count;
-    release = DoReturn(block);
-  }
-  if (release.ptr != nullptr) ReleaseSegments({release}, ReclaimReason::kAdmin, false);
+  const Block* one = &block;
+  FreeToLists(&one, 1);
 }
 
 void Pool::FreeAll(absl::Span<const Block> blocks) {
-  for (const Block& b : blocks) leaks_.Erase(b.ptr);
-  std::vector<Segment> release;
-  {
-    SpinLockHolder lock(&mu_);
+  absl::InlinedVector<const Block*, 16> rest;
+  ThreadCache* cache = front_ != nullptr ? front_->Mine() : nullptr;
+  if (cache != nullptr) {
+    SpinLockHolder lock(&cache->mu);
     for (const Block& b : blocks) {
       if (b.empty()) continue;
+      leaks_.Erase(b.ptr);
+      if (!cache->PutLocked(b)) rest.push_back(&b);
+    }
+  } else {
+    for (const Block& b : blocks) {
+      if (b.empty()) continue;
+      leaks_.Erase(b.ptr);
+      rest.push_back(&b);
+    }
+  }
+  FreeToLists(rest.data(), rest.size());
+}
+
+// The shared-list side of Free: one lock for the lot; segments the policy does not
+// keep go back to the device after it.
+void Pool::FreeToLists(const Block* const* blocks, std::size_t n) {
+  if (n == 0) return;
+  absl::InlinedVector<Segment, 4> release;
+  {
+    SpinLockHolder lock(&mu_);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Block& b = *blocks[i];
       counters_.allocated -= b.size;
       counters_.requested -= b.requested;
       ++counters_.free_count;
-        if (Segment s = DoReturn(b); s.ptr != nullptr) release.push_back(s);
+      if (Segment s = DoReturn(b); s.ptr != nullptr) release.push_back(s);
     }
   }
-  ReleaseSegments(release, ReclaimReason::kAdmin, false);
+  if (!release.empty()) {
+    ReleaseSegments(std::vector<Segment>(release.begin(), release.end()), ReclaimReason::kAdmin,
+                    false);
+  }
+}
+
+void Pool::EnableThreadCaches() {
+  // Leak tracking records every block by address under its own lock; keeping it exact
+  // through thread caches would put that lock back on the hot path, and at those
+  // levels speed is not the point.
+  if (options_.debug_level > 0 || options_.thread_cache_bytes == 0) return;
+  front_ = ThreadCacheSet::Create(this, options_.thread_cache_bytes);
+}
+
+void Pool::TakeBackLocked(const std::vector<Block>& held) {
+  for (const Block& b : held) {
+    // Cached blocks are whole bins, which the policy keeps: nothing to release.
+    DoReturn(b);
+  }
+}
+
+void Pool::DrainThreadCaches() {
+  std::vector<Block> held;
+  for (const std::shared_ptr<ThreadCache>& cache : front_->LockAll()) {
+    cache->DrainLocked(&held);
+  }
+  front_->UnlockAll();
+  // Counters stay: a held block was cached in the thread's view and stays cached.
+  SpinLockHolder lock(&mu_);
+  TakeBackLocked(held);
+}
+
+void Pool::AbsorbThreadCache(ThreadCache* cache) {
+  std::vector<Block> held;
+  cache->DrainLocked(&held);
+  const ThreadCache::Counters c = cache->FoldLocked();
+  SpinLockHolder lock(&mu_);
+  TakeBackLocked(held);
+  counters_.allocated += c.allocated;
+  counters_.requested += c.requested;
+  counters_.alloc_count += c.alloc_count;
+  counters_.free_count += c.free_count;
+}
+
+void Pool::ShutdownThreadCaches() {
+  if (front_ == nullptr) return;
+  for (const std::shared_ptr<ThreadCache>& cache : front_->LockAll()) {
+    AbsorbThreadCache(cache.get());
+  }
+  front_->UnlockAll();
+  front_.reset();  // detaches the caches from this pool
 }
 
 std::uint64_t Pool::Reclaim(std::uint64_t target_bytes, ReclaimReason reason) {
+  if (front_ != nullptr) DrainThreadCaches();
   std::vector<Segment> segments;
   {
     SpinLockHolder lock(&mu_);
@@ -252,26 +350,42 @@ absl::Status Pool::OutOfMemory(std::size_t bytes, const absl::Status& cause) {
 
 PoolStats Pool::Stats() const {
   PoolStats s;
+  // Every thread cache and then the shared lists, all held at once: one consistent
+  // snapshot even while threads allocate.
+  ThreadCache::Counters threads;
+  if (front_ != nullptr) {
+    for (const std::shared_ptr<ThreadCache>& cache : front_->LockAll()) {
+      const ThreadCache::Counters c = cache->CountersLocked();
+      threads.allocated += c.allocated;
+      threads.requested += c.requested;
+      threads.alloc_count += c.alloc_count;
+      threads.free_count += c.free_count;
+    }
+  }
   {
     SpinLockHolder lock(&mu_);
     const Counters& c = counters_;
-    s.allocated_bytes = c.allocated;
-    s.requested_bytes = c.requested;
+    const std::uint64_t alloc_count = c.alloc_count + threads.alloc_count;
+    const std::uint64_t free_count = c.free_count + threads.free_count;
+    s.allocated_bytes = c.allocated + threads.allocated;
+    s.requested_bytes = c.requested + threads.requested;
     s.reserved_bytes = c.reserved;
-    s.cached_bytes = c.reserved - c.allocated;
-    s.peak_allocated_bytes = c.peak;
-    s.alloc_count = c.alloc_count;
-    s.free_count = c.free_count;
-    s.cache_hits = c.alloc_count - c.misses;  // every allocation not from the device
+    s.cached_bytes = c.reserved - s.allocated_bytes;
+    s.alloc_count = alloc_count;
+    s.free_count = free_count;
+    s.cache_hits = alloc_count - c.misses;  // every allocation not from the device
     s.cache_misses = c.misses;
     s.device_allocs = c.device_allocs;
     s.device_frees = c.device_frees;
     s.reclaimed_bytes_admin = c.reclaimed_admin;
     s.reclaimed_bytes_pressure = c.reclaimed_pressure;
     s.oom_count = c.ooms;
-    s.outstanding_allocations = c.alloc_count - c.free_count;
+    s.outstanding_allocations = alloc_count - free_count;
     s.inactive_split_bytes = DoInactiveSplitBytes();
   }
+  if (front_ != nullptr) front_->UnlockAll();
+  UpdatePeak(s.allocated_bytes);
+  s.peak_allocated_bytes = peak_.load(std::memory_order_relaxed);
   s.limit_bytes = options_.limit_bytes;
   s.device_total_bytes = allocator_->TotalBytes();
   s.device_free_bytes = allocator_->FreeBytes();

@@ -1,6 +1,7 @@
 #ifndef NDSERVE_MEMORY_POOL_H_
 #define NDSERVE_MEMORY_POOL_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -18,6 +20,7 @@
 #include "memory/leak_tracker.h"
 #include "memory/pool_stats.h"
 #include "memory/spin_lock.h"
+#include "memory/thread_cache.h"
 
 namespace ndserve {
 
@@ -31,9 +34,15 @@ absl::StatusOr<PoolKind> ParsePoolKind(absl::string_view name);
 // round-ups would overflow near SIZE_MAX).
 inline constexpr std::size_t kMaxAllocationBytes = std::size_t{1} << 48;
 
+// Per-thread front caches of the binned pool: a few MiB per thread keeps the common
+// small alloc+free pairs off the shared lock, and Reclaim still reaches them.
+inline constexpr std::size_t kDefaultThreadCacheBytes = std::size_t{4} << 20;
+
 struct PoolOptions {
   std::uint64_t limit_bytes = kNoLimit;  // cap on reserved bytes (cached bytes count)
   int debug_level = 0;                   // 0 off, 1 outstanding list, 2 + stack traces
+  // Bytes of freed blocks each thread may keep for itself (binned pool only; 0: off).
+  std::size_t thread_cache_bytes = kDefaultThreadCacheBytes;
 };
 
 // A caching layer between arrays and one DeviceAllocator.
@@ -52,7 +61,13 @@ struct PoolOptions {
 //  - Failure: Allocate escalates cache -> device -> reclaim own cache -> reclaim
 //    hooks -> RESOURCE_EXHAUSTED with a memory status in the message. Never aborts.
 //  - Thread-safe: any thread may call any method. One short lock guards the free
-//    lists and counters; it is never held across a device call or a hook.
+//    lists and counters; it is never held across a device call or a hook. A pool may
+//    put per-thread caches in front of its lists (ThreadCache): blocks in them count
+//    as cached, Reclaim and memory pressure drain them from every thread, and Stats
+//    adds their counters in, so the numbers stay exact whenever no call is in flight.
+//    Peak allocated is the exception: with thread caches it is refreshed on every
+//    shared-list allocation and every Stats read, so a spike served wholly from
+//    thread caches between two of those may be missed (by at most what they held).
 //
 // Subclasses implement the caching policy through the Do* hooks below, all called
 // with mu_ held, and must call ReleaseAllCached() from their destructor.
@@ -68,8 +83,20 @@ class Pool {
   Pool& operator=(const Pool&) = delete;
 
   // `owner` names who asked (a manager's name) in leak reports; ignored at level 0.
-  absl::StatusOr<Block> Allocate(std::size_t bytes, absl::string_view owner = {});
-  void Free(const Block& block);
+  // Inline: the thread-cache hit is the hot path and costs a few dozen instructions.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<Block> Allocate(std::size_t bytes,
+                                                              absl::string_view owner = {}) {
+    if (ThreadCache* cache = FrontCacheFor(bytes); cache != nullptr) {
+      if (Block block = cache->Take(bytes); !block.empty()) return block;
+    }
+    return AllocateShared(bytes, owner);
+  }
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Free(const Block& block) {
+    if (ThreadCache* cache = FrontCacheFor(block.size); cache != nullptr && cache->Put(block)) {
+      return;
+    }
+    FreeShared(block);
+  }
   // Frees several blocks under one lock acquisition (a closing scope returns all its
   // arrays at once). Same contract as Free for each block.
   void FreeAll(absl::Span<const Block> blocks);
@@ -79,7 +106,7 @@ class Pool {
                         ReclaimReason reason = ReclaimReason::kAdmin);
   void AddReclaimHook(ReclaimHook hook);
 
-  PoolStats Stats() const;
+  PoolStats Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Live allocations with owners (level >= 1) and stack traces (level 2).
   std::vector<OutstandingAllocation> Outstanding() const;
   // The human-readable memory status paragraph (see DESIGN.md §3).
@@ -124,6 +151,12 @@ class Pool {
 
   // For subclass destructors: every cached segment goes back to the device.
   void ReleaseAllCached();
+  // For pools whose blocks up to ThreadCache::kMaxBytes come in its power-of-two
+  // classes (the binned pool): from its constructor, when options ask for them.
+  void EnableThreadCaches();
+  // From the destructor of such a pool, before ReleaseAllCached: every thread's
+  // cached blocks come back and later frees from those threads skip their caches.
+  void ShutdownThreadCaches() ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   static std::size_t RoundUp(std::size_t n, std::size_t multiple) {
     return (n + multiple - 1) / multiple * multiple;
@@ -132,8 +165,11 @@ class Pool {
   mutable SpinLock mu_;
 
  private:
+  friend class ThreadCache;
+
   struct Counters {
-    std::uint64_t allocated = 0, requested = 0, reserved = 0, peak = 0;
+    // With thread caches these are the shared lists' part; each cache adds its own.
+    std::uint64_t allocated = 0, requested = 0, reserved = 0;
     // Hits and live allocations are derived (alloc_count - misses, - free_count): fewer
     // stores on the hot path.
     std::uint64_t alloc_count = 0, free_count = 0, misses = 0;
@@ -141,13 +177,34 @@ class Pool {
     std::uint64_t reclaimed_admin = 0, reclaimed_pressure = 0;
   };
 
+  // This thread's cache if blocks of `bytes` (1..ThreadCache::kMaxBytes) may pass
+  // through one, else null. Pools with thread caches never track leaks (see
+  // EnableThreadCaches), so a hit needs no leak bookkeeping.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE ThreadCache* FrontCacheFor(std::size_t bytes) {
+    if (front_ == nullptr || bytes - 1 >= ThreadCache::kMaxBytes) return nullptr;
+    return front_->Mine();
+  }
+  // Allocate and Free past the thread cache: the shared lists, then the escalation.
+  absl::StatusOr<Block> AllocateShared(std::size_t bytes, absl::string_view owner);
+  void FreeShared(const Block& block);
   // The escalation after a cache miss.
   absl::StatusOr<Block> AllocateSlow(std::size_t bytes);
   // One pass of cache -> device. RESOURCE_EXHAUSTED when neither has room.
   absl::StatusOr<Block> TryAllocate(std::size_t bytes);
   // Takes `segment_bytes` from the device within the limit; reserves before the call.
   absl::StatusOr<void*> AcquireSegment(std::size_t segment_bytes);
-  void CountAllocated(const Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts a block the shared lists or the device served; returns the shared part of
+  // allocated bytes after it.
+  std::uint64_t CountAllocated(const Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FreeToLists(const Block* const* blocks, std::size_t n);
+  void UpdatePeak(std::uint64_t allocated) const;
+  // With thread caches: the peak check after a shared-list allocation, outside mu_.
+  void NotePeak(std::uint64_t shared_allocated);
+  // Moves every thread cache's blocks into the shared lists (pressure, Reclaim).
+  void DrainThreadCaches() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // A thread that owns `cache` is exiting: its blocks and counters join the pool's.
+  void AbsorbThreadCache(ThreadCache* cache) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache->mu);
+  void TakeBackLocked(const std::vector<Block>& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSegments(const std::vector<Segment>& segments, ReclaimReason reason,
                        bool count_as_reclaim);
   absl::Status OutOfMemory(std::size_t bytes, const absl::Status& cause);
@@ -156,6 +213,8 @@ class Pool {
   const std::unique_ptr<DeviceAllocator> allocator_;
   const PoolOptions options_;
   Counters counters_ ABSL_GUARDED_BY(mu_);
+  mutable std::atomic<std::uint64_t> peak_{0};
+  std::unique_ptr<ThreadCacheSet> front_;  // null: no thread caches
   LeakTracker leaks_;
 
   mutable absl::Mutex hooks_mu_;

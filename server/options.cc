@@ -129,6 +129,12 @@ absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options, const E
     if (!level.ok()) return level.status();
     config.debug_level = *level;
   }
+  if (Setting s = Pick(options.memory_thread_cache, "memory_thread_cache", kThreadCacheEnv, env);
+      !s.source.empty()) {
+    absl::StatusOr<std::size_t> bytes = ParseThreadCacheBytes(s.text, s.source);
+    if (!bytes.ok()) return bytes.status();
+    config.thread_cache_bytes = *bytes;
+  }
   return config;
 }
 

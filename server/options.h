@@ -45,6 +45,8 @@ struct Options {
   std::string memory_limit;
   // Empty: $NDSERVE_DEBUG_LEVEL, else 0.
   std::string debug_level;
+  // Empty: $NDSERVE_MEMORY_THREAD_CACHE, else 4MiB.
+  std::string memory_thread_cache;
   int exit_timeout_seconds = 30;
   ModelControlMode model_control_mode = ModelControlMode::kExplicit;
 };

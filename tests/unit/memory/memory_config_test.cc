@@ -45,6 +45,21 @@ TEST(ParseMemoryLimitTest, RejectsNonsenseAndNamesTheVariable) {
   }
 }
 
+TEST(ParseThreadCacheBytesTest, SizesAndOff) {
+  EXPECT_EQ(*ParseThreadCacheBytes("4MiB", kThreadCacheEnv), 4u << 20);
+  EXPECT_EQ(*ParseThreadCacheBytes("65536", kThreadCacheEnv), 65536u);
+  EXPECT_EQ(*ParseThreadCacheBytes("0", kThreadCacheEnv), 0u);
+  EXPECT_EQ(*ParseThreadCacheBytes("OFF", kThreadCacheEnv), 0u);
+  for (const char* bad : {"lots", "-1", "50%", "none", "2GiB", "1.5"}) {
+    absl::StatusOr<std::size_t> bytes = ParseThreadCacheBytes(bad, kThreadCacheEnv);
+    ASSERT_FALSE(bytes.ok()) << bad;
+    EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bytes.status().message().find("NDSERVE_MEMORY_THREAD_CACHE"),
+              absl::string_view::npos)
+        << bytes.status();
+  }
+}
+
 TEST(PoolKindTest, ParsesKnownNamesOnly) {
   EXPECT_EQ(*ParsePoolKind("binned"), PoolKind::kBinned);
   EXPECT_EQ(*ParsePoolKind("SPLIT"), PoolKind::kSplit);

@@ -37,6 +37,20 @@ TEST(OptionsTest, DefaultsAreValid) {
   EXPECT_EQ(config->pool, PoolKind::kBinned);
   EXPECT_TRUE(config->limit.unlimited);
   EXPECT_EQ(config->debug_level, 0);
+  EXPECT_EQ(config->thread_cache_bytes, kDefaultThreadCacheBytes);
+}
+
+TEST(OptionsTest, ThreadCacheFromEnvironmentOrFlag) {
+  const EnvLookup env = FakeEnv({{"NDSERVE_MEMORY_THREAD_CACHE", "1MiB"}});
+  EXPECT_EQ(ResolveMemoryConfig(Options{}, env)->thread_cache_bytes, 1u << 20);
+  Options flags;
+  flags.memory_thread_cache = "off";
+  EXPECT_EQ(ResolveMemoryConfig(flags, env)->thread_cache_bytes, 0u);
+  flags.memory_thread_cache = "huge";
+  EXPECT_THAT(ValidateOptions(flags, env).message(), HasSubstr("--memory_thread_cache='huge'"));
+  EXPECT_THAT(ValidateOptions(Options{}, FakeEnv({{"NDSERVE_MEMORY_THREAD_CACHE", "-3"}}))
+                  .message(),
+              HasSubstr("NDSERVE_MEMORY_THREAD_CACHE"));
 }
 
 TEST(OptionsTest, EnvironmentGivesDefaultsAndFlagsOverride) {
