@@ -9,8 +9,13 @@
 //                            allocated once up front; no managers, pool, validation or
 //                            copies. engine / kernels is what the memory discipline costs.
 //
+//   engine/<model>/1/threads:4  four threads calling Infer at once: how the predictor
+//                            instances (config count, or NDSERVE_BENCH_INSTANCES) scale.
+//
 // recsys/1/model.onnx is generated at build time (tools/gen_models.py). The configs
 // allow batch 64; the benchmark loads both models with max_batch_size 256.
+// NDSERVE_BENCH_DEVICE=cuda:0 runs the engine rows on a GPU (the kernels-only baseline
+// stays a CPU measurement and is skipped there).
 
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/logging.h"
 #include "benchmark/benchmark.h"
 #include "engine/repository.h"
@@ -38,6 +44,13 @@ fs::path SourceDir() {
   return fs::path(__FILE__).parent_path().parent_path();
 }
 
+Device BenchDevice() {
+  const char* env = std::getenv("NDSERVE_BENCH_DEVICE");
+  if (env == nullptr) return Device::Cpu();
+  absl::StatusOr<Device> device = ParseDevice(env);
+  return device.ok() ? *device : Device::Cpu();
+}
+
 std::shared_ptr<ServedModel> LoadModel(const std::string& name) {
   ModelRepository repo((SourceDir() / "examples/models").string());
   absl::StatusOr<RepositoryModel> m = repo.ReadModel(name);
@@ -50,7 +63,8 @@ std::shared_ptr<ServedModel> LoadModel(const std::string& name) {
   spec.model_path = ModelRepository::ResolveVersion(*m, 0)->model_path;
   spec.config = m->config;
   spec.config->max_batch_size = 256;
-  spec.device = Device::Cpu();
+  spec.device = BenchDevice();
+  if (const char* n = std::getenv("NDSERVE_BENCH_INSTANCES")) spec.instance_count = std::atoi(n);
   absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec);
   if (!served.ok()) {
     LOG(ERROR) << served.status();
@@ -87,6 +101,8 @@ struct Inputs {
 };
 
 ServedModel* Model(const std::string& name) {
+  static absl::Mutex mu;  // the threaded rows look their model up at once
+  absl::MutexLock lock(&mu);
   static auto* models = new std::map<std::string, std::shared_ptr<ServedModel>>();
   auto it = models->find(name);
   if (it == models->end()) it = models->emplace(name, LoadModel(name)).first;
@@ -115,6 +131,7 @@ void BM_Engine(benchmark::State& state, const std::string& name) {
 void BM_Kernels(benchmark::State& state, const std::string& name) {
   ServedModel* served = Model(name);
   if (served == nullptr) return state.SkipWithError("model did not load");
+  if (served->device().is_cuda()) return state.SkipWithError("the kernels-only baseline is CPU");
   const int64_t batch = state.range(0);
   Inputs inputs(*served, batch);
   const Graph& graph = served->model().graph();
@@ -187,6 +204,13 @@ int main(int argc, char** argv) {
                                    ndserve::engine::BM_Engine, std::string(model))
           ->Arg(batch)
           ->UseRealTime();
+      if (batch == 1) {
+        benchmark::RegisterBenchmark(absl::StrCat("engine/", model).c_str(),
+                                     ndserve::engine::BM_Engine, std::string(model))
+            ->Arg(batch)
+            ->Threads(4)
+            ->UseRealTime();
+      }
       benchmark::RegisterBenchmark(absl::StrCat("kernels/", model).c_str(),
                                    ndserve::engine::BM_Kernels, std::string(model))
           ->Arg(batch)

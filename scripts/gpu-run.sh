@@ -22,16 +22,34 @@ for t in gpu_memory_tests kernels_tests engine_tests; do
   { echo "== $t: $(grep -E '^\[  (PASSED|FAILED) ' "/tmp/$t.txt" | tr '\n' ' ')"; cat "/tmp/$t.txt"; } >>"$OUT/tests.txt"
   grep -E '^\[  (PASSED|FAILED|SKIPPED)' "/tmp/$t.txt" | head -20
 done
-# Pools over the CUDA allocator against raw cudaMalloc/cudaFree, same run.
-NDSERVE_BENCH_DEVICE=cuda:0 "$G/bin/pool_benchmark" --benchmark_min_time=0.2 \
-  --benchmark_filter="${POOL_FILTER:-Pair|Window}" 2>&1 | grep -v '^I' | tee "$OUT/pool_benchmark_cuda.txt"
-NDSERVE_BENCH_DEVICE=cuda:0 "$G/bin/manager_benchmark" --benchmark_min_time=0.2 2>&1 |
-  grep -v '^I' | tee "$OUT/manager_benchmark_cuda.txt"
+# Pools over the CUDA allocator against raw cudaMalloc/cudaFree, the scope benchmark,
+# and the engine on cuda:0 (one predictor, then NDSERVE_BENCH_INSTANCES of them), same
+# run, all into one file.
+{
+  NDSERVE_BENCH_DEVICE=cuda:0 "$G/bin/pool_benchmark" --benchmark_min_time=0.2 \
+    --benchmark_filter="${POOL_FILTER:-.}"
+  NDSERVE_BENCH_DEVICE=cuda:0 "$G/bin/manager_benchmark" --benchmark_min_time=0.2
+  for n in 1 ${BENCH_INSTANCES:-4}; do
+    echo "== engine on cuda:0, $n predictor(s) per model"
+    NDSERVE_BENCH_DEVICE=cuda:0 NDSERVE_BENCH_INSTANCES=$n "$G/bin/engine_benchmark" \
+      --benchmark_min_time=0.2 --benchmark_filter='engine/'
+  done
+} 2>&1 | grep -v '^I' | tee "$OUT/benchmarks_cuda.txt"
 # Load test: scripts/loadtest-bench.sh with the bundle's binaries, the daemon on cuda:0,
 # against the bare echo server on the same machine in the same run.
 BIN_DIR=$G/bin MODEL_REPOSITORY=examples/models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt \
   REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} bash scripts/loadtest-bench.sh "$OUT/loadtest.md" \
   >"$OUT/loadtest.log" 2>&1 || rc=1
 cp /tmp/ndserve-lt/ndserved.log "$OUT/" 2>/dev/null
+# The same load with LOADTEST_INSTANCES predictors per model (the example configs
+# have one), when set: does a GPU serve more requests with more instances?
+if [[ -n ${LOADTEST_INSTANCES:-} ]]; then
+  rm -rf /tmp/ndserve-models && cp -r examples/models /tmp/ndserve-models
+  sed -i "s/count: 1/count: $LOADTEST_INSTANCES/" /tmp/ndserve-models/*/config.pbtxt
+  BIN_DIR=$G/bin MODEL_REPOSITORY=/tmp/ndserve-models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt2 \
+    REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} bash scripts/loadtest-bench.sh \
+    "$OUT/loadtest_instances.md" >>"$OUT/loadtest.log" 2>&1 || rc=1
+  cat "$OUT/loadtest_instances.md"
+fi
 cat "$OUT/loadtest.md"
 exit $rc
