@@ -4,6 +4,8 @@
 //   Window    1,024 live blocks, one replaced at random per iteration
 //   Holes     alloc+free pairs on a split pool holding 65,536 free holes
 //   Pair/threads:2  the pair loop from two threads sharing one pool
+// BinnedNoThreadCache / kNoThreadCache rows: the binned pool with its per-thread caches
+// off (PoolOptions::thread_cache_bytes = 0), the shared lists alone.
 // Set NDSERVE_BENCH_DEVICE=cuda:0 to run the pool rows over the CUDA allocator.
 #include <cstdint>
 #include <cstdlib>
@@ -62,9 +64,19 @@ struct Raw {
   void Free(const Handle& h) { a->Deallocate(h.block.ptr, h.block.requested); }
 };
 
-template <PoolKind K>
+// Options of each pool row: the defaults, or (kNoThreadCache) the binned pool with its
+// per-thread caches off, to show what they are worth in the same run.
+constexpr std::size_t kDefaultCache = kDefaultThreadCacheBytes, kNoThreadCache = 0;
+
+PoolOptions WithThreadCache(std::size_t bytes) {
+  PoolOptions options;
+  options.thread_cache_bytes = bytes;
+  return options;
+}
+
+template <PoolKind K, std::size_t kCache = kDefaultCache>
 struct PoolBackend {
-  std::unique_ptr<Pool> pool = MakePool(K, RawAllocator());
+  std::unique_ptr<Pool> pool = MakePool(K, RawAllocator(), WithThreadCache(kCache));
   Handle Alloc(std::size_t n) {
     absl::StatusOr<Block> b = pool->Allocate(n);
     if (!b.ok()) std::abort();
@@ -88,10 +100,10 @@ void BM_Pair(benchmark::State& state) {
 }
 
 // Pool backends used from several threads need a Block per thread, not `last`.
-template <PoolKind K>
+template <PoolKind K, std::size_t kCache = kDefaultCache>
 void BM_PairThreaded(benchmark::State& state) {
   // One pool per kind for the whole process, shared by the threads of every run.
-  static Pool* const shared = MakePool(K, RawAllocator()).release();
+  static Pool* const shared = MakePool(K, RawAllocator(), WithThreadCache(kCache)).release();
   const auto& sizes = PairSizes();
   std::size_t i = state.thread_index() * 7919;
   for (auto _ : state) {
@@ -185,6 +197,7 @@ void BM_MallocWithHoles(benchmark::State& state) {
 }
 
 using Binned = PoolBackend<PoolKind::kBinned>;
+using BinnedNoThreadCache = PoolBackend<PoolKind::kBinned, kNoThreadCache>;
 using Split = PoolBackend<PoolKind::kSplit>;
 using Simple = PoolBackend<PoolKind::kSimple>;
 using NoPool = PoolBackend<PoolKind::kNone>;
@@ -192,6 +205,7 @@ using NoPool = PoolBackend<PoolKind::kNone>;
 BENCHMARK_TEMPLATE(BM_Pair, Malloc);
 BENCHMARK_TEMPLATE(BM_Pair, Raw);
 BENCHMARK_TEMPLATE(BM_Pair, Binned);
+BENCHMARK_TEMPLATE(BM_Pair, BinnedNoThreadCache);
 BENCHMARK_TEMPLATE(BM_Pair, Split);
 BENCHMARK_TEMPLATE(BM_Pair, Simple);
 BENCHMARK_TEMPLATE(BM_Pair, NoPool);
@@ -199,6 +213,7 @@ BENCHMARK_TEMPLATE(BM_Pair, NoPool);
 BENCHMARK_TEMPLATE(BM_Window, Malloc);
 BENCHMARK_TEMPLATE(BM_Window, Raw);
 BENCHMARK_TEMPLATE(BM_Window, Binned);
+BENCHMARK_TEMPLATE(BM_Window, BinnedNoThreadCache);
 BENCHMARK_TEMPLATE(BM_Window, Split);
 BENCHMARK_TEMPLATE(BM_Window, Simple);
 BENCHMARK_TEMPLATE(BM_Window, NoPool);
@@ -208,6 +223,7 @@ BENCHMARK(BM_SplitWithHoles);
 
 BENCHMARK(BM_PairThreadedMalloc)->Threads(2)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_PairThreaded, PoolKind::kBinned)->Threads(2)->UseRealTime();
+BENCHMARK_TEMPLATE(BM_PairThreaded, PoolKind::kBinned, kNoThreadCache)->Threads(2)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_PairThreaded, PoolKind::kSplit)->Threads(2)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_PairThreaded, PoolKind::kSimple)->Threads(2)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_PairThreaded, PoolKind::kNone)->Threads(2)->UseRealTime();
