@@ -36,7 +36,7 @@ ModelStatsSnapshot ModelStats::Snapshot() const {
   s.last_inference_ms = last_inference_ms_.load(kRelaxed);
   s.inference_count = inference_count_.load(kRelaxed);
   s.success_count = success_count_.load(kRelaxed);
-  s.execution_count = s.success_count;
+  s.execution_count = execution_count_.load(kRelaxed);
   s.success_ns = success_ns_.load(kRelaxed);
   s.fail_count = fail_count_.load(kRelaxed);
   s.fail_ns = fail_ns_.load(kRelaxed);

@@ -17,7 +17,7 @@ struct ModelStatsSnapshot {
   int64_t version = 0;
   uint64_t last_inference_ms = 0;  // Unix epoch ms of the last finished request, 0: none
   uint64_t inference_count = 0;    // batch items served successfully
-  uint64_t execution_count = 0;    // graph runs (successful requests)
+  uint64_t execution_count = 0;    // successful graph runs (a dynamic batch is one)
   uint64_t success_count = 0;
   uint64_t success_ns = 0;  // request durations, queue included
   uint64_t fail_count = 0;
@@ -38,6 +38,8 @@ class ModelStats {
   void Begin() { inflight_.fetch_add(1, std::memory_order_relaxed); }
   void RecordSuccess(int64_t batch_size, const InferenceTimings& t, int64_t total_ns);
   void RecordFailure(int64_t total_ns);
+  // One successful predictor run, however many requests it served.
+  void RecordExecution() { execution_count_.fetch_add(1, std::memory_order_relaxed); }
 
   ModelStatsSnapshot Snapshot() const;
 
@@ -50,6 +52,7 @@ class ModelStats {
   std::atomic<uint64_t> last_inference_ms_{0};
   std::atomic<uint64_t> inference_count_{0};
   std::atomic<uint64_t> success_count_{0};
+  std::atomic<uint64_t> execution_count_{0};
   std::atomic<uint64_t> success_ns_{0};
   std::atomic<uint64_t> fail_count_{0};
   std::atomic<uint64_t> fail_ns_{0};

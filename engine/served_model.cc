@@ -24,7 +24,14 @@ absl::StatusOr<std::shared_ptr<ServedModel>> Fail(const ModelLoadSpec& spec,
 }  // namespace
 
 ServedModel::ServedModel(std::shared_ptr<Model> model, std::unique_ptr<PredictorPool> pool)
-    : model_(std::move(model)), pool_(std::move(pool)), stats_(model_->name(), model_->version()) {}
+    : model_(std::move(model)), pool_(std::move(pool)), stats_(model_->name(), model_->version()) {
+  const ModelConfig& config = model_->config();
+  if (config.dynamic_batching.has_value() && config.max_batch_size > 0) {
+    batcher_ = std::make_unique<DynamicBatcher>(
+        pool_.get(), config.max_batch_size,
+        absl::Microseconds(config.dynamic_batching->max_queue_delay_microseconds));
+  }
+}
 
 ServedModel::~ServedModel() { Unload(); }
 
@@ -59,10 +66,13 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSp
   std::shared_ptr<ServedModel> served(
       new ServedModel(*model, std::make_unique<PredictorPool>(std::move(predictors))));
   LOG(INFO) << absl::StrFormat(
-      "loaded model '%s' version %d from %s on %s: %d nodes, %s of parameters, %d predictor%s, "
+      "loaded model '%s' version %d from %s on %s: %d nodes, %s of parameters, %d predictor%s%s, "
       "%.0f ms",
       spec.name, spec.version, spec.model_path, spec.device.ToString(), num_nodes,
       FormatBytes(served->model_->parameter_bytes()), count, count == 1 ? "" : "s",
+      served->batcher_ != nullptr
+          ? absl::StrCat(", dynamic batching up to ", served->config().max_batch_size, " rows")
+          : std::string(),
       absl::ToDoubleMilliseconds(absl::Now() - start));
   return served;
 }
@@ -76,6 +86,14 @@ absl::StatusOr<InferenceResponse> ServedModel::Infer(const InferenceRequest& req
   };
   absl::StatusOr<ValidatedRequest> plan = ValidateRequest(model_->signature(), request);
   if (!plan.ok()) return fail(plan.status());
+  if (batcher_ != nullptr) {
+    DynamicBatcher::Outcome outcome = batcher_->Run(request, *plan);
+    if (!outcome.response.ok()) return fail(outcome.response.status());
+    if (outcome.executed) stats_.RecordExecution();
+    stats_.RecordSuccess(plan->batch_size, outcome.response->timings,
+                         absl::ToInt64Nanoseconds(absl::Now() - start));
+    return std::move(outcome.response);
+  }
   absl::StatusOr<PredictorPool::Lease> lease = pool_->Acquire();
   if (!lease.ok()) return fail(lease.status());
   const absl::Time acquired = absl::Now();
@@ -83,6 +101,7 @@ absl::StatusOr<InferenceResponse> ServedModel::Infer(const InferenceRequest& req
   if (!response.ok()) return fail(response.status());
   const absl::Time done = absl::Now();
   response->timings.queue_ns = absl::ToInt64Nanoseconds(acquired - start);
+  stats_.RecordExecution();
   stats_.RecordSuccess(plan->batch_size, response->timings, absl::ToInt64Nanoseconds(done - start));
   return response;
 }

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/dynamic_batcher.h"
 #include "engine/inference_request.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
@@ -46,8 +47,9 @@ class ServedModel {
   ServedModel& operator=(const ServedModel&) = delete;
 
   // Validates the request (INVALID_ARGUMENT naming the tensor), waits for a free
-  // predictor and runs it there. UNAVAILABLE once unloading; the pool's
-  // RESOURCE_EXHAUSTED passes through.
+  // predictor and runs it there; with `dynamic_batching` in the config (and a batch
+  // dimension), merged with the compatible requests that queued meanwhile. UNAVAILABLE
+  // once unloading; the pool's RESOURCE_EXHAUSTED passes through.
   absl::StatusOr<InferenceResponse> Infer(const InferenceRequest& request);
 
   // Stops taking requests, waits for those in flight, closes the model manager.
@@ -61,6 +63,7 @@ class ServedModel {
   const ModelConfig& config() const { return model_->config(); }
   const Model& model() const { return *model_; }
   const PredictorPool& predictors() const { return *pool_; }
+  bool dynamic_batching() const { return batcher_ != nullptr; }
   ModelStatsSnapshot stats() const { return stats_.Snapshot(); }
 
  private:
@@ -68,6 +71,7 @@ class ServedModel {
 
   std::shared_ptr<Model> model_;
   std::unique_ptr<PredictorPool> pool_;
+  std::unique_ptr<DynamicBatcher> batcher_;  // null: no dynamic batching
   ModelStats stats_;
   std::atomic<bool> unloaded_{false};
 };
