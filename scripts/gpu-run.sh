@@ -49,6 +49,7 @@ if [[ -n ${LOADTEST_INSTANCES:-} ]]; then
   BIN_DIR=$G/bin MODEL_REPOSITORY=/tmp/ndserve-models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt2 \
     REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} bash scripts/loadtest-bench.sh \
     "$OUT/loadtest_instances.md" >>"$OUT/loadtest.log" 2>&1 || rc=1
+  cp /tmp/ndserve-lt2/ndserved.log "$OUT/ndserved_instances.log" 2>/dev/null
   cat "$OUT/loadtest_instances.md"
 fi
 cat "$OUT/loadtest.md"
