@@ -120,9 +120,9 @@ void ServedModel::Unload() {
   const ModelStatsSnapshot s = stats_.Snapshot();
   LOG(INFO) << absl::StrFormat(
       "unloaded model '%s' version %d: freed %s of parameters after %d "
-      "requests (%d failed)",
+      "requests (%d failed) in %d predictor runs",
       name(), version(), FormatBytes(model_->parameter_bytes()), s.success_count + s.fail_count,
-      s.fail_count);
+      s.fail_count, s.execution_count);
 }
 
 }  // namespace ndserve::engine
