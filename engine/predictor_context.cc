@@ -8,6 +8,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "kernels/shape_inference.h"
+#include "memory/device_copy.h"
 
 namespace ndserve::engine {
 namespace {
@@ -50,8 +51,21 @@ absl::Status PredictorContext::SetInput(int input, absl::Span<const int64_t> sha
                                         absl::Span<const uint8_t> bytes) {
   const int value = model_.graph().input_values()[input];
   const std::string& name = model_.graph().values()[value].name;
-  NDS_ASSIGN_OR_RETURN(
-      NDArray array, manager_->FromHost(shape, model_.graph().inputs()[input].dtype, bytes, name));
+  const DType dtype = model_.graph().inputs()[input].dtype;
+  NDArray array;
+  if (gpu_ != nullptr) {
+    // On the predictor's own stream: no wait for the whole device between uploads.
+    NDS_ASSIGN_OR_RETURN(array, manager_->Create(shape, dtype, name));
+    if (array.nbytes() != bytes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' has ", bytes.size(),
+                                                     " bytes, its shape needs ", array.nbytes()));
+    }
+    NDS_ASSIGN_OR_RETURN(void* data, array.Data());
+    NDS_RETURN_IF_ERROR(CopyHostToDeviceOnStream(array.device(), data, bytes.data(), bytes.size(),
+                                                 gpu_->context().cuda_stream));
+  } else {
+    NDS_ASSIGN_OR_RETURN(array, manager_->FromHost(shape, dtype, bytes, name));
+  }
   slots_[value] = Slot{std::move(array), kernels::Shape(shape.begin(), shape.end())};
   NotePeak();
   return absl::OkStatus();
@@ -146,7 +160,6 @@ absl::Status PredictorContext::Run() {
       }
     }
   }
-  if (gpu_ != nullptr) NDS_RETURN_IF_ERROR(gpu_->Synchronize());
   return absl::OkStatus();
 }
 
@@ -159,7 +172,14 @@ absl::StatusOr<InferOutputTensor> PredictorContext::CopyOutput(int output) const
   out.dtype = slot.array.dtype();
   out.shape.assign(slot.shape.begin(), slot.shape.end());
   out.data.resize(slot.array.nbytes());
-  NDS_RETURN_IF_ERROR(slot.array.CopyToHost(absl::MakeSpan(out.data)));
+  if (gpu_ != nullptr) {
+    // Ordered after this request's kernels on its stream, and back when it returns.
+    NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
+    NDS_RETURN_IF_ERROR(CopyDeviceToHostOnStream(slot.array.device(), out.data.data(), data,
+                                                 out.data.size(), gpu_->context().cuda_stream));
+  } else {
+    NDS_RETURN_IF_ERROR(slot.array.CopyToHost(absl::MakeSpan(out.data)));
+  }
   return out;
 }
 

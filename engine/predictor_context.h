@@ -45,12 +45,15 @@ class PredictorContext {
   PredictorContext& operator=(const PredictorContext&) = delete;
 
   // Uploads graph input `input` (index into the model's inputs) from host bytes that
-  // match `shape` (the caller validated them).
+  // match `shape` (the caller validated them). On a GPU the upload is queued on the
+  // predictor's stream, ahead of the kernels: `bytes` must stay valid until Close.
   absl::Status SetInput(int input, absl::Span<const int64_t> shape,
                         absl::Span<const uint8_t> bytes);
   // A zero-filled input, for warm-up.
   absl::Status SetZeroInput(int input, absl::Span<const int64_t> shape);
   // Runs every node. Errors are annotated with the node ("node 'fc0' (Gemm): ...").
+  // On a GPU it returns once the kernels are queued; CopyOutput and Close wait for them
+  // (an error of a queued kernel surfaces there).
   absl::Status Run();
   // Copies graph output `output` (index into the model's outputs) to host memory.
   absl::StatusOr<InferOutputTensor> CopyOutput(int output) const;

@@ -53,7 +53,53 @@ absl::Status CudaCopy(Device device, Direction direction, void* dst, const void*
 #endif
 }
 
+absl::Status CudaCopyOnStream(Device device, bool to_device, void* dst, const void* src,
+                              std::size_t bytes, void* cuda_stream) {
+  if (device.ordinal < 0 || device.ordinal >= CudaDeviceCount()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no CUDA device ", device.ToString(), " to copy to or from"));
+  }
+#ifdef NDSERVE_WITH_CUDA
+  auto stream = static_cast<cudaStream_t>(cuda_stream);
+  cudaError_t err = cudaSetDevice(device.ordinal);
+  if (err == cudaSuccess) {
+    err = cudaMemcpyAsync(dst, src, bytes,
+                          to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream);
+  }
+  // A pageable destination makes the download synchronous already; a pinned one would
+  // not be, and the caller reads the bytes next.
+  if (err == cudaSuccess && !to_device) err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InternalError(absl::StrCat("CUDA copy of ", bytes, " bytes on ", device.ToString(),
+                                            ": ", cudaGetErrorString(err)));
+  }
+  return absl::OkStatus();
+#else
+  (void)to_device, (void)dst, (void)src, (void)bytes, (void)cuda_stream;
+  return absl::FailedPreconditionError("this build of ndserve has no CUDA backend");
+#endif
+}
+
 }  // namespace
+
+absl::Status CopyHostToDeviceOnStream(Device device, void* device_dst, const void* host_src,
+                                      std::size_t bytes, void* cuda_stream) {
+  if (!device.is_cuda() || cuda_stream == nullptr) {
+    return CopyHostToDevice(device, device_dst, host_src, bytes);
+  }
+  if (bytes == 0) return absl::OkStatus();
+  return CudaCopyOnStream(device, true, device_dst, host_src, bytes, cuda_stream);
+}
+
+absl::Status CopyDeviceToHostOnStream(Device device, void* host_dst, const void* device_src,
+                                      std::size_t bytes, void* cuda_stream) {
+  if (!device.is_cuda() || cuda_stream == nullptr) {
+    return CopyDeviceToHost(device, host_dst, device_src, bytes);
+  }
+  if (bytes == 0) return absl::OkStatus();
+  return CudaCopyOnStream(device, false, host_dst, device_src, bytes, cuda_stream);
+}
 
 absl::Status CopyHostToDevice(Device device, void* device_dst, const void* host_src,
                               std::size_t bytes) {
