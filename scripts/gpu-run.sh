@@ -17,6 +17,8 @@ export NDSERVE_SOURCE_DIR="$PWD"
 [[ -f examples/models/recsys/1/model.onnx ]] ||
   python3 tools/gen_models.py --only examples --out . 2>&1 | tail -2
 rc=0
+# ONLY_LOADTEST=1 skips the tests and benchmarks (a quick rerun of the load test).
+if [[ ${ONLY_LOADTEST:-0} != 1 ]]; then
 for t in gpu_memory_tests kernels_tests engine_tests; do
   "$G/bin/$t" --gtest_brief=1 >"/tmp/$t.txt" 2>&1 || rc=1
   { echo "== $t: $(grep -E '^\[  (PASSED|FAILED) ' "/tmp/$t.txt" | tr '\n' ' ')"; cat "/tmp/$t.txt"; } >>"$OUT/tests.txt"
@@ -35,6 +37,7 @@ done
       --benchmark_min_time=0.2 --benchmark_filter='engine/'
   done
 } 2>&1 | grep -v '^I' | tee "$OUT/benchmarks_cuda.txt"
+fi
 # Load test: scripts/loadtest-bench.sh with the bundle's binaries, the daemon on cuda:0,
 # against the bare echo server on the same machine in the same run.
 BIN_DIR=$G/bin MODEL_REPOSITORY=examples/models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt \
