@@ -94,8 +94,8 @@ class UnaryCall final : public InferenceServiceImpl::Call {
     }
     RequestNext();
     finishing_ = true;
-    Run(method_->blocking, [this] {
-      const grpc::Status status = (service_->*method_->handler)(request_, &response_);
+    Run(method_->blocking, [this, service = service_, handler = method_->handler] {
+      const grpc::Status status = (service->*handler)(request_, &response_);
       // The poller may delete this object as soon as Finish is queued.
       responder_.Finish(response_, status, this);
     });
