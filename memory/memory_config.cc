@@ -96,8 +96,8 @@ absl::StatusOr<std::size_t> ParseThreadCacheBytes(absl::string_view text,
   const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   if (lower == "0" || lower == "off") return 0;
   absl::StatusOr<MemoryLimit> size = ParseMemoryLimit(text, source);
-  if (!size.ok()) return size.status();
-  if (size->unlimited || size->fraction != 0 || size->bytes > (std::uint64_t{1} << 30)) {
+  if (!size.ok() || size->unlimited || size->fraction != 0 ||
+      size->bytes > (std::uint64_t{1} << 30)) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, "='", text, "' is not a valid thread cache size (expected a size up to 1GiB, "
         "such as 4MiB, or 0 to turn thread caches off)"));

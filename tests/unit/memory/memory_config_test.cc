@@ -57,6 +57,9 @@ TEST(ParseThreadCacheBytesTest, SizesAndOff) {
     EXPECT_NE(bytes.status().message().find("NDSERVE_MEMORY_THREAD_CACHE"),
               absl::string_view::npos)
         << bytes.status();
+    EXPECT_NE(bytes.status().message().find("not a valid thread cache size"),
+              absl::string_view::npos)
+        << bytes.status();
   }
 }
 
