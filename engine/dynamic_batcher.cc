@@ -90,7 +90,6 @@ DynamicBatcher::Outcome DynamicBatcher::Run(const InferenceRequest& request,
     for (Item* it : batch) it->done = true;  // their owners may return from here on
   }
   outcome.response = std::move(item.result);
-  outcome.batch_requests = item.batch_requests;
   mu_.Unlock();
   return outcome;
 }
@@ -105,7 +104,6 @@ void DynamicBatcher::RunEach(Predictor& predictor, const std::vector<Item*>& bat
 
 void DynamicBatcher::RunBatch(const std::vector<Item*>& batch, int64_t rows) {
   const absl::Time start = absl::Now();
-  for (Item* it : batch) it->batch_requests = static_cast<int>(batch.size());
   absl::StatusOr<PredictorPool::Lease> lease = pool_->Acquire();
   if (!lease.ok()) {
     for (Item* it : batch) it->result = lease.status();

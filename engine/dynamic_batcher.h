@@ -37,7 +37,6 @@ class DynamicBatcher {
     absl::StatusOr<InferenceResponse> response;
     // This caller's thread ran the (successful) predictor call: count one execution.
     bool executed = false;
-    int batch_requests = 0;  // requests in the batch this one ran in
   };
 
   // Runs `request`, already validated as `plan`, alone or in a batch. The request's
@@ -56,7 +55,6 @@ class DynamicBatcher {
     bool taken = false;  // in a batch (running or about to)
     bool done = false;
     absl::StatusOr<InferenceResponse> result = absl::UnknownError("not run");
-    int batch_requests = 0;
   };
 
   // Moves `lead` and the compatible items queued after it (FIFO, up to the row limit)

@@ -238,10 +238,7 @@ void Pool::FreeToLists(const Block* const* blocks, std::size_t n) {
       if (Segment s = DoReturn(b); s.ptr != nullptr) release.push_back(s);
     }
   }
-  if (!release.empty()) {
-    ReleaseSegments(std::vector<Segment>(release.begin(), release.end()), ReclaimReason::kAdmin,
-                    false);
-  }
+  ReleaseSegments(release, ReclaimReason::kAdmin, false);
 }
 
 void Pool::EnableThreadCaches() {
@@ -311,7 +308,7 @@ std::uint64_t Pool::Reclaim(std::uint64_t target_bytes, ReclaimReason reason) {
 
 void Pool::ReleaseAllCached() { Reclaim(0, ReclaimReason::kAdmin); }
 
-void Pool::ReleaseSegments(const std::vector<Segment>& segments, ReclaimReason reason,
+void Pool::ReleaseSegments(absl::Span<const Segment> segments, ReclaimReason reason,
                            bool count_as_reclaim) {
   if (segments.empty()) return;
   std::uint64_t released = 0;

@@ -205,7 +205,7 @@ class Pool {
   // A thread that owns `cache` is exiting: its blocks and counters join the pool's.
   void AbsorbThreadCache(ThreadCache* cache) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache->mu);
   void TakeBackLocked(const std::vector<Block>& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ReleaseSegments(const std::vector<Segment>& segments, ReclaimReason reason,
+  void ReleaseSegments(absl::Span<const Segment> segments, ReclaimReason reason,
                        bool count_as_reclaim);
   absl::Status OutOfMemory(std::size_t bytes, const absl::Status& cause);
 

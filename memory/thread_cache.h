@@ -101,7 +101,6 @@ class alignas(64) ThreadCache {
   // the pool's peak, which must not wait for every thread's lock.
   std::uint64_t allocated_relaxed() const { return allocated_.load(std::memory_order_relaxed); }
 
-  std::size_t held_bytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return held_; }
   // The pool this cache feeds; null once the pool shut its caches down.
   Pool* pool() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pool_; }
   void Detach() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { pool_ = nullptr; }
@@ -171,13 +170,12 @@ class ThreadCacheSet {
   void UnlockAll() ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Sum of the live caches' allocated contributions, without their locks.
   std::uint64_t AllocatedRelaxed();
+ private:
   // Detaches every cache from the pool (their threads fall back to the pool's lists,
-  // which are about to go away with it). The caller drained them first.
+  // which are about to go away with it); the destructor's job. The pool drained them
+  // first.
   void Shutdown();
 
-  std::size_t capacity_per_thread() const { return capacity_; }
-
- private:
   ThreadCacheSet(Pool* pool, std::size_t capacity_per_thread, int slot);
   ThreadCache* Register();
 
