@@ -14,7 +14,7 @@ PACKAGES=(
   python3-onnx python3-numpy python3-grpcio python3-protobuf
   prometheus yamllint
   clang libclang-rt-14-dev
-  curl
+  curl ccache
 )
 
 missing=()
