@@ -1,4 +1,4 @@
-// What a request's scope costs (issue 3): open a context under a capped predictor,
+// What a request's scope costs: open a context under a capped predictor,
 // create 8 arrays of mixed sizes, close it; against the same 8 allocations done
 // directly on the same pool, in the same run. Target: manager <= 2x raw pool.
 //   RawPool/Request8         8 Pool::Allocate + 8 Pool::Free

@@ -22,7 +22,7 @@ namespace ndserve::engine {
 // Ownership: owns the graph and a model-level NDManager ("model/<name>:<version>") that
 // holds one array per initializer. The manager is capped once the parameters are
 // uploaded, so anything a request would attach to it (the embedding leak) fails instead
-// of growing it. Predictor managers are opened under it (DESIGN.md §1: system -> model
+// of growing it. Predictor managers are opened under it (docs/design.md §2: system -> model
 // -> predictor -> context), so Close() frees the parameters and closes every predictor
 // and context below. Thread-safe: immutable after Create except Close.
 class Model {

@@ -40,7 +40,7 @@ class ServedModel {
  public:
   // Parse -> check ops and opset -> reconcile with config -> upload initializers -> cap
   // the model manager -> create predictors -> warm up -> cap their managers
-  // (DESIGN.md §4). Errors name the model, version and file; nothing stays allocated.
+  // (docs/design.md §4). Errors name the model, version and file; nothing stays allocated.
   static absl::StatusOr<std::shared_ptr<ServedModel>> Load(const ModelLoadSpec& spec);
   ~ServedModel();
   ServedModel(const ServedModel&) = delete;

@@ -9,7 +9,7 @@
 
 namespace ndserve {
 
-// Where a manager sits in the scope tree (DESIGN.md §1). The level is a tag for metrics
+// Where a manager sits in the scope tree (docs/design.md §2). The level is a tag for metrics
 // and dumps; it does not change a manager's behaviour (except that only the system
 // manager refuses Close).
 enum class ManagerLevel : std::uint8_t {

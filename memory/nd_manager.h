@@ -38,7 +38,7 @@ struct ManagerNodeInfo {
   std::vector<ManagerNodeInfo> children;
 };
 
-// A scope that owns arrays, after DJL's NDManager (DESIGN.md §1, §3).
+// A scope that owns arrays, after DJL's NDManager (docs/design.md §2).
 //
 // Ownership: every NDArray is attached to exactly one open manager, which owns its
 // block and frees it on Close. Managers form a tree: one system manager per device
@@ -63,8 +63,8 @@ struct ManagerNodeInfo {
 // (ResultScope below). ndserve's engine does not rely on argument order: every op
 // receives the scope for its outputs explicitly (an OutputScope, normally the request's
 // context) and creates them there with Create on that manager. OutputScope::
-// OfFirstInput() is the DJL rule for code that wants it. The embedding leak (DESIGN.md
-// §1) is what happens when the first input is a parameter: its manager is the capped
+// OfFirstInput() is the DJL rule for code that wants it. The embedding leak (docs/design.md
+// §2) is what happens when the first input is a parameter: its manager is the capped
 // model manager, so the output's Create fails instead of leaking.
 //
 // Borrowing under concurrency. TempAttachAll moves an array, so a parameter borrowed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DESIGN.md §6, step 2 (on the GPU machine, from the repo root with .gpu/ carried):
+# docs/design.md §8, step 2 (on the GPU machine, from the repo root with .gpu/ carried):
 # GPU tests, the pool benchmark over cudaMalloc, and a short load test against the
 # bare echo server. Output goes to $OUT when set (the device tool brings it back), else
 # to .gpu/out. The recsys example model is not in git; it is generated here with the

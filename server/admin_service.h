@@ -12,7 +12,7 @@ namespace ndserve {
 class DevicePools;
 class Pool;
 
-// ndserve.admin.v1.MemoryAdmin (DESIGN.md §5): pool status, reclaim of cached memory
+// ndserve.admin.v1.MemoryAdmin (docs/design.md §5): pool status, reclaim of cached memory
 // and the NDManager tree. Every call first passes the AdminAuth token rule. Handlers
 // are thin: select pools, call memory/, copy counters into the reply.
 //

@@ -23,7 +23,7 @@ struct ManagerLevelSample {
 };
 using ManagerLevelSource = std::function<std::vector<ManagerLevelSample>()>;
 
-// Builds the memory and manager families of DESIGN.md §5 at scrape time from counters
+// Builds the memory and manager families of docs/design.md §7 at scrape time from counters
 // memory/ keeps: one Pool::Stats() snapshot per pool (a short lock, no walk over live
 // blocks), the manager level counters, and the process's resident set from
 // /proc/self/statm. Holding no series of its own, it can never drift from the pools.

@@ -12,7 +12,7 @@
 
 namespace ndserve {
 
-// What the repository RPCs may do (DESIGN.md §5).
+// What the repository RPCs may do (docs/design.md §5).
 enum class ModelControlMode {
   kExplicit,  // every model is loaded at start; the repository RPCs load and unload
   kNone,      // every model is loaded at start; the repository RPCs are UNAVAILABLE

@@ -1,4 +1,4 @@
-// Memory invariants of the engine (issue 4): every byte a request touches lives in its
+// Memory invariants of the engine: every byte a request touches lives in its
 // PredictorContext; the model and predictor managers are capped and do not grow; a
 // load -> predict -> unload -> reclaim cycle gives everything back.
 
@@ -145,7 +145,7 @@ TEST(MemoryInvariantsTest, TenThousandRecsysPredictionsFromTwoThreadsLeaveNoTrac
   model->Unload();
 }
 
-// DESIGN.md §1, the embedding leak: an op whose output goes to the manager of its first
+// docs/design.md §2, the embedding leak: an op whose output goes to the manager of its first
 // input (DJL's rule) would attach a Gather from the table to the model manager. Here that
 // manager is capped, so the attempt fails and is counted instead of leaking; the engine
 // itself always puts outputs in the request's context.

@@ -1,4 +1,4 @@
-// The embedding-leak regression (DESIGN.md §1). An embedding lookup gathered rows from
+// The embedding-leak regression (docs/design.md §2). An embedding lookup gathered rows from
 // the parameter table; the table was the op's first input, so under "the output belongs
 // to the manager of the first input" every request attached its result to the model
 // manager and leaked it. These tests replay that scenario for 10,000 requests: written

@@ -1,4 +1,4 @@
-// The scope rules of NDManager/NDArray (DESIGN.md §3, issue 3), one test per rule.
+// The scope rules of NDManager/NDArray (docs/design.md §2), one test per rule.
 #include "memory/nd_manager.h"
 
 #include <cstdint>
