@@ -12,6 +12,7 @@
 #include "engine/served_model.h"
 #include "gtest/gtest.h"
 #include "memory/cuda_runtime.h"
+#include "tests/fixture_case.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -60,14 +61,7 @@ const std::map<std::string, Tolerance>& OpTolerances() {
 }
 
 std::vector<std::string> CaseNames() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry :
-       testing::fs::directory_iterator(SourceDir() / "tests/fixtures/ops", ec)) {
-    if (entry.is_directory()) names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  return fixtures::FixtureCaseNames(SourceDir() / "tests/fixtures/ops");
 }
 
 class OpFixtureTest : public ::testing::TestWithParam<std::tuple<std::string, DeviceKind>> {};

@@ -2,128 +2,43 @@
 // numpy reference) through the dispatch table on every device present, with the
 // tolerance the fixture states. The ONNX attributes and shape inputs go through
 // BuildOpAttrs exactly as the engine's would.
-#include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <tuple>
+#include <variant>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "kernels/node_attrs.h"
+#include "tests/fixture_case.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
 namespace ndserve::kernels::testing {
 namespace {
 
 namespace fs = std::filesystem;
+using fixtures::FixtureCase;
 
-struct FixtureTensor {
-  std::string kind;  // input | const | output
-  std::string name;
-  HostTensor tensor;
-};
-
+// The fixture with its attributes as the engine's loader would pass them to BuildOpAttrs.
 struct Fixture {
-  std::string op_type;
-  int opset = 0;
+  FixtureCase c;
   AttrMap attrs;
-  std::vector<FixtureTensor> inputs;  // node input order
-  std::vector<FixtureTensor> outputs;
-  double atol = 0, rtol = 0;
-  std::string model;
 };
 
-absl::StatusOr<Shape> ParseDims(absl::string_view text) {
-  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]")) {
-    return absl::InvalidArgumentError(absl::StrCat("bad dims '", text, "'"));
-  }
-  Shape shape;
-  if (text.empty()) return shape;
-  for (absl::string_view d : absl::StrSplit(text, ',')) {
-    int64_t v;
-    if (!absl::SimpleAtoi(d, &v)) return absl::InvalidArgumentError(absl::StrCat("bad dim ", d));
-    shape.push_back(v);
-  }
-  return shape;
-}
-
-absl::StatusOr<std::vector<uint8_t>> ReadFile(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
-
-// Parses case.txt (grammar in tools/gen_models.py and the file's own header).
 absl::StatusOr<Fixture> LoadFixture(const fs::path& dir) {
-  std::ifstream f(dir / "case.txt");
-  if (!f) return absl::NotFoundError(absl::StrCat("no case.txt in ", dir.string()));
-  Fixture fx;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> w = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    const std::string& kw = w[0];
-    if (kw == "model" && w.size() == 2) {
-      fx.model = w[1];
-    } else if (kw == "op" && w.size() == 2) {
-      fx.op_type = w[1];
-    } else if (kw == "opset" && w.size() == 2) {
-      if (!absl::SimpleAtoi(w[1], &fx.opset)) return absl::InvalidArgumentError(line);
-    } else if (kw == "tolerance" && w.size() == 3) {
-      if (!absl::SimpleAtod(w[1], &fx.atol) || !absl::SimpleAtod(w[2], &fx.rtol)) {
-        return absl::InvalidArgumentError(line);
-      }
-    } else if (kw == "attr" && w.size() == 4) {
-      const std::string& type = w[2];
-      std::vector<std::string> items = absl::StrSplit(w[3], ',');
-      if (type == "int") {
-        int64_t v;
-        if (!absl::SimpleAtoi(w[3], &v)) return absl::InvalidArgumentError(line);
-        fx.attrs[w[1]] = v;
-      } else if (type == "float") {
-        float v;
-        if (!absl::SimpleAtof(w[3], &v)) return absl::InvalidArgumentError(line);
-        fx.attrs[w[1]] = v;
-      } else if (type == "ints") {
-        std::vector<int64_t> v(items.size());
-        for (std::size_t i = 0; i < items.size(); ++i) {
-          if (!absl::SimpleAtoi(items[i], &v[i])) return absl::InvalidArgumentError(line);
-        }
-        fx.attrs[w[1]] = v;
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat("unknown attr type: ", line));
-      }
-    } else if ((kw == "input" || kw == "const" || kw == "output") && w.size() == 5) {
-      NDS_ASSIGN_OR_RETURN(DType dtype, ParseDType(w[2]));
-      NDS_ASSIGN_OR_RETURN(Shape shape, ParseDims(w[3]));
-      NDS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFile(dir / w[4]));
-      HostTensor t{dtype, shape, std::move(bytes)};
-      if (t.bytes.size() != static_cast<std::size_t>(t.numel()) * DTypeSize(dtype)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            w[4], " has ", t.bytes.size(), " bytes, expected ", t.numel() * DTypeSize(dtype)));
-      }
-      (kw == "output" ? fx.outputs : fx.inputs).push_back({kw, w[1], std::move(t)});
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("bad line: ", line));
-    }
+  NDS_ASSIGN_OR_RETURN(FixtureCase c, fixtures::ReadFixtureCase(dir));
+  Fixture fx{std::move(c), {}};
+  for (const auto& [name, value] : fx.c.attrs) {
+    fx.attrs[name] = std::visit([](const auto& v) { return AttrValue(v); }, value);
   }
   return fx;
 }
 
+HostTensor ToHost(const fixtures::FixtureTensor& t) {
+  return HostTensor{t.dtype, Shape(t.dims.begin(), t.dims.end()), t.bytes};
+}
+
 fs::path OpsDir() { return SourceDir() / "tests/fixtures/ops"; }
 
-std::vector<std::string> CaseNames() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(OpsDir(), ec)) {
-    if (fs::exists(entry.path() / "case.txt")) names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> CaseNames() { return fixtures::FixtureCaseNames(OpsDir()); }
 
 using Param = std::tuple<std::string, Device>;
 
@@ -133,30 +48,30 @@ TEST_P(OpsFixtureTest, MatchesNumpyReference) {
   const auto& [name, device] = GetParam();
   auto fx = LoadFixture(OpsDir() / name);
   ASSERT_TRUE(fx.ok()) << fx.status();
-  auto op = OpKindFromOnnx(fx->op_type);
+  auto op = OpKindFromOnnx(fx->c.op);
   ASSERT_TRUE(op.ok()) << op.status();
 
   // Split node inputs into kernel inputs and the shape-deciding one.
   std::vector<HostTensor> inputs;
   std::optional<std::vector<int64_t>> shape_input;
-  for (std::size_t i = 0; i < fx->inputs.size(); ++i) {
+  for (std::size_t i = 0; i < fx->c.inputs.size(); ++i) {
     if (static_cast<int>(i) == ShapeInputIndex(*op)) {
-      ASSERT_EQ(fx->inputs[i].kind, "const") << "shape inputs must be initializers";
-      shape_input = fx->inputs[i].tensor.Values<int64_t>();
+      ASSERT_EQ(fx->c.inputs[i].kind, "const") << "shape inputs must be initializers";
+      shape_input = ToHost(fx->c.inputs[i]).Values<int64_t>();
     } else {
-      inputs.push_back(fx->inputs[i].tensor);
+      inputs.push_back(ToHost(fx->c.inputs[i]));
     }
   }
-  auto attrs = BuildOpAttrs(*op, fx->opset, fx->attrs, shape_input);
+  auto attrs = BuildOpAttrs(*op, fx->c.opset, fx->attrs, shape_input);
   ASSERT_TRUE(attrs.ok()) << attrs.status();
 
   DeviceRunner runner(device);
-  auto got = runner.Run(*op, inputs, *attrs, static_cast<int>(fx->outputs.size()));
+  auto got = runner.Run(*op, inputs, *attrs, static_cast<int>(fx->c.outputs.size()));
   ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_EQ(got->size(), fx->outputs.size());
+  ASSERT_EQ(got->size(), fx->c.outputs.size());
   for (std::size_t i = 0; i < got->size(); ++i) {
-    EXPECT_TRUE(AllClose((*got)[i], fx->outputs[i].tensor, fx->atol, fx->rtol))
-        << "output " << fx->outputs[i].name;
+    EXPECT_TRUE(AllClose((*got)[i], ToHost(fx->c.outputs[i]), fx->c.atol, fx->c.rtol))
+        << "output " << fx->c.outputs[i].name;
   }
 }
 
@@ -178,8 +93,8 @@ TEST(OpsFixtureCoverage, EveryOpHasAFixture) {
   for (const std::string& name : names) {
     auto fx = LoadFixture(OpsDir() / name);
     ASSERT_TRUE(fx.ok()) << name << ": " << fx.status();
-    EXPECT_TRUE(fs::exists(OpsDir() / name / fx->model)) << name;
-    ops.insert(fx->op_type);
+    EXPECT_TRUE(fs::exists(fx->c.model)) << name;
+    ops.insert(fx->c.op);
   }
   for (int i = 0; i < kNumOpKinds; ++i) {
     EXPECT_TRUE(ops.count(std::string(OpKindName(static_cast<OpKind>(i)))))
@@ -190,11 +105,11 @@ TEST(OpsFixtureCoverage, EveryOpHasAFixture) {
 TEST(ModelFixtures, ReferenceManifestsAreConsistent) {
   for (const char* model : {"mlp", "recsys", "transformer"}) {
     const fs::path dir = SourceDir() / "tests/fixtures/models" / model / "reference";
-    auto fx = LoadFixture(dir);
+    auto fx = fixtures::ReadFixtureCase(dir);
     ASSERT_TRUE(fx.ok()) << model << ": " << fx.status();
     // recsys's 51 MB model is not committed; tools/gen_models.py writes it.
     if (std::string(model) != "recsys") {
-      EXPECT_TRUE(fs::exists(dir / fx->model)) << model << ": " << fx->model;
+      EXPECT_TRUE(fs::exists(fx->model)) << model << ": " << fx->model;
     }
     EXPECT_FALSE(fx->inputs.empty());
     EXPECT_EQ(fx->outputs.size(), 1u);
