@@ -26,7 +26,7 @@ bool AbslParseFlag(absl::string_view text, ModelControlMode* mode, std::string* 
 std::string AbslUnparseFlag(ModelControlMode mode);
 
 // The daemon's settings as the operator wrote them: main.cc binds its flags into this
-// struct and nothing else reads flags. The three memory settings stay text here,
+// struct and nothing else reads flags. The four memory settings stay text here,
 // because where a value came from (flag or environment variable) decides what an error
 // names; ResolveMemoryConfig turns them into a MemoryConfig. Plain value.
 struct Options {
