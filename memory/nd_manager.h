@@ -60,10 +60,10 @@ struct ManagerNodeInfo {
 //    FAILED_PRECONDITION "use of freed memory", never undefined behaviour.
 //
 // The operation rule. DJL puts an op's output in the manager of its first input
-// (ResultScope below). ndserve's engine does not rely on argument order: every op
-// receives the scope for its outputs explicitly (an OutputScope, normally the request's
-// context) and creates them there with Create on that manager. OutputScope::
-// OfFirstInput() is the DJL rule for code that wants it. The embedding leak (docs/design.md
+// (ResultScope below). ndserve's engine does not rely on argument order: a request's
+// PredictorContext creates every node output with Create on its own context manager.
+// Other code that computes from arrays names the scope for its outputs with an
+// OutputScope; OutputScope::OfFirstInput() is the DJL rule. The embedding leak (docs/design.md
 // §2) is what happens when the first input is a parameter: its manager is the capped
 // model manager, so the output's Create fails instead of leaking.
 //
@@ -230,7 +230,7 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   std::vector<std::shared_ptr<NDManager>> children_ ABSL_GUARDED_BY(mu_);
 };
 
-// Where an op puts its outputs. Engine ops take one and call Resolve(inputs) once, then
+// Where an op puts its outputs. An op takes one and calls Resolve(inputs) once, then
 // Create on the manager it gives. In(scope) is the normal case (the request's context
 // or a scratch scope); OfFirstInput() applies DJL's rule. A plain value; thread-safe.
 class OutputScope {
