@@ -373,8 +373,8 @@ Report StartReport(const LoadtestPlan& plan, const LoadOptions& load,
 
 // The pass/fail checks of a finished run: errors always; with the daemon's pools, no
 // growth of allocated bytes; with samples, allocated bytes flat and RSS growth bounded.
-void AddChecks(const LoadtestPlan& plan, const MemoryProbe* probe,
-               const std::string& sample_error, Report* report) {
+void AddChecks(const LoadtestPlan& plan, const MemoryProbe* probe, const std::string& sample_error,
+               Report* report) {
   const LoadtestOptions& o = plan.options;
   const LoadResult& res = report->result;
   const double error_rate =

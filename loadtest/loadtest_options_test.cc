@@ -134,9 +134,9 @@ TEST(PlanLoadtestTest, BadOptionsNameTheFlag) {
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(plan.status().message().find("--model"), std::string::npos);
 
-  for (auto bad : {+[](LoadtestOptions& x) { x.batch = 0; },
-                   +[](LoadtestOptions& x) { x.concurrency = 0; },
-                   +[](LoadtestOptions& x) { x.rate = -1; }}) {
+  for (auto bad :
+       {+[](LoadtestOptions& x) { x.batch = 0; }, +[](LoadtestOptions& x) { x.concurrency = 0; },
+        +[](LoadtestOptions& x) { x.rate = -1; }}) {
     o = WithModel();
     bad(o);
     plan = PlanLoadtest(o, 4);

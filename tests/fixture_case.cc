@@ -156,8 +156,8 @@ absl::StatusOr<FixtureCase> ReadFixtureCase(const fs::path& dir) {
     if (text.empty() || text[0] == '#') continue;
     const std::vector<std::string> words = absl::StrSplit(text, ' ', absl::SkipEmpty());
     if (absl::Status s = ReadLine(dir, words, &c); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat((dir / "case.txt").string(), ": '", text,
-                                                 "': ", s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat((dir / "case.txt").string(), ": '", text, "': ", s.message()));
     }
   }
   return c;

@@ -36,7 +36,8 @@ struct FixtureTensor {
 };
 
 // An ONNX node attribute as case.txt states it.
-using FixtureAttr = std::variant<std::int64_t, float, std::vector<std::int64_t>, std::vector<float>>;
+using FixtureAttr =
+    std::variant<std::int64_t, float, std::vector<std::int64_t>, std::vector<float>>;
 
 // One fixture directory. Plain value.
 struct FixtureCase {
