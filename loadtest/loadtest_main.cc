@@ -13,6 +13,9 @@
 // it ends. --soak sends a million requests and samples memory every 10,000 while the
 // daemon is quiescent, checking allocated bytes stay flat and RSS grows under 1%.
 //
+// The only place that knows about flags: they are bound into LoadtestOptions here, and
+// PlanLoadtest (loadtest_options.h) turns those into the run; everything below takes that.
+//
 // Exit status: 0 all checks passed, 1 a check failed, 2 the run could not be made.
 #include <grpcpp/grpcpp.h>
 
