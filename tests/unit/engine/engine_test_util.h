@@ -62,6 +62,11 @@ inline Case ReadCase(const fs::path& dir) {
   return c.ok() ? *std::move(c) : Case{};
 }
 
+// The case directories under `root` (those holding a case.txt), sorted.
+inline std::vector<std::string> CaseNames(const fs::path& root) {
+  return fixtures::FixtureCaseNames(root);
+}
+
 // A request feeding every graph input of `c` (views over the case's bytes).
 inline InferenceRequest MakeRequest(const Case& c, const std::string& model_name = "") {
   InferenceRequest r;

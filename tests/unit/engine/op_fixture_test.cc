@@ -12,7 +12,6 @@
 #include "engine/served_model.h"
 #include "gtest/gtest.h"
 #include "memory/cuda_runtime.h"
-#include "tests/fixture_case.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -61,7 +60,7 @@ const std::map<std::string, Tolerance>& OpTolerances() {
 }
 
 std::vector<std::string> CaseNames() {
-  return fixtures::FixtureCaseNames(SourceDir() / "tests/fixtures/ops");
+  return testing::CaseNames(SourceDir() / "tests/fixtures/ops");
 }
 
 class OpFixtureTest : public ::testing::TestWithParam<std::tuple<std::string, DeviceKind>> {};
