@@ -12,12 +12,13 @@
 
 namespace ndserve::kernels {
 
-// Resolved attributes of one node, one struct per op family. Node inputs that decide an
-// output's shape (Reshape's shape; Squeeze, Unsqueeze and ReduceSum's axes) are folded in
-// here as values, and are NOT passed to kernels as tensors: the engine reads them at load
-// time (they must be initializers or constants). BuildOpAttrs (node_attrs.h) fills these
-// from an ONNX node. Axes may be negative (ONNX style); kernels normalize them. Plain
-// values.
+// Resolved attributes of one node, one struct per op family. Host inputs (ops.def: inputs
+// that decide an output's shape, such as Reshape's shape or Squeeze's axes) are folded in
+// here as values and are NOT passed to kernels as tensors: the engine reads them on the
+// host, from initializers when the model loads or from the host-side shape arithmetic per
+// request. BuildOpAttrs (node_attrs.h) fills these from an ONNX node through the rules of
+// kernels/rules/. Axes may be negative (ONNX style); kernels normalize them. Plain values.
+// A new family adds its struct here and to the OpAttrs variant.
 
 // Add, Sub, Mul, Div, MatMul, Relu, Sigmoid, Tanh, Erf, Identity.
 struct NoAttrs {};
