@@ -7,6 +7,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "kernels/attrs/conv.h"
+#include "kernels/attrs/data.h"
+#include "kernels/attrs/math.h"
+#include "kernels/attrs/rnn.h"
 #include "kernels/op_kind.h"
 #include "memory/dtype.h"
 
@@ -74,9 +78,19 @@ struct CastAttrs {
   DType to = DType::kFp32;
 };
 
-using OpAttrs = std::variant<NoAttrs, GemmAttrs, SoftmaxAttrs, LayerNormAttrs, GatherAttrs,
-                             ReduceAttrs, ConcatAttrs, ReshapeAttrs, FlattenAttrs, TransposeAttrs,
-                             SqueezeAttrs, UnsqueezeAttrs, CastAttrs>;
+// One alternative per struct, grouped by family; the last line closes the list.
+using OpAttrs = std::variant<
+    NoAttrs, GemmAttrs, SoftmaxAttrs, LayerNormAttrs, GatherAttrs, ReduceAttrs, ConcatAttrs,
+    ReshapeAttrs, FlattenAttrs, TransposeAttrs, SqueezeAttrs, UnsqueezeAttrs,
+    // kernels/attrs/math.h
+
+    // kernels/attrs/data.h
+
+    // kernels/attrs/conv.h
+
+    // kernels/attrs/rnn.h
+
+    CastAttrs>;
 
 // The attribute struct `op` expects, or INVALID_ARGUMENT when `attrs` holds another one
 // (an engine bug, reported instead of crashing).

@@ -55,6 +55,14 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"LayerNormalization", {1e-5, 1e-4}},
       {"ReduceSum", {1e-5, 1e-5}},
       {"ReduceMean", {1e-5, 1e-5}},
+      // Elementwise math, comparison and logic; reductions; TopK, ArgMax
+
+      // Shape arithmetic and data movement
+
+      // Convolution, pooling, normalization, resizing
+
+      // Recurrent ops and Einsum
+
   };
   return *table;
 }
