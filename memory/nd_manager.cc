@@ -56,6 +56,25 @@ class PairLock {
   SpinLock* second_;
 };
 
+// `*to = from` with four 8-byte moves. The pool's inline fast path has just written
+// `from` (on the stack) as 8-byte stores; the plain struct copy compiles to 16-byte
+// loads, which the CPU cannot forward from those stores and stalls on until they
+// retire: measured as about a fifth of a request scope's cost. The empty asm makes the
+// compiler load each field into a general register instead.
+inline void CopyBlock(const Block& from, Block* to) {
+  void* ptr = from.ptr;
+  std::size_t requested = from.requested;
+  std::size_t size = from.size;
+  void* handle = from.handle;
+#if defined(__GNUC__)
+  asm("" : "+r"(ptr), "+r"(requested), "+r"(size), "+r"(handle));
+#endif
+  to->ptr = ptr;
+  to->requested = requested;
+  to->size = size;
+  to->handle = handle;
+}
+
 absl::Status ArrayError(const NDArray& array, absl::string_view what) {
   return absl::FailedPreconditionError(absl::StrCat(what, ": array ", array.DebugString()));
 }
@@ -176,7 +195,7 @@ std::shared_ptr<NDManager> NDManager::RemoveChild(NDManager* child) {
 // ---------------------------------------------------------------------------------------
 // Arrays.
 
-void NDManager::AddLocked(ArrayState* state) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void NDManager::AddLocked(ArrayState* state) {
   state->index = static_cast<std::uint32_t>(resources_.size());
   resources_.push_back(state);
   bytes_ += state->nbytes;
@@ -234,7 +253,7 @@ absl::StatusOr<NDArray> NDManager::Create(absl::Span<const std::int64_t> shape, 
 
   ArrayState* state = internal::NewState();
   state->dtype = dtype;
-  state->block = *block;
+  CopyBlock(*block, &state->block);
   state->pool = pool_;
   state->device = device_;
   state->num_elements = count;
