@@ -67,8 +67,9 @@ struct ModelMetadata {
 // Ownership: owns every ServedModel. Requests hold a model version alive while they run;
 // unloading waits for them. Every model allocates from the MemorySystem given at
 // construction (borrowed: it must outlive the engine; the engine touches no other
-// memory system), so two engines on two memory systems share no pool and no limit. Thread-safe: Infer and the read-only calls from any thread,
-// concurrently with loads and unloads (which are serialized among themselves).
+// memory system), so two engines on two memory systems share no pool and no limit.
+// Thread-safe: Infer and the read-only calls from any thread, concurrently with loads
+// and unloads (which are serialized among themselves).
 class Engine {
  public:
   Engine(EngineOptions options, MemorySystem* memory);

@@ -44,10 +44,11 @@ struct ManagerNodeInfo {
 // block and frees it on Close. Managers form a tree: one system manager per device and
 // MemorySystem (memory_system.h; closed only when that memory system dies) -> base
 // managers (model, predictor, trainer) -> sub-managers (context, batch, and scratch
-// scopes). Every manager allocates from the pool its system manager was given. A parent holds its open children; closing a parent closes
-// them first. Callers hold managers through std::shared_ptr; dropping the pointer does
-// not close a manager (its parent still holds it), Close() (or ScopedManager) does. A
-// closed manager object stays valid for as long as anyone holds it.
+// scopes). Every manager allocates from the pool its system manager was given. A parent
+// holds its open children; closing a parent closes them first. Callers hold managers
+// through std::shared_ptr; dropping the pointer does not close a manager (its parent
+// still holds it), Close() (or ScopedManager) does. A closed manager object stays valid
+// for as long as anyone holds it.
 //
 // Rules:
 //  - Close frees the blocks of the arrays it holds, closes its children, hands arrays it
@@ -56,8 +57,8 @@ struct ManagerNodeInfo {
 //    system manager refuses it (its MemorySystem closes it on destruction).
 //  - Cap(): later Create/Zeros/FromHost/Attach/TempAttachAll/Ret into the manager fail
 //    with FAILED_PRECONDITION and count a cap violation for its level in its memory
-//    system. Borrowed arrays
-//    still go back to a capped lender, and sub-managers may still be opened under it.
+//    system. Borrowed arrays still go back to a capped lender, and sub-managers may
+//    still be opened under it.
 //  - Any use of an array's memory after its manager closed or after UnsafeFree is
 //    FAILED_PRECONDITION "use of freed memory", never undefined behaviour.
 //
@@ -87,9 +88,9 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   struct PrivateTag {};
 
  public:
-  // System managers and base managers directly under them come from a MemorySystem
-  // (SystemManager, NewBaseManager there).
-
+  // System managers and the base managers directly under them come from a MemorySystem
+  // (its SystemManager and NewBaseManager).
+  //
   // A child on the same device; `level` defaults to this manager's level. Allowed under a
   // capped manager; FAILED_PRECONDITION under a closed one.
   absl::StatusOr<std::shared_ptr<NDManager>> NewSubManager(
@@ -167,7 +168,7 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   std::string DebugDump() const;
   ManagerNodeInfo DebugInfo() const;
 
-  // Use the factories above; public only for std::make_shared.
+  // Use NewSubManager or a MemorySystem; public only for std::make_shared.
   NDManager(PrivateTag, std::uint64_t uid, ManagerLevel level, Device device, Pool* pool,
             internal::LevelCounters* counters, absl::string_view name, NDManager* parent);
   ~NDManager();

@@ -29,8 +29,7 @@ void ExclusivePort(grpc::ServerBuilder& builder) {
 Daemon::Daemon(Options options, MemorySystem* memory)
     : options_(std::move(options)),
       memory_(memory),
-      metrics_(&memory->pools(),
-               [memory] { return MemoryCollector::NDManagerLevels(*memory); }) {}
+      metrics_(&memory->pools(), [memory] { return MemoryCollector::NDManagerLevels(*memory); }) {}
 
 Daemon::~Daemon() {
   StopServing();

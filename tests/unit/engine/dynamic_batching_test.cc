@@ -24,8 +24,7 @@ constexpr int64_t kClasses = 10;
 
 // The example mlp with one predictor; `batching` keeps or drops the config's
 // dynamic_batching, `delay_us` sets its max_queue_delay_microseconds.
-std::shared_ptr<ServedModel> LoadMlp(MemorySystem* memory, bool batching,
-                                     uint64_t delay_us = 0) {
+std::shared_ptr<ServedModel> LoadMlp(MemorySystem* memory, bool batching, uint64_t delay_us = 0) {
   ModelRepository repo((SourceDir() / "examples/models").string());
   absl::StatusOr<RepositoryModel> m = repo.ReadModel("mlp");
   EXPECT_TRUE(m.ok()) << m.status();

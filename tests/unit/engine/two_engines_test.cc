@@ -25,12 +25,17 @@ struct RecsysRequest {
     for (int64_t& id : ids) id = static_cast<int64_t>(rng() % 100000);
     for (float& d : dense) d = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
     request.model_name = "recsys";
-    request.inputs.push_back({"sparse_ids", DType::kInt64, {1, 4, 8},
-                              absl::Span<const uint8_t>(
-                                  reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 8)});
-    request.inputs.push_back({"dense", DType::kFp32, {1, 13},
-                              absl::Span<const uint8_t>(
-                                  reinterpret_cast<const uint8_t*>(dense.data()), dense.size() * 4)});
+    request.inputs.push_back(
+        {"sparse_ids",
+         DType::kInt64,
+         {1, 4, 8},
+         absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 8)});
+    request.inputs.push_back(
+        {"dense",
+         DType::kFp32,
+         {1, 13},
+         absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(dense.data()),
+                                   dense.size() * 4)});
   }
   std::vector<int64_t> ids;
   std::vector<float> dense;

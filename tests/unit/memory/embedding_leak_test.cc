@@ -99,8 +99,7 @@ class EmbeddingLeakTest : public testing_util::ScopeTest {
 // manager is capped, so every request fails with the cap error and nothing grows.
 TEST_F(EmbeddingLeakTest, TheBuggyWayFailsLoudlyOnTheCappedModelManager) {
   const Counts before = Snapshot();
-  const std::int64_t violations_before =
-      memory_.LevelCounts()[ManagerLevel::kModel].cap_violations;
+  const std::int64_t violations_before = memory_.LevelCounts()[ManagerLevel::kModel].cap_violations;
   for (int request = 0; request < kRequests; ++request) {
     ScopedManager ctx(Must(predictor_->NewSubManager(ManagerLevel::kContext)));
     NDArray ids = Must(ctx->FromHostValues<std::int64_t>({kIdsPerRequest}, IdsFor(request)));

@@ -14,7 +14,6 @@
 namespace ndserve {
 namespace {
 
-
 constexpr int kThreads = 4;
 #if defined(__SANITIZE_THREAD__)
 constexpr int kContextsPerThread = 1500;  // TSan is ~10x slower

@@ -33,7 +33,8 @@ using ::ndserve::admin::v1::ReclaimRequest;
 using ::ndserve::admin::v1::ReclaimResponse;
 using ::testing::HasSubstr;
 
-// An AdminServiceImpl over a memory system of its own with a CPU pool, on an in-process server at 127.0.0.1:<any>.
+// An AdminServiceImpl over a memory system of its own with a CPU pool, on an in-process
+// server at 127.0.0.1:<any>.
 class AdminServiceTest : public ::testing::Test {
  protected:
   void StartServer(std::string token = {}) {

@@ -141,10 +141,8 @@ TEST(OptionsTest, EveryMemoryVariableIsReadAndEmptyOnesKeepTheDefaults) {
 }
 
 TEST(OptionsTest, EachMemoryFlagWinsOverItsVariable) {
-  const EnvLookup bad_env = FakeEnv({{kPoolEnv, "turbo"},
-                                     {kLimitEnv, "lots"},
-                                     {kDebugLevelEnv, "9"},
-                                     {kThreadCacheEnv, "huge"}});
+  const EnvLookup bad_env = FakeEnv(
+      {{kPoolEnv, "turbo"}, {kLimitEnv, "lots"}, {kDebugLevelEnv, "9"}, {kThreadCacheEnv, "huge"}});
   Options flags;
   flags.memory_pool = "split";
   flags.memory_limit = "1GiB";
