@@ -12,6 +12,7 @@
 #include "engine/served_model.h"
 #include "gtest/gtest.h"
 #include "memory/cuda_runtime.h"
+#include "memory/memory_system.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -94,7 +95,8 @@ TEST_P(OpFixtureTest, MatchesNumpyReference) {
   spec.name = name;
   spec.model_path = c.model.string();
   spec.device = kind == DeviceKind::kCuda ? Device::Cuda(0) : Device::Cpu();
-  absl::StatusOr<std::shared_ptr<ServedModel>> model = ServedModel::Load(spec);
+  MemorySystem memory;
+  absl::StatusOr<std::shared_ptr<ServedModel>> model = ServedModel::Load(spec, &memory);
   ASSERT_TRUE(model.ok()) << model.status();
   absl::StatusOr<InferenceResponse> response = (*model)->Infer(testing::MakeRequest(c, name));
   ASSERT_TRUE(response.ok()) << response.status();
