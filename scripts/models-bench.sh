@@ -4,6 +4,10 @@
 #
 #   scripts/models-bench.sh                 # every row, 5 s per row and runtime
 #   SECONDS_PER_ROW=2 scripts/models-bench.sh resnet18 mlp   # rows of these models only
+#   scripts/models-bench.sh --verify        # ORT's outputs vs. every PyTorch reference
+#
+# --verify checks the fixtures rather than ndserve: a correct runtime must match
+# PyTorch on every input set of every export (so the dynamic shapes really are dynamic).
 #
 # ndserve: build/benchmarks/models_benchmark (ServedModel::Infer, as the daemon runs a
 # request, without gRPC), OpenBLAS limited to $THREADS threads. ONNX Runtime:
@@ -31,6 +35,21 @@ if [[ ! -d benchmarks/ort/node_modules/onnxruntime-node ]]; then
   # The package's install script only fetches a CUDA add-on; the CPU binding ships inside.
   (cd benchmarks/ort && npm install --ignore-scripts --no-audit --no-fund >&2)
 fi
+if [[ ${1:-} == --verify ]]; then
+  failed=0
+  for case_dir in "$fixtures"/*/cases/*/; do
+    model_dir=$(dirname "$(dirname "$case_dir")")
+    if out=$(node benchmarks/ort/ort_bench.js --model "$model_dir/1/model.onnx" \
+               --case "$case_dir" --verify --threads "$THREADS"); then
+      echo "ok   ${case_dir#"$fixtures"/}"
+    else
+      echo "FAIL ${case_dir#"$fixtures"/}: $out"
+      failed=1
+    fi
+  done
+  exit $failed
+fi
+
 [[ -f $BUILD_DIR/build.ninja ]] || cmake -S . -B "$BUILD_DIR" -G Ninja >&2
 ninja -C "$BUILD_DIR" -j "${JOBS:-2}" models_benchmark example_models >&2
 
