@@ -157,37 +157,30 @@ TEST_P(TorchDaemonTest, ServedWithoutConfig) {
   const std::optional<tf::UnsupportedEntry> unsupported =
       tf::FindUnsupported(list_, model, DaemonOnCuda());
 
-  if (unsupported.has_value()) {
-    if (Ready(model)) {
-      const std::vector<std::string> problems = Mismatches(*stub_, model);
-      if (problems.empty()) {
-        ADD_FAILURE() << model << " is now served and matches PyTorch: remove " << model << " from "
-                      << tf::UnsupportedListPath();
-      } else {
-        ADD_FAILURE() << model << " (listed as unsupported: " << unsupported->reason
-                      << ") is served but does not match PyTorch:\n"
-                      << absl::StrJoin(problems, "\n");
-      }
-      return;
-    }
+  // Ready, or not: then the daemon's index says why, and an explicit load must fail the
+  // same way (the load at start already did).
+  tf::Outcome outcome;
+  const bool ready = Ready(model);
+  if (!ready) {
     const auto row = IndexRow(model);
     EXPECT_EQ(row.state(), "UNAVAILABLE");
-    EXPECT_EQ(tf::LoadErrorProblem(row.reason(), model), "")
-        << "RepositoryIndex reason of " << model << ": " << row.reason();
-
     inference::RepositoryModelLoadRequest load;
     load.set_model_name(model);
     inference::RepositoryModelLoadResponse loaded;
     grpc::Status s = stub_->RepositoryModelLoad(Context().get(), load, &loaded);
-    ASSERT_FALSE(s.ok()) << model << " loaded on request: remove it from "
-                         << tf::UnsupportedListPath() << " if it also matches";
-    EXPECT_TRUE(s.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
-                s.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
-        << s.error_code() << ": " << s.error_message();
-    EXPECT_EQ(tf::LoadErrorProblem(s.error_message(), model), "")
-        << "RepositoryModelLoad error of " << model << ": " << s.error_message();
-
-    // The request is refused, and the daemon is still up for everyone else.
+    outcome.load =
+        s.ok() ? absl::OkStatus()
+               : absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    if (!s.ok()) {
+      EXPECT_EQ(tf::LoadErrorProblem(row.reason(), tf::OpTypes(model)), "")
+          << "RepositoryIndex reason of " << model << ": " << row.reason();
+    }
+  }
+  if (outcome.load.ok()) outcome.mismatches = Mismatches(*stub_, model);
+  const std::vector<std::string> wrong = tf::Judge(model, unsupported, outcome, tf::OpTypes(model));
+  EXPECT_TRUE(wrong.empty()) << absl::StrJoin(wrong, "\n");
+  if (!outcome.load.ok()) {
+    // Its requests are refused, and the daemon is still up for everyone else.
     absl::StatusOr<ReferenceCase> c = ReadReferenceCaseAt(tf::CaseDirs(model).front().string());
     ASSERT_TRUE(c.ok()) << c.status();
     inference::ModelInferResponse response;
@@ -197,10 +190,8 @@ TEST_P(TorchDaemonTest, ServedWithoutConfig) {
     EXPECT_TRUE(live.live());
     return;
   }
+  EXPECT_TRUE(ready) << model << " loaded only when asked again";
 
-  ASSERT_TRUE(Ready(model)) << model << " is not ready: " << IndexRow(model).reason()
-                            << "\n(if it cannot load yet, list it in " << tf::UnsupportedListPath()
-                            << " with the reason)";
   // Metadata: the exporter's names and types; a dimension that differs between the input
   // sets must be reported variable (-1).
   inference::ModelMetadataRequest request;

@@ -173,18 +173,67 @@ inline std::optional<UnsupportedEntry> FindUnsupported(const std::vector<Unsuppo
   return std::nullopt;
 }
 
-// What a load failure of a listed model must say: which node, and its op type or the
-// opset. Empty when it does; otherwise what is missing.
-inline std::string LoadErrorProblem(absl::string_view message, const std::string& model) {
+// What a load failure of a listed model must say: which node, and its op type (one of
+// `op_types`, the model's) or the opset. Empty when it does; otherwise what is missing.
+inline std::string LoadErrorProblem(absl::string_view message,
+                                    const std::vector<std::string>& op_types) {
   if (!absl::StrContains(message, "node '")) return "it names no node (\"node '...'\")";
   if (absl::StrContains(message, "opset")) return "";
-  for (const std::string& op : OpTypes(model)) {
+  for (const std::string& op : op_types) {
     if (absl::StrContains(message, absl::StrCat("(", op, ")")) ||
         absl::StrContains(message, absl::StrCat("'", op, "'"))) {
       return "";
     }
   }
   return "it names neither the opset nor an operator type of the model";
+}
+
+// Loading (and, when that worked, running) one model on one device.
+struct Outcome {
+  absl::Status load;
+  std::vector<std::string> mismatches;  // one line per input set or output that differs
+};
+
+// The one rule both tests (engine and daemon) apply; what is wrong, empty when nothing.
+// A listed model must fail to load with UNIMPLEMENTED or INVALID_ARGUMENT whose message
+// names the node and its op or the opset; an unlisted one must load and match; a listed
+// one that loads and matches must be taken off the list.
+inline std::vector<std::string> Judge(const std::string& model,
+                                      const std::optional<UnsupportedEntry>& listed,
+                                      const Outcome& outcome,
+                                      const std::vector<std::string>& op_types) {
+  const std::string list = UnsupportedListPath().string();
+  std::vector<std::string> wrong;
+  if (listed.has_value()) {
+    if (outcome.load.ok() && outcome.mismatches.empty()) {
+      wrong.push_back(
+          absl::StrCat(model, " now loads and matches PyTorch: remove ", model, " from ", list));
+    } else if (outcome.load.ok()) {
+      wrong.push_back(absl::StrCat(model, " (listed as unsupported: ", listed->reason,
+                                   ") loads but does not match PyTorch:"));
+      wrong.insert(wrong.end(), outcome.mismatches.begin(), outcome.mismatches.end());
+    } else {
+      const absl::StatusCode code = outcome.load.code();
+      if (code != absl::StatusCode::kUnimplemented && code != absl::StatusCode::kInvalidArgument) {
+        wrong.push_back(absl::StrCat(model, ": the load error must be UNIMPLEMENTED or ",
+                                     "INVALID_ARGUMENT, not ", outcome.load.ToString()));
+      }
+      if (std::string problem = LoadErrorProblem(outcome.load.message(), op_types);
+          !problem.empty()) {
+        wrong.push_back(absl::StrCat(model, ": the load error must say which node and op, but ",
+                                     problem, ": ", outcome.load.ToString()));
+      }
+    }
+    return wrong;
+  }
+  if (!outcome.load.ok()) {
+    wrong.push_back(absl::StrCat(model, " does not load: ", outcome.load.ToString(),
+                                 " (if it cannot load yet, list it in ", list,
+                                 " with the reason)"));
+    return wrong;
+  }
+  wrong.insert(wrong.end(), outcome.mismatches.begin(), outcome.mismatches.end());
+  return wrong;
 }
 
 }  // namespace ndserve::torch_fixtures

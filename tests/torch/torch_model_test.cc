@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/engine.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/cuda_runtime.h"
 #include "tests/torch/torch_fixtures.h"
@@ -93,34 +94,17 @@ TEST_P(TorchModelTest, LoadsWithoutConfigAndMatchesPyTorch) {
   options.model_repository = tf::FixtureDir().string();
   options.device = cuda ? Device::Cuda(0) : Device::Cpu();
   Engine engine(options);
-  const absl::Status load = engine.LoadModel(model);
-
-  if (unsupported.has_value()) {
-    if (load.ok()) {
-      const std::vector<std::string> problems = Mismatches(engine, model);
-      if (problems.empty()) {
-        ADD_FAILURE() << model << " now loads and matches PyTorch: remove " << model << " from "
-                      << tf::UnsupportedListPath();
-      } else {
-        ADD_FAILURE() << model << " (listed as unsupported: " << unsupported->reason
-                      << ") loads but does not match PyTorch:\n"
-                      << absl::StrJoin(problems, "\n");
-      }
-      return;
-    }
-    EXPECT_TRUE(load.code() == absl::StatusCode::kUnimplemented ||
-                load.code() == absl::StatusCode::kInvalidArgument)
-        << load;
-    const std::string problem = tf::LoadErrorProblem(load.message(), model);
-    EXPECT_EQ(problem, "") << "the load error of " << model
-                           << " must say which node and op: " << load;
+  tf::Outcome outcome;
+  outcome.load = engine.LoadModel(model);
+  if (outcome.load.ok()) outcome.mismatches = Mismatches(engine, model);
+  const std::vector<std::string> wrong = tf::Judge(model, unsupported, outcome, tf::OpTypes(model));
+  EXPECT_TRUE(wrong.empty()) << absl::StrJoin(wrong, "\n");
+  if (!outcome.load.ok()) {
     // Nothing half-loaded stays behind.
     EXPECT_FALSE(engine.IsModelReady(model));
     return;
   }
 
-  ASSERT_TRUE(load.ok()) << load << "\n(if " << model << " cannot load yet, list it in "
-                         << tf::UnsupportedListPath() << " with the reason)";
   // The signature comes from the export alone: the exporter's names, in its order.
   absl::StatusOr<ModelMetadata> md = engine.GetModelMetadata(model);
   ASSERT_TRUE(md.ok()) << md.status();
@@ -136,8 +120,45 @@ TEST_P(TorchModelTest, LoadsWithoutConfigAndMatchesPyTorch) {
   for (size_t i = 0; i < first.outputs.size(); ++i) {
     EXPECT_EQ(md->outputs[i].name, first.outputs[i].name);
   }
-  const std::vector<std::string> problems = Mismatches(engine, model);
-  EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
+}
+
+// The rule itself, on made-up outcomes: each way a model can be at odds with the list.
+TEST(TorchJudge, ListedModelMustFailNamingNodeAndOp) {
+  const tf::UnsupportedEntry entry{"m", false, "no Conv"};
+  const std::vector<std::string> ops = {"Conv", "Relu"};
+  auto judge = [&](absl::Status load, std::vector<std::string> mismatches = {}) {
+    return absl::StrJoin(tf::Judge("m", entry, {load, mismatches}, ops), "\n");
+  };
+  EXPECT_EQ(judge(absl::UnimplementedError("node 'c1' (Conv): unsupported operator 'Conv'")), "");
+  EXPECT_EQ(judge(absl::InvalidArgumentError("node 'x' (Foo): opset 17 is not supported")), "");
+  EXPECT_THAT(judge(absl::OkStatus()), ::testing::HasSubstr("remove m from"));
+  EXPECT_THAT(judge(absl::OkStatus(), {"b1: logits differ"}),
+              ::testing::AllOf(::testing::HasSubstr("does not match"),
+                               ::testing::HasSubstr("b1: logits differ")));
+  EXPECT_THAT(judge(absl::InternalError("node 'c1' (Conv): boom")),
+              ::testing::HasSubstr("UNIMPLEMENTED or INVALID_ARGUMENT"));
+  EXPECT_THAT(judge(absl::UnimplementedError("unsupported operator 'Conv'")),
+              ::testing::HasSubstr("names no node"));
+  EXPECT_THAT(judge(absl::UnimplementedError("node 'a' (Gather): bad indices")),
+              ::testing::HasSubstr("neither the opset nor an operator type"));
+}
+
+TEST(TorchJudge, UnlistedModelMustLoadAndMatch) {
+  const std::vector<std::string> ops = {"Conv"};
+  EXPECT_TRUE(tf::Judge("m", std::nullopt, {absl::OkStatus(), {}}, ops).empty());
+  EXPECT_THAT(
+      absl::StrJoin(tf::Judge("m", std::nullopt, {absl::UnimplementedError("x"), {}}, ops), ""),
+      ::testing::HasSubstr("list it in"));
+  EXPECT_EQ(tf::Judge("m", std::nullopt, {absl::OkStatus(), {"b2: differs"}}, ops),
+            std::vector<std::string>{"b2: differs"});
+}
+
+TEST(TorchJudge, CudaOnlyEntriesHoldOnCudaOnly) {
+  const std::vector<tf::UnsupportedEntry> list = {{"a", true, "r"}, {"b", false, "r"}};
+  EXPECT_FALSE(tf::FindUnsupported(list, "a", /*cuda=*/false).has_value());
+  EXPECT_TRUE(tf::FindUnsupported(list, "a", /*cuda=*/true).has_value());
+  EXPECT_TRUE(tf::FindUnsupported(list, "b", /*cuda=*/false).has_value());
+  EXPECT_FALSE(tf::FindUnsupported(list, "c", /*cuda=*/true).has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Exports, TorchModelTest,
