@@ -34,7 +34,8 @@ lines), plus one line per output that readers of the plain grammar skip:
 Each output's atol is 1e-4 * max|reference| of that output and rtol is 1e-3; the case's
 'tolerance' line carries the loosest of them. Every model has at least two input sets that
 differ in batch (CNNs) or in batch and sequence length (text models), so dynamic shapes
-really vary; the sets named in BENCH_SETS are the inputs scripts/models-bench.sh times.
+really vary; scripts/models-bench.sh times some of these sets (resnet18 b8, bert_encoder
+b8_s32, ...) so that ndserve and ONNX Runtime read the same bytes.
 """
 
 import argparse
@@ -332,13 +333,6 @@ MODELS = [
          {"image": {0: "batch"}, "mask": {0: "batch"}, "downsampled": {0: "batch"}},
          [("b1", image_set(1, 64)), ("b2", image_set(2, 64))], calibrate=image_set(8, 64)),
 ]
-
-# The input set scripts/models-bench.sh times per (model, batch) row.
-BENCH_SETS = {
-    ("resnet18", 1): "b1", ("resnet18", 8): "b8", ("mobilenet_v2", 1): "b1",
-    ("bert_encoder", 8): "b8_s32", ("bert_encoder", 1): "b1_s128",
-    ("gpt_decoder", 8): "b8_s32", ("lstm_classifier", 1): "b1_s32",
-}
 
 
 # ---------------------------------------------------------------------------------------
