@@ -303,7 +303,11 @@ absl::StatusOr<uint64_t> AllocatedBytes(ndserve::admin::v1::MemoryAdmin::Stub& a
 }
 
 absl::StatusOr<ReferenceCase> ReadReferenceCase(const std::string& model) {
-  const std::string dir = absl::StrCat(SourceDir(), "/tests/fixtures/models/", model, "/reference");
+  return ReadReferenceCaseAt(
+      absl::StrCat(SourceDir(), "/tests/fixtures/models/", model, "/reference"));
+}
+
+absl::StatusOr<ReferenceCase> ReadReferenceCaseAt(const std::string& dir) {
   absl::StatusOr<std::string> text = ReadFile(dir + "/case.txt");
   if (!text.ok()) return text.status();
   ReferenceCase c;

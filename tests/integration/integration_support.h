@@ -106,6 +106,8 @@ struct ReferenceCase {
 
 // Reads tests/fixtures/models/<model>/reference/case.txt and its .bin files.
 absl::StatusOr<ReferenceCase> ReadReferenceCase(const std::string& model);
+// Reads <dir>/case.txt and its .bin files (any folder in the case.txt grammar).
+absl::StatusOr<ReferenceCase> ReadReferenceCaseAt(const std::string& dir);
 
 // A ModelInferRequest for `model` with the case's inputs as raw contents.
 inference::ModelInferRequest RequestFor(const std::string& model, const ReferenceCase& c);
