@@ -58,8 +58,15 @@ Device BenchDevice() {
   return device.ok() ? *device : Device::Cpu();
 }
 
+// The benchmark's own memory system (default config), never destroyed: the predictor
+// below lives for the whole run.
+MemorySystem& BenchMemory() {
+  static MemorySystem* memory = new MemorySystem();
+  return *memory;
+}
+
 Pool& BenchPool() {
-  absl::StatusOr<Pool*> pool = GlobalPool(BenchDevice());
+  absl::StatusOr<Pool*> pool = BenchMemory().GetPool(BenchDevice());
   if (!pool.ok()) {
     std::fprintf(stderr, "no pool: %s\n", std::string(pool.status().message()).c_str());
     std::abort();
@@ -71,7 +78,7 @@ Pool& BenchPool() {
 NDManager& Predictor() {
   static NDManager* predictor = [] {
     absl::StatusOr<std::shared_ptr<NDManager>> p =
-        NDManager::NewBaseManager(BenchDevice(), ManagerLevel::kPredictor, "bench-predictor");
+        BenchMemory().NewBaseManager(BenchDevice(), ManagerLevel::kPredictor, "bench-predictor");
     if (!p.ok()) std::abort();
     (*p)->Cap();
     return p->get();  // the system manager keeps it alive

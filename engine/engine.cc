@@ -71,8 +71,8 @@ absl::string_view ModelStateName(ModelState state) {
   return "UNAVAILABLE";
 }
 
-Engine::Engine(EngineOptions options)
-    : options_(std::move(options)), repository_(options_.model_repository) {}
+Engine::Engine(EngineOptions options, MemorySystem* memory)
+    : options_(std::move(options)), memory_(memory), repository_(options_.model_repository) {}
 
 Engine::~Engine() { UnloadAllModels(); }
 
@@ -126,7 +126,7 @@ absl::Status Engine::LoadModel(absl::string_view name) {
     spec.config = found->config;
     spec.device = plan->device;
     spec.warm_up = options_.warm_up;
-    absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec);
+    absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, memory_);
     if (!served.ok()) {
       for (auto& [version, model] : loaded) model->Unload();
       return failed(served.status());

@@ -32,28 +32,13 @@ absl::Status Annotate(const absl::Status& status, absl::string_view where) {
   return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
 }
 
-// The INT64 (or INT32) values of a shape-deciding initializer, e.g. Reshape's shape.
-absl::StatusOr<std::vector<int64_t>> ShapeValues(const Initializer& init, absl::string_view where) {
-  if (init.shape.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": input '", init.name,
-                                                   "' must be a 1-D tensor, not ",
-                                                   kernels::ShapeToString(init.shape)));
-  }
-  const int64_t n = kernels::NumElements(init.shape);
-  std::vector<int64_t> values(static_cast<size_t>(n));
-  if (init.dtype == DType::kInt64) {
-    std::memcpy(values.data(), init.bytes.data(), values.size() * sizeof(int64_t));
-  } else if (init.dtype == DType::kInt32) {
-    for (int64_t i = 0; i < n; ++i) {
-      int32_t v;
-      std::memcpy(&v, init.bytes.data() + i * sizeof(int32_t), sizeof(v));
-      values[i] = v;
-    }
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": input '", init.name,
-                                                   "' must be INT64, not ", DTypeName(init.dtype)));
-  }
-  return values;
+// The value of a host input (ops.def) that is an initializer, e.g. Reshape's shape.
+absl::StatusOr<kernels::HostValue> HostValueOf(const Initializer& init, absl::string_view where) {
+  absl::StatusOr<kernels::HostValue> v = kernels::HostValue::FromBytes(
+      init.dtype, init.shape,
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(init.bytes.data()), init.bytes.size()));
+  if (!v.ok()) return Annotate(v.status(), absl::StrCat(where, ": input '", init.name, "'"));
+  return v;
 }
 
 absl::Status MissingInput(const ResolvedNode& rn, absl::string_view input) {
@@ -64,18 +49,7 @@ absl::Status MissingInput(const ResolvedNode& rn, absl::string_view input) {
 
 }  // namespace
 
-bool IsShapeOnlyOp(OpKind op) {
-  switch (op) {
-    case OpKind::kReshape:
-    case OpKind::kFlatten:
-    case OpKind::kSqueeze:
-    case OpKind::kUnsqueeze:
-    case OpKind::kIdentity:
-      return true;
-    default:
-      return false;
-  }
-}
+bool IsShapeOnlyOp(OpKind op) { return kernels::GetOpInfo(op).alias; }
 
 absl::StatusOr<Graph> Graph::Build(GraphDef def) {
   if (def.opset < kernels::kMinOpset || def.opset > kernels::kMaxOpset) {
@@ -115,19 +89,14 @@ absl::StatusOr<Graph> Graph::Build(GraphDef def) {
     ResolvedNode rn;
     rn.name = nd.name.empty() ? absl::StrCat(nd.op_type, "_", i) : nd.name;
     rn.where = absl::StrCat("node '", rn.name, "' (", nd.op_type, ")");
-    absl::StatusOr<OpKind> op = kernels::OpKindFromOnnx(nd.op_type, nd.domain);
+    absl::StatusOr<OpKind> op = kernels::OpKindFromOnnx(nd.op_type, nd.domain, def.opset);
     if (!op.ok()) return Annotate(op.status(), rn.where);
     rn.op = *op;
-    if (rn.op == OpKind::kLayerNormalization && def.opset < 17) {
-      return absl::UnimplementedError(
-          absl::StrFormat("%s: LayerNormalization exists from opset 17; the model imports opset %d",
-                          rn.where, def.opset));
-    }
-    const int shape_index = kernels::ShapeInputIndex(rn.op);
-    std::optional<std::vector<int64_t>> shape_values;
+    const kernels::OpInfo& info = kernels::GetOpInfo(rn.op);
+    std::vector<std::optional<kernels::HostValue>> host_values(nd.inputs.size());
     for (int j = 0; j < static_cast<int>(nd.inputs.size()); ++j) {
       const std::string& in = nd.inputs[j];
-      if (j != shape_index) {
+      if (!info.IsHostInput(j)) {
         rn.inputs.push_back(in);
         continue;
       }
@@ -144,7 +113,7 @@ absl::StatusOr<Graph> Graph::Build(GraphDef def) {
         rn.non_constant_shape_input = in;
         continue;
       }
-      NDS_ASSIGN_OR_RETURN(shape_values, ShapeValues(def.initializers[it->second], rn.where));
+      NDS_ASSIGN_OR_RETURN(host_values[j], HostValueOf(def.initializers[it->second], rn.where));
     }
     while (!rn.inputs.empty() && rn.inputs.back().empty()) rn.inputs.pop_back();
     for (int j = 0; j < static_cast<int>(rn.inputs.size()); ++j) {
@@ -163,7 +132,8 @@ absl::StatusOr<Graph> Graph::Build(GraphDef def) {
     // that input exists at all; its attributes cannot be built without the values.
     if (rn.non_constant_shape_input.empty()) {
       absl::StatusOr<kernels::OpAttrs> attrs =
-          kernels::BuildOpAttrs(rn.op, def.opset, nd.attrs, shape_values);
+          kernels::BuildOpAttrs(rn.op, def.opset, nd.attrs,
+                                kernels::HostInputs(std::move(host_values)));
       if (!attrs.ok()) return Annotate(attrs.status(), rn.where);
       rn.attrs = *std::move(attrs);
     }

@@ -1,5 +1,6 @@
 #include "kernels/dispatch.h"
 
+#include <array>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,22 @@
 #endif
 
 namespace ndserve::kernels {
+
+namespace cpu {
+absl::Status NoKernel(const KernelContext&, absl::Span<const TensorView>,
+                      absl::Span<const TensorView>, const OpAttrs&) {
+  return absl::UnimplementedError("no CPU kernel");
+}
+}  // namespace cpu
+#ifdef NDSERVE_WITH_CUDA
+namespace gpu {
+absl::Status NoKernel(const KernelContext&, absl::Span<const TensorView>,
+                      absl::Span<const TensorView>, const OpAttrs&) {
+  return absl::UnimplementedError("no CUDA kernel");
+}
+}  // namespace gpu
+#endif
+
 namespace {
 
 // Every table entry is Checked<...>: the validation runs once here for all kernels, so no
@@ -29,63 +46,44 @@ absl::Status Checked(const KernelContext& ctx, absl::Span<const TensorView> inpu
   return impl(ctx, inputs, outputs, attrs);
 }
 
-// X(op, kernel function name) for every op; the shape-only ops share one copy kernel.
-// clang-format off
-#define NDS_FOR_EACH_KERNEL(X) \
-  X(kGemm, Gemm) \
-  X(kMatMul, MatMul) \
-  X(kAdd, Add) \
-  X(kSub, Sub) \
-  X(kMul, Mul) \
-  X(kDiv, Div) \
-  X(kRelu, Relu) \
-  X(kSigmoid, Sigmoid) \
-  X(kTanh, Tanh) \
-  X(kErf, Erf) \
-  X(kSoftmax, Softmax) \
-  X(kLayerNormalization, LayerNormalization) \
-  X(kGather, Gather) \
-  X(kReduceSum, ReduceSum) \
-  X(kReduceMean, ReduceMean) \
-  X(kConcat, Concat) \
-  X(kReshape, CopyInput) \
-  X(kFlatten, CopyInput) \
-  X(kTranspose, Transpose) \
-  X(kUnsqueeze, CopyInput) \
-  X(kSqueeze, CopyInput) \
-  X(kIdentity, CopyInput) \
-  X(kCast, Cast)
-// clang-format on
-
-KernelFn CpuKernel(OpKind op) {
-  switch (op) {
-#define NDS_CPU_CASE(op_kind, fn) \
-  case OpKind::op_kind:           \
-    return &Checked<OpKind::op_kind, DeviceKind::kCpu, &cpu::fn>;
-    NDS_FOR_EACH_KERNEL(NDS_CPU_CASE)
-#undef NDS_CPU_CASE
-  }
-  return nullptr;
+// The kernel `impl` of `op` on `kind`, validated, or null where ops.def names NoKernel.
+template <OpKind op, DeviceKind kind, KernelFn impl, KernelFn none>
+KernelFn Entry() {
+  return impl == none ? nullptr : &Checked<op, kind, impl>;
 }
 
-KernelFn CudaKernel(OpKind op) {
+struct KernelPair {
+  KernelFn cpu = nullptr;
+  KernelFn cuda = nullptr;
+};
+
 #ifdef NDSERVE_WITH_CUDA
-  switch (op) {
-#define NDS_CUDA_CASE(op_kind, fn) \
-  case OpKind::op_kind:            \
-    return &Checked<OpKind::op_kind, DeviceKind::kCuda, &gpu::fn>;
-    NDS_FOR_EACH_KERNEL(NDS_CUDA_CASE)
-#undef NDS_CUDA_CASE
-  }
+#define NDS_CUDA_ENTRY(name, fn) Entry<OpKind::k##name, DeviceKind::kCuda, &gpu::fn, &gpu::NoKernel>()
+#else
+#define NDS_CUDA_ENTRY(name, fn) nullptr
 #endif
-  (void)op;
-  return nullptr;
+
+// Both devices' kernels of each op, in OpKind order, straight from ops.def.
+const std::array<KernelPair, kNumOpKinds>& Table() {
+  static const std::array<KernelPair, kNumOpKinds> table = {{
+#define NDS_OP(name, since, rules, cpu_fn, cuda_fn, host, flags)                      \
+  {Entry<OpKind::k##name, DeviceKind::kCpu, &cpu::cpu_fn, &cpu::NoKernel>(), \
+   NDS_CUDA_ENTRY(name, cuda_fn)},
+#include "kernels/ops.def"
+#undef NDS_OP
+  }};
+  return table;
 }
+
+#undef NDS_CUDA_ENTRY
 
 }  // namespace
 
 absl::StatusOr<KernelFn> Lookup(OpKind op, Device device) {
-  const KernelFn fn = device.kind == DeviceKind::kCpu ? CpuKernel(op) : CudaKernel(op);
+  const auto i = static_cast<std::size_t>(op);
+  const KernelFn fn = i >= Table().size()                ? nullptr
+                      : device.kind == DeviceKind::kCpu ? Table()[i].cpu
+                                                        : Table()[i].cuda;
   if (fn == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "no kernel for ", OpKindName(op), " on ", device.kind == DeviceKind::kCpu ? "cpu" : "cuda",

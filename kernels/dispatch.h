@@ -1,7 +1,7 @@
 #ifndef NDSERVE_KERNELS_DISPATCH_H_
 #define NDSERVE_KERNELS_DISPATCH_H_
 
-// The one dispatch table: (OpKind, device kind) -> kernel.
+// The dispatch table: (OpKind, device kind) -> kernel, built from kernels/ops.def.
 //
 // Contract of every kernel:
 //  - Inputs are the node's data inputs in ONNX order (shape-deciding inputs live in the

@@ -1,7 +1,10 @@
 #ifndef NDSERVE_KERNELS_KERNEL_CONTEXT_H_
 #define NDSERVE_KERNELS_KERNEL_CONTEXT_H_
 
+#include <cstddef>
 #include <cstdint>
+
+#include "absl/status/statusor.h"
 
 #include "memory/device.h"
 
@@ -14,6 +17,19 @@ namespace ndserve::kernels {
 // CUDA kernels are queued on `cuda_stream` and return before they have run (except
 // Gather, see dispatch.h); the caller synchronizes the stream before it reads outputs
 // or frees any buffer a kernel used.
+// Scratch memory for kernels that need working space (im2col, packed operands, sort
+// buffers). The engine implements it over the request's scope (PredictorContext), so
+// scratch is accounted to the request and bounded by the pool's limit, never taken from
+// malloc. A block stays valid until the request's context closes, so a CUDA kernel may
+// use it in queued work. Out of memory is RESOURCE_EXHAUSTED. Not thread-safe: one
+// kernel call at a time.
+class ScratchAllocator {
+ public:
+  virtual ~ScratchAllocator() = default;
+  // `bytes` of device memory (on the context's device), aligned to 256 bytes.
+  virtual absl::StatusOr<void*> Allocate(std::size_t bytes) = 0;
+};
+
 struct KernelContext {
   Device device;
   void* cuda_stream = nullptr;    // cudaStream_t; null is the legacy default stream
@@ -21,6 +37,9 @@ struct KernelContext {
   // Host-mapped pinned int32 that device code sets when it meets bad input it cannot
   // report otherwise (an out-of-range Gather index). Required by CUDA Gather.
   int32_t* error_flag = nullptr;
+  // Where kernels take working space; a kernel that needs some fails with
+  // FAILED_PRECONDITION when it is null.
+  ScratchAllocator* scratch = nullptr;
 
   static KernelContext Cpu() { return KernelContext{}; }
 };

@@ -1,155 +1,122 @@
 #include "kernels/node_attrs.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "kernels/cast_convert.h"
+#include "kernels/op_rules.h"
 
 namespace ndserve::kernels {
 namespace {
 
 template <typename T>
-absl::StatusOr<std::optional<T>> Find(OpKind op, const AttrMap& attrs, absl::string_view name) {
-  auto it = attrs.find(name);
-  if (it == attrs.end()) return std::optional<T>();
-  if (const T* v = std::get_if<T>(&it->second)) return std::optional<T>(*v);
-  // ONNX writers sometimes store an integral float attribute as INT; accept it.
-  if constexpr (std::is_same_v<T, float>) {
-    if (const int64_t* v = std::get_if<int64_t>(&it->second)) {
-      return std::optional<T>(static_cast<float>(*v));
-    }
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(OpKindName(op), ": attribute '", name, "' has the wrong type"));
-}
-
-template <typename T>
-absl::StatusOr<T> Get(OpKind op, const AttrMap& attrs, absl::string_view name, T fallback) {
-  NDS_ASSIGN_OR_RETURN(std::optional<T> v, Find<T>(op, attrs, name));
-  return v.has_value() ? *std::move(v) : std::move(fallback);
-}
-
-template <typename T>
-absl::StatusOr<T> Require(OpKind op, const AttrMap& attrs, absl::string_view name) {
-  NDS_ASSIGN_OR_RETURN(std::optional<T> v, Find<T>(op, attrs, name));
-  if (!v.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(OpKindName(op), ": required attribute '", name, "' is missing"));
-  }
-  return *std::move(v);
-}
-
-absl::StatusOr<bool> GetBool(OpKind op, const AttrMap& attrs, absl::string_view name,
-                             bool fallback) {
-  NDS_ASSIGN_OR_RETURN(int64_t v, Get<int64_t>(op, attrs, name, fallback ? 1 : 0));
-  return v != 0;
+T Load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
 }
 
 }  // namespace
 
-int ShapeInputIndex(OpKind op) {
-  switch (op) {
-    case OpKind::kReshape:
-    case OpKind::kSqueeze:
-    case OpKind::kUnsqueeze:
-    case OpKind::kReduceSum:
-      return 1;
-    default:
-      return -1;
+bool HostValue::IsReal() const {
+  return dtype == DType::kFp16 || dtype == DType::kBf16 || dtype == DType::kFp32 ||
+         dtype == DType::kFp64;
+}
+
+HostValue HostValue::OfInts(std::vector<int64_t> values) {
+  HostValue v;
+  v.dtype = DType::kInt64;
+  v.shape = {static_cast<int64_t>(values.size())};
+  v.ints = std::move(values);
+  return v;
+}
+
+absl::StatusOr<HostValue> HostValue::FromBytes(DType dtype, ShapeSpan shape,
+                                               absl::Span<const uint8_t> bytes) {
+  if (!DTypeIsFixedSize(dtype)) {
+    return absl::UnimplementedError("a host input of type BYTES is not supported");
   }
+  NDS_RETURN_IF_ERROR(ValidateShape(shape, "host input"));
+  const int64_t n = NumElements(shape);
+  const std::size_t size = DTypeSize(dtype);
+  if (bytes.size() != static_cast<std::size_t>(n) * size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "host input %s%s has %d bytes, expected %d", DTypeName(dtype), ShapeToString(shape),
+        bytes.size(), static_cast<std::size_t>(n) * size));
+  }
+  HostValue v;
+  v.dtype = dtype;
+  v.shape.assign(shape.begin(), shape.end());
+  const uint8_t* p = bytes.data();
+  for (int64_t i = 0; i < n; ++i, p += size) {
+    switch (dtype) {
+      case DType::kBool:
+      case DType::kUint8: v.ints.push_back(*p); break;
+      case DType::kInt8: v.ints.push_back(Load<int8_t>(p)); break;
+      case DType::kUint16: v.ints.push_back(Load<uint16_t>(p)); break;
+      case DType::kInt16: v.ints.push_back(Load<int16_t>(p)); break;
+      case DType::kUint32: v.ints.push_back(Load<uint32_t>(p)); break;
+      case DType::kInt32: v.ints.push_back(Load<int32_t>(p)); break;
+      // UINT64 past INT64_MAX wraps; no shape or axis value gets there.
+      case DType::kUint64: v.ints.push_back(static_cast<int64_t>(Load<uint64_t>(p))); break;
+      case DType::kInt64: v.ints.push_back(Load<int64_t>(p)); break;
+      case DType::kFp16: v.reals.push_back(HalfToFloat(Half{Load<uint16_t>(p)})); break;
+      case DType::kBf16: v.reals.push_back(BFloat16ToFloat(BFloat16{Load<uint16_t>(p)})); break;
+      case DType::kFp32: v.reals.push_back(Load<float>(p)); break;
+      case DType::kFp64: v.reals.push_back(Load<double>(p)); break;
+      case DType::kBytes: break;
+    }
+  }
+  return v;
+}
+
+const HostValue* HostInputs::Get(int i) const {
+  if (i < 0 || i >= static_cast<int>(values_.size()) || !values_[i].has_value()) return nullptr;
+  return &*values_[i];
+}
+
+absl::StatusOr<std::optional<std::vector<int64_t>>> HostInputs::Ints(
+    OpKind op, int i, absl::string_view what) const {
+  const HostValue* v = Get(i);
+  if (v == nullptr) return std::optional<std::vector<int64_t>>();
+  if (v->IsReal() || v->shape.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: input '%s' must be a 1-D integer tensor, not %s%s", OpKindName(op),
+                        what, DTypeName(v->dtype), ShapeToString(v->shape)));
+  }
+  return std::optional<std::vector<int64_t>>(v->ints);
+}
+
+absl::StatusOr<std::optional<double>> HostInputs::Scalar(OpKind op, int i,
+                                                         absl::string_view what) const {
+  const HostValue* v = Get(i);
+  if (v == nullptr) return std::optional<double>();
+  if (v->numel() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: input '%s' must hold one element, not %s%s", OpKindName(op), what,
+                        DTypeName(v->dtype), ShapeToString(v->shape)));
+  }
+  return std::optional<double>(v->IsReal() ? v->reals[0] : static_cast<double>(v->ints[0]));
 }
 
 absl::StatusOr<OpAttrs> BuildOpAttrs(OpKind op, int opset, const AttrMap& attrs,
-                                     const std::optional<std::vector<int64_t>>& shape_input) {
-  if (opset < kMinOpset || opset > kMaxOpset) {
+                                     const HostInputs& host) {
+  const OpInfo& info = GetOpInfo(op);
+  if (opset < info.since_opset || opset > kMaxOpset) {
     return absl::UnimplementedError(
-        absl::StrFormat("%s: opset %d is not supported (supported: %d to %d)", OpKindName(op),
-                        opset, kMinOpset, kMaxOpset));
+        absl::StrFormat("%s: opset %d is not supported (supported: %d to %d)", info.name, opset,
+                        info.since_opset, kMaxOpset));
   }
-  const std::vector<int64_t> shape_values = shape_input.value_or(std::vector<int64_t>());
   switch (op) {
-    case OpKind::kGemm: {
-      GemmAttrs a;
-      NDS_ASSIGN_OR_RETURN(a.alpha, Get<float>(op, attrs, "alpha", 1.0f));
-      NDS_ASSIGN_OR_RETURN(a.beta, Get<float>(op, attrs, "beta", 1.0f));
-      NDS_ASSIGN_OR_RETURN(a.trans_a, GetBool(op, attrs, "transA", false));
-      NDS_ASSIGN_OR_RETURN(a.trans_b, GetBool(op, attrs, "transB", false));
-      return a;
-    }
-    case OpKind::kSoftmax: {
-      SoftmaxAttrs a;
-      NDS_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", -1));
-      return a;
-    }
-    case OpKind::kLayerNormalization: {
-      LayerNormAttrs a;
-      NDS_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", -1));
-      NDS_ASSIGN_OR_RETURN(a.epsilon, Get<float>(op, attrs, "epsilon", 1e-5f));
-      NDS_ASSIGN_OR_RETURN(int64_t stash, Get<int64_t>(op, attrs, "stash_type", 1));
-      if (stash != 1) {
-        return absl::UnimplementedError(absl::StrFormat(
-            "LayerNormalization: stash_type %d is not supported (only 1, FP32)", stash));
-      }
-      return a;
-    }
-    case OpKind::kGather: {
-      GatherAttrs a;
-      NDS_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", 0));
-      return a;
-    }
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMean: {
-      ReduceAttrs a;
-      NDS_ASSIGN_OR_RETURN(a.keepdims, GetBool(op, attrs, "keepdims", true));
-      if (op == OpKind::kReduceSum) {
-        // Opset 13 moved ReduceSum's axes into an optional input.
-        a.axes = shape_values;
-        NDS_ASSIGN_OR_RETURN(a.noop_with_empty_axes,
-                             GetBool(op, attrs, "noop_with_empty_axes", false));
-      } else {
-        // ReduceMean keeps axes as an attribute until opset 18.
-        NDS_ASSIGN_OR_RETURN(a.axes, Get<std::vector<int64_t>>(op, attrs, "axes", {}));
-      }
-      return a;
-    }
-    case OpKind::kConcat: {
-      ConcatAttrs a;
-      NDS_ASSIGN_OR_RETURN(a.axis, Require<int64_t>(op, attrs, "axis"));
-      return a;
-    }
-    case OpKind::kReshape: {
-      if (!shape_input.has_value()) {
-        return absl::InvalidArgumentError("Reshape: the shape input is missing");
-      }
-      ReshapeAttrs a;
-      a.shape = shape_values;
-      NDS_ASSIGN_OR_RETURN(a.allowzero, GetBool(op, attrs, "allowzero", false));
-      return a;
-    }
-    case OpKind::kFlatten: {
-      FlattenAttrs a;
-      NDS_ASSIGN_OR_RETURN(a.axis, Get<int64_t>(op, attrs, "axis", 1));
-      return a;
-    }
-    case OpKind::kTranspose: {
-      TransposeAttrs a;
-      NDS_ASSIGN_OR_RETURN(a.perm, Get<std::vector<int64_t>>(op, attrs, "perm", {}));
-      return a;
-    }
-    case OpKind::kSqueeze:
-      return SqueezeAttrs{shape_values};
-    case OpKind::kUnsqueeze:
-      if (!shape_input.has_value()) {
-        return absl::InvalidArgumentError("Unsqueeze: the axes input is missing");
-      }
-      return UnsqueezeAttrs{shape_values};
-    case OpKind::kCast: {
-      NDS_ASSIGN_OR_RETURN(int64_t to, Require<int64_t>(op, attrs, "to"));
-      NDS_ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnx(to));
-      return CastAttrs{dtype};
-    }
-    default:
-      return NoAttrs{};
+#define NDS_OP(name, since, rules_fn, cpu, cuda, host_mask, flags) \
+  case OpKind::k##name:                                           \
+    return rules::Build##rules_fn(op, opset, attrs, host);
+#include "kernels/ops.def"
+#undef NDS_OP
   }
+  return absl::InvalidArgumentError(absl::StrCat("unknown op kind ", static_cast<int>(op)));
 }
 
 absl::StatusOr<DType> DTypeFromOnnx(int64_t onnx_type) {

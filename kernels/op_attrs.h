@@ -7,17 +7,22 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "kernels/attrs/conv.h"
+#include "kernels/attrs/data.h"
+#include "kernels/attrs/math.h"
+#include "kernels/attrs/rnn.h"
 #include "kernels/op_kind.h"
 #include "memory/dtype.h"
 
 namespace ndserve::kernels {
 
-// Resolved attributes of one node, one struct per op family. Node inputs that decide an
-// output's shape (Reshape's shape; Squeeze, Unsqueeze and ReduceSum's axes) are folded in
-// here as values, and are NOT passed to kernels as tensors: the engine reads them at load
-// time (they must be initializers or constants). BuildOpAttrs (node_attrs.h) fills these
-// from an ONNX node. Axes may be negative (ONNX style); kernels normalize them. Plain
-// values.
+// Resolved attributes of one node, one struct per op family. Host inputs (ops.def: inputs
+// that decide an output's shape, such as Reshape's shape or Squeeze's axes) are folded in
+// here as values and are NOT passed to kernels as tensors: the engine reads them on the
+// host, from initializers when the model loads or from the host-side shape arithmetic per
+// request. BuildOpAttrs (node_attrs.h) fills these from an ONNX node through the rules of
+// kernels/rules/. Axes may be negative (ONNX style); kernels normalize them. Plain values.
+// A new family adds its struct here and to the OpAttrs variant.
 
 // Add, Sub, Mul, Div, MatMul, Relu, Sigmoid, Tanh, Erf, Identity.
 struct NoAttrs {};
@@ -73,9 +78,19 @@ struct CastAttrs {
   DType to = DType::kFp32;
 };
 
-using OpAttrs = std::variant<NoAttrs, GemmAttrs, SoftmaxAttrs, LayerNormAttrs, GatherAttrs,
-                             ReduceAttrs, ConcatAttrs, ReshapeAttrs, FlattenAttrs, TransposeAttrs,
-                             SqueezeAttrs, UnsqueezeAttrs, CastAttrs>;
+// One alternative per struct, grouped by family; the last line closes the list.
+using OpAttrs = std::variant<
+    NoAttrs, GemmAttrs, SoftmaxAttrs, LayerNormAttrs, GatherAttrs, ReduceAttrs, ConcatAttrs,
+    ReshapeAttrs, FlattenAttrs, TransposeAttrs, SqueezeAttrs, UnsqueezeAttrs,
+    // kernels/attrs/math.h
+
+    // kernels/attrs/data.h
+
+    // kernels/attrs/conv.h
+
+    // kernels/attrs/rnn.h
+
+    CastAttrs>;
 
 // The attribute struct `op` expects, or INVALID_ARGUMENT when `attrs` holds another one
 // (an engine bug, reported instead of crashing).

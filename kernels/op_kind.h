@@ -8,43 +8,47 @@
 
 namespace ndserve::kernels {
 
-// The ONNX operators (default domain, opsets 13 to 17) that have kernels.
+// The ONNX operators (default domain) that have kernels, in the order of ops.def.
 enum class OpKind : uint8_t {
-  kGemm,
-  kMatMul,
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kRelu,
-  kSigmoid,
-  kTanh,
-  kErf,
-  kSoftmax,
-  kLayerNormalization,
-  kGather,
-  kReduceSum,
-  kReduceMean,
-  kConcat,
-  kReshape,
-  kFlatten,
-  kTranspose,
-  kUnsqueeze,
-  kSqueeze,
-  kIdentity,
-  kCast,
+#define NDS_OP(name, since, rules, cpu, cuda, host, flags) k##name,
+#include "kernels/ops.def"
+#undef NDS_OP
 };
-inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kCast) + 1;
+inline constexpr int kNumOpKinds = 0
+#define NDS_OP(name, since, rules, cpu, cuda, host, flags) +1
+#include "kernels/ops.def"
+#undef NDS_OP
+    ;
 
 // Oldest and newest default-domain opset whose semantics the kernels implement.
 inline constexpr int kMinOpset = 13;
 inline constexpr int kMaxOpset = 17;
 
+// Flags column of ops.def.
+inline constexpr uint32_t kOpAlias = 1;
+
+// One row of ops.def, minus the functions (op_rules.h and dispatch.h reach those).
+struct OpInfo {
+  absl::string_view name;  // the ONNX op_type
+  int since_opset;         // first opset supported; the last is kMaxOpset
+  uint32_t host_inputs;    // bit i: input i is read on the host (see ops.def)
+  bool alias;              // output aliases input 0's bytes
+
+  bool IsHostInput(int i) const { return i < 32 && (host_inputs >> i) & 1u; }
+};
+
+const OpInfo& GetOpInfo(OpKind op);
+
 // The ONNX op_type: "Gemm", "LayerNormalization", ...
 absl::string_view OpKindName(OpKind op);
-// UNIMPLEMENTED naming the operator (and its domain when not the default one) for
-// anything without a kernel, e.g. "unsupported operator 'Celu'".
-absl::StatusOr<OpKind> OpKindFromOnnx(absl::string_view op_type, absl::string_view domain = "");
+
+// The operator `op_type` of `domain` as a model importing default-domain `opset` uses it.
+// UNIMPLEMENTED naming the operator, the domain when not the default one, and the opset for
+// anything the table does not run: "unsupported operator 'Celu' (opset 17)", or
+// "LayerNormalization exists from opset 17; the model imports opset 13". opset 0 skips the
+// opset checks (for callers that only map names).
+absl::StatusOr<OpKind> OpKindFromOnnx(absl::string_view op_type, absl::string_view domain = "",
+                                      int opset = 0);
 
 }  // namespace ndserve::kernels
 

@@ -10,6 +10,7 @@
 namespace ndserve {
 
 class DevicePools;
+class MemorySystem;
 class Pool;
 
 // ndserve.admin.v1.MemoryAdmin (docs/design.md §5): pool status, reclaim of cached memory
@@ -18,10 +19,11 @@ class Pool;
 //
 // A synchronous service: admin calls are rare, and a reclaim may block on the device
 // (cudaFree), which must not stall the inference completion queues. Reads and reclaims
-// `pools` (not owned; must outlive the service). Thread-safe.
+// the pools of `memory` and dumps its manager trees (borrowed; it must outlive the
+// service). Thread-safe.
 class AdminServiceImpl final : public ndserve::admin::v1::MemoryAdmin::Service {
  public:
-  AdminServiceImpl(DevicePools* pools, AdminAuth auth);
+  AdminServiceImpl(MemorySystem* memory, AdminAuth auth);
 
   grpc::Status GetMemoryStatus(grpc::ServerContext* context,
                                const ndserve::admin::v1::GetMemoryStatusRequest* request,
@@ -40,7 +42,7 @@ class AdminServiceImpl final : public ndserve::admin::v1::MemoryAdmin::Service {
                              ndserve::admin::v1::PoolStatus* out);
 
  private:
-  DevicePools* const pools_;
+  MemorySystem* const memory_;
   const AdminAuth auth_;
 };
 

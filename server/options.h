@@ -12,6 +12,13 @@
 
 namespace ndserve {
 
+// The environment variables that give the memory flags their defaults (README
+// "Memory configuration"). Read here only: memory/ never looks at the environment.
+inline constexpr char kPoolEnv[] = "NDSERVE_MEMORY_POOL";
+inline constexpr char kLimitEnv[] = "NDSERVE_MEMORY_LIMIT";
+inline constexpr char kDebugLevelEnv[] = "NDSERVE_DEBUG_LEVEL";
+inline constexpr char kThreadCacheEnv[] = "NDSERVE_MEMORY_THREAD_CACHE";
+
 // What the repository RPCs may do (docs/design.md §5).
 enum class ModelControlMode {
   kExplicit,  // every model is loaded at start; the repository RPCs load and unload
@@ -28,7 +35,8 @@ std::string AbslUnparseFlag(ModelControlMode mode);
 // The daemon's settings as the operator wrote them: main.cc binds its flags into this
 // struct and nothing else reads flags. The four memory settings stay text here,
 // because where a value came from (flag or environment variable) decides what an error
-// names; ResolveMemoryConfig turns them into a MemoryConfig. Plain value.
+// names; ResolveMemoryConfig turns them into the MemoryConfig that main.cc builds the
+// process's one MemorySystem from. Plain value.
 struct Options {
   // Empty: DefaultModelRepository().
   std::string model_repository;

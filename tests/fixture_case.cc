@@ -92,6 +92,12 @@ absl::Status ReadLine(const fs::path& dir, const std::vector<std::string>& w, Fi
     if (!absl::SimpleAtod(w[1], &c->atol) || !absl::SimpleAtod(w[2], &c->rtol)) {
       return absl::InvalidArgumentError("bad tolerance");
     }
+  } else if (kw == "output_tolerance" && w.size() == 4) {
+    FixtureTolerance t;
+    if (!absl::SimpleAtod(w[2], &t.atol) || !absl::SimpleAtod(w[3], &t.rtol)) {
+      return absl::InvalidArgumentError("bad tolerance");
+    }
+    c->output_tolerances[w[1]] = t;
   } else if (kw == "attr" && w.size() == 4) {
     NDS_ASSIGN_OR_RETURN(FixtureAttr attr, ParseAttr(w[2], w[3]));
     c->attrs.emplace_back(w[1], std::move(attr));

@@ -5,10 +5,12 @@
 // model fixture under tests/fixtures, read one way for every test binary. The grammar is
 // in each case.txt's own header:
 //   model <path> | op <OpType> | opset <N> | attr <name> int|float|ints|floats <v> |
-//   input|const|output <name> <DTYPE> <dims> <file> | tolerance <atol> <rtol>
+//   input|const|output <name> <DTYPE> <dims> <file> | tolerance <atol> <rtol> |
+//   output_tolerance <name> <atol> <rtol>   (one output's own bound; PyTorch fixtures)
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <variant>
@@ -39,6 +41,12 @@ struct FixtureTensor {
 using FixtureAttr =
     std::variant<std::int64_t, float, std::vector<std::int64_t>, std::vector<float>>;
 
+// Pass if |got - want| <= atol + rtol * |want|.
+struct FixtureTolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
 // One fixture directory. Plain value.
 struct FixtureCase {
   std::string name;  // the directory's name
@@ -49,7 +57,9 @@ struct FixtureCase {
   std::vector<std::pair<std::string, FixtureAttr>> attrs;
   std::vector<FixtureTensor> inputs;  // input and const lines, in the node's input order
   std::vector<FixtureTensor> outputs;
-  double atol = 0, rtol = 0;
+  double atol = 0, rtol = 0;  // the tolerance line: every output's bound
+  // output_tolerance lines by output name (outputs without one use atol/rtol).
+  std::map<std::string, FixtureTolerance> output_tolerances;
 
   // The "input" lines only: what a request feeds.
   std::vector<const FixtureTensor*> GraphInputs() const;

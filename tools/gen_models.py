@@ -42,6 +42,7 @@ FORMAT = """\
 
 import argparse
 import math
+import importlib
 import os
 import sys
 
@@ -538,7 +539,14 @@ def op_cases():
     ]:
         add(name, "Cast", 13, [("input", "input", src)], [("output", src.astype(to))],
             attrs={"to": ("dtype", np.dtype(to))})
+    # Operator families added after the first slice live in tools/op_cases/<family>.py,
+    # one module per family, each with cases(add, rng) that adds OpCases through `add`.
+    for family in OP_CASE_FAMILIES:
+        importlib.import_module(f"op_cases.{family}").cases(add, rng)
     return cases
+
+
+OP_CASE_FAMILIES = ("math", "data", "conv", "rnn")
 
 
 def build_op_model(case):

@@ -13,32 +13,16 @@
 
 namespace ndserve::kernels::cpu {
 
-#define NDS_DECLARE_CPU_KERNEL(name)                                               \
-  absl::Status name(const KernelContext& ctx, absl::Span<const TensorView> inputs, \
-                    absl::Span<const TensorView> outputs, const OpAttrs& attrs)
-
-NDS_DECLARE_CPU_KERNEL(Gemm);
-NDS_DECLARE_CPU_KERNEL(MatMul);
-NDS_DECLARE_CPU_KERNEL(Add);
-NDS_DECLARE_CPU_KERNEL(Sub);
-NDS_DECLARE_CPU_KERNEL(Mul);
-NDS_DECLARE_CPU_KERNEL(Div);
-NDS_DECLARE_CPU_KERNEL(Relu);
-NDS_DECLARE_CPU_KERNEL(Sigmoid);
-NDS_DECLARE_CPU_KERNEL(Tanh);
-NDS_DECLARE_CPU_KERNEL(Erf);
-NDS_DECLARE_CPU_KERNEL(Softmax);
-NDS_DECLARE_CPU_KERNEL(LayerNormalization);
-NDS_DECLARE_CPU_KERNEL(Gather);
-NDS_DECLARE_CPU_KERNEL(ReduceSum);
-NDS_DECLARE_CPU_KERNEL(ReduceMean);
-NDS_DECLARE_CPU_KERNEL(Concat);
-NDS_DECLARE_CPU_KERNEL(Transpose);
-// Reshape, Flatten, Squeeze, Unsqueeze, Identity: the bytes do not move.
-NDS_DECLARE_CPU_KERNEL(CopyInput);
-NDS_DECLARE_CPU_KERNEL(Cast);
-
-#undef NDS_DECLARE_CPU_KERNEL
+// One declaration per kernel named in ops.def (a kernel shared by several ops is declared
+// once per op, which C++ allows), plus NoKernel: the marker an ops.def line names for a
+// device the op has no kernel on yet; Lookup reports it as UNIMPLEMENTED at load.
+#define NDS_OP(name, since, rules, cpu, cuda, host, flags)                         \
+  absl::Status cpu(const KernelContext& ctx, absl::Span<const TensorView> inputs, \
+                    absl::Span<const TensorView> outputs, const OpAttrs& attrs);
+#include "kernels/ops.def"
+#undef NDS_OP
+absl::Status NoKernel(const KernelContext& ctx, absl::Span<const TensorView> inputs,
+                      absl::Span<const TensorView> outputs, const OpAttrs& attrs);
 
 }  // namespace ndserve::kernels::cpu
 

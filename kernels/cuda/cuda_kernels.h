@@ -15,32 +15,16 @@
 
 namespace ndserve::kernels::gpu {
 
-#define NDS_DECLARE_CUDA_KERNEL(name)                                              \
-  absl::Status name(const KernelContext& ctx, absl::Span<const TensorView> inputs, \
-                    absl::Span<const TensorView> outputs, const OpAttrs& attrs)
-
-NDS_DECLARE_CUDA_KERNEL(Gemm);
-NDS_DECLARE_CUDA_KERNEL(MatMul);
-NDS_DECLARE_CUDA_KERNEL(Add);
-NDS_DECLARE_CUDA_KERNEL(Sub);
-NDS_DECLARE_CUDA_KERNEL(Mul);
-NDS_DECLARE_CUDA_KERNEL(Div);
-NDS_DECLARE_CUDA_KERNEL(Relu);
-NDS_DECLARE_CUDA_KERNEL(Sigmoid);
-NDS_DECLARE_CUDA_KERNEL(Tanh);
-NDS_DECLARE_CUDA_KERNEL(Erf);
-NDS_DECLARE_CUDA_KERNEL(Softmax);
-NDS_DECLARE_CUDA_KERNEL(LayerNormalization);
-NDS_DECLARE_CUDA_KERNEL(Gather);
-NDS_DECLARE_CUDA_KERNEL(ReduceSum);
-NDS_DECLARE_CUDA_KERNEL(ReduceMean);
-NDS_DECLARE_CUDA_KERNEL(Concat);
-NDS_DECLARE_CUDA_KERNEL(Transpose);
-// Reshape, Flatten, Squeeze, Unsqueeze, Identity: the bytes do not move.
-NDS_DECLARE_CUDA_KERNEL(CopyInput);
-NDS_DECLARE_CUDA_KERNEL(Cast);
-
-#undef NDS_DECLARE_CUDA_KERNEL
+// One declaration per kernel named in ops.def (a kernel shared by several ops is declared
+// once per op, which C++ allows), plus NoKernel: the marker an ops.def line names for a
+// device the op has no kernel on yet; Lookup reports it as UNIMPLEMENTED at load.
+#define NDS_OP(name, since, rules, cpu, cuda, host, flags)                         \
+  absl::Status cuda(const KernelContext& ctx, absl::Span<const TensorView> inputs, \
+                    absl::Span<const TensorView> outputs, const OpAttrs& attrs);
+#include "kernels/ops.def"
+#undef NDS_OP
+absl::Status NoKernel(const KernelContext& ctx, absl::Span<const TensorView> inputs,
+                      absl::Span<const TensorView> outputs, const OpAttrs& attrs);
 
 }  // namespace ndserve::kernels::gpu
 

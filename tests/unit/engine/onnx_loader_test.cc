@@ -10,6 +10,7 @@
 #include "engine/served_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "memory/memory_system.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -42,7 +43,8 @@ TEST_P(BadModelTest, IsALoadErrorNamingTheProblem) {
   ModelLoadSpec spec;
   spec.name = "bad";
   spec.model_path = Bad(c.file);
-  absl::StatusOr<std::shared_ptr<ServedModel>> model = ServedModel::Load(spec);
+  MemorySystem memory;
+  absl::StatusOr<std::shared_ptr<ServedModel>> model = ServedModel::Load(spec, &memory);
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(std::string(model.status().message()), HasSubstr("failed to load model 'bad'"));
   EXPECT_THAT(std::string(model.status().message()), HasSubstr(c.message));

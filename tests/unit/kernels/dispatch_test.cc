@@ -90,7 +90,7 @@ TEST(Dispatch, RejectsViewsOnAnotherDeviceAndMissingData) {
 
 TEST(NodeAttrs, DefaultsAndShapeInputs) {
   auto gemm =
-      BuildOpAttrs(OpKind::kGemm, 13, {{"transB", int64_t{1}}, {"alpha", 0.5f}}, std::nullopt);
+      BuildOpAttrs(OpKind::kGemm, 13, {{"transB", int64_t{1}}, {"alpha", 0.5f}});
   ASSERT_TRUE(gemm.ok());
   const auto& g = std::get<GemmAttrs>(*gemm);
   EXPECT_TRUE(g.trans_b);
@@ -99,43 +99,45 @@ TEST(NodeAttrs, DefaultsAndShapeInputs) {
   EXPECT_EQ(g.beta, 1.0f);
 
   auto sum =
-      BuildOpAttrs(OpKind::kReduceSum, 13, {{"keepdims", int64_t{0}}}, std::vector<int64_t>{1, 2});
+      BuildOpAttrs(OpKind::kReduceSum, 13, {{"keepdims", int64_t{0}}},
+                   HostInputs({std::nullopt, HostValue::OfInts({1, 2})}));
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(std::get<ReduceAttrs>(*sum).axes, (std::vector<int64_t>{1, 2}));
   EXPECT_FALSE(std::get<ReduceAttrs>(*sum).keepdims);
 
   auto mean =
-      BuildOpAttrs(OpKind::kReduceMean, 17, {{"axes", std::vector<int64_t>{1}}}, std::nullopt);
+      BuildOpAttrs(OpKind::kReduceMean, 17, {{"axes", std::vector<int64_t>{1}}});
   ASSERT_TRUE(mean.ok());
   EXPECT_EQ(std::get<ReduceAttrs>(*mean).axes, (std::vector<int64_t>{1}));
   EXPECT_TRUE(std::get<ReduceAttrs>(*mean).keepdims);
 
-  auto cast = BuildOpAttrs(OpKind::kCast, 13, {{"to", int64_t{10}}}, std::nullopt);
+  auto cast = BuildOpAttrs(OpKind::kCast, 13, {{"to", int64_t{10}}});
   ASSERT_TRUE(cast.ok());
   EXPECT_EQ(std::get<CastAttrs>(*cast).to, DType::kFp16);
 
-  EXPECT_EQ(ShapeInputIndex(OpKind::kReshape), 1);
-  EXPECT_EQ(ShapeInputIndex(OpKind::kReduceMean), -1);
+  EXPECT_TRUE(GetOpInfo(OpKind::kReshape).IsHostInput(1));
+  EXPECT_FALSE(GetOpInfo(OpKind::kReshape).IsHostInput(0));
+  EXPECT_EQ(GetOpInfo(OpKind::kReduceMean).host_inputs, 0u);
 }
 
 TEST(NodeAttrs, Errors) {
-  EXPECT_EQ(BuildOpAttrs(OpKind::kRelu, 9, {}, std::nullopt).status().code(),
+  EXPECT_EQ(BuildOpAttrs(OpKind::kRelu, 9, {}).status().code(),
             absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(BuildOpAttrs(OpKind::kRelu, 18, {}, std::nullopt).status().message(),
+  EXPECT_THAT(BuildOpAttrs(OpKind::kRelu, 18, {}).status().message(),
               HasSubstr("opset 18"));
-  EXPECT_THAT(BuildOpAttrs(OpKind::kConcat, 13, {}, std::nullopt).status().message(),
+  EXPECT_THAT(BuildOpAttrs(OpKind::kConcat, 13, {}).status().message(),
               HasSubstr("'axis'"));
-  EXPECT_THAT(BuildOpAttrs(OpKind::kCast, 13, {}, std::nullopt).status().message(),
+  EXPECT_THAT(BuildOpAttrs(OpKind::kCast, 13, {}).status().message(),
               HasSubstr("'to'"));
   EXPECT_EQ(
-      BuildOpAttrs(OpKind::kGemm, 13, {{"alpha", std::string("x")}}, std::nullopt).status().code(),
+      BuildOpAttrs(OpKind::kGemm, 13, {{"alpha", std::string("x")}}).status().code(),
       absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(
-      BuildOpAttrs(OpKind::kLayerNormalization, 17, {{"stash_type", int64_t{0}}}, std::nullopt)
+      BuildOpAttrs(OpKind::kLayerNormalization, 17, {{"stash_type", int64_t{0}}})
           .status()
           .code(),
       absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(BuildOpAttrs(OpKind::kReshape, 14, {}, std::nullopt).status().code(),
+  EXPECT_EQ(BuildOpAttrs(OpKind::kReshape, 14, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(DTypeFromOnnx(14).status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(DTypeFromOnnx(99).status().code(), absl::StatusCode::kInvalidArgument);

@@ -69,18 +69,21 @@ TEST_P(OpsFixtureTest, MatchesNumpyReference) {
   auto op = OpKindFromOnnx(fx->op_type);
   ASSERT_TRUE(op.ok()) << op.status();
 
-  // Split node inputs into kernel inputs and the shape-deciding one.
+  // Split node inputs into kernel inputs and host inputs (ops.def).
   std::vector<HostTensor> inputs;
-  std::optional<std::vector<int64_t>> shape_input;
+  std::vector<std::optional<HostValue>> host(fx->inputs.size());
   for (std::size_t i = 0; i < fx->inputs.size(); ++i) {
-    if (static_cast<int>(i) == ShapeInputIndex(*op)) {
-      ASSERT_EQ(fx->inputs[i].kind, "const") << "shape inputs must be initializers";
-      shape_input = fx->inputs[i].tensor.Values<int64_t>();
+    const HostTensor& t = fx->inputs[i].tensor;
+    if (GetOpInfo(*op).IsHostInput(static_cast<int>(i))) {
+      ASSERT_EQ(fx->inputs[i].kind, "const") << "host inputs must be initializers";
+      auto value = HostValue::FromBytes(t.dtype, t.shape, t.bytes);
+      ASSERT_TRUE(value.ok()) << value.status();
+      host[i] = *std::move(value);
     } else {
-      inputs.push_back(fx->inputs[i].tensor);
+      inputs.push_back(t);
     }
   }
-  auto attrs = BuildOpAttrs(*op, fx->opset, fx->attrs, shape_input);
+  auto attrs = BuildOpAttrs(*op, fx->opset, fx->attrs, HostInputs(std::move(host)));
   ASSERT_TRUE(attrs.ok()) << attrs.status();
 
   DeviceRunner runner(device);

@@ -1,0 +1,80 @@
+// Rules of the reductions. ReduceSum takes its axes as a host input from opset 13;
+// ReduceMean (like ReduceMax/Min/Prod) keeps them as an attribute until opset 18.
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "kernels/op_rules.h"
+#include "kernels/rules/rule_util.h"
+#include "kernels/shape_inference.h"
+
+namespace ndserve::kernels::rules {
+
+absl::StatusOr<OpAttrs> BuildReduceSum(OpKind op, int, const AttrMap& attrs,
+                                       const HostInputs& host) {
+  ReduceAttrs a;
+  NDS_ASSIGN_OR_RETURN(a.keepdims, GetBoolAttr(op, attrs, "keepdims", true));
+  NDS_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes, host.Ints(op, 1, "axes"));
+  a.axes = axes.value_or(std::vector<int64_t>());
+  NDS_ASSIGN_OR_RETURN(a.noop_with_empty_axes,
+                       GetBoolAttr(op, attrs, "noop_with_empty_axes", false));
+  return a;
+}
+
+absl::StatusOr<OpAttrs> BuildReduceAttr(OpKind op, int, const AttrMap& attrs,
+                                        const HostInputs&) {
+  ReduceAttrs a;
+  NDS_ASSIGN_OR_RETURN(a.keepdims, GetBoolAttr(op, attrs, "keepdims", true));
+  NDS_ASSIGN_OR_RETURN(a.axes, GetAttr<std::vector<int64_t>>(op, attrs, "axes", {}));
+  return a;
+}
+
+absl::StatusOr<Descs> InferReduceSum(OpKind op, absl::Span<const TensorDesc> in,
+                                     const OpAttrs& attrs) {
+  const ReduceAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
+  const ShapeSpan x = in[0].shape;
+  NDS_ASSIGN_OR_RETURN(const std::vector<int64_t> axes,
+                       ResolveReduceAxes(*a, x.size(), OpKindName(op)));
+  if (axes.empty()) return Descs{in[0]};
+  Shape out;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const bool red = std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
+    if (!red) {
+      out.push_back(x[i]);
+    } else if (a->keepdims) {
+      out.push_back(1);
+    }
+  }
+  return Descs{{DType::kFp32, out}};
+}
+
+absl::StatusOr<Descs> InferReduceAttr(OpKind op, absl::Span<const TensorDesc> in,
+                                      const OpAttrs& attrs) {
+  return InferReduceSum(op, in, attrs);
+}
+
+}  // namespace ndserve::kernels::rules
+
+namespace ndserve::kernels {
+
+absl::StatusOr<std::vector<int64_t>> ResolveReduceAxes(const ReduceAttrs& attrs, int64_t rank,
+                                                       absl::string_view op_name) {
+  std::vector<int64_t> axes;
+  if (attrs.axes.empty()) {
+    if (attrs.noop_with_empty_axes) return axes;
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+    return axes;
+  }
+  for (int64_t axis : attrs.axes) {
+    NDS_ASSIGN_OR_RETURN(const int64_t n, NormalizeAxis(axis, rank, op_name));
+    if (std::find(axes.begin(), axes.end(), n) != axes.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s: axis %d given twice", op_name, axis));
+    }
+    axes.push_back(n);
+  }
+  return axes;
+}
+
+}  // namespace ndserve::kernels
