@@ -96,6 +96,23 @@ absl::StatusOr<Fixture> LoadFixture(const fs::path& dir) {
       } else {
         return absl::InvalidArgumentError(absl::StrCat("unknown attr type: ", line));
       }
+    } else if (kw == "attr" && w.size() == 6 && w[2] == "tensor") {
+      HostValue v;
+      NDS_ASSIGN_OR_RETURN(v.dtype, ParseDType(w[3]));
+      NDS_ASSIGN_OR_RETURN(v.shape, ParseDims(w[4]));
+      for (absl::string_view item : absl::StrSplit(w[5], ',')) {
+        if (v.IsReal()) {
+          double d;
+          if (!absl::SimpleAtod(item, &d)) return absl::InvalidArgumentError(line);
+          v.reals.push_back(d);
+        } else {
+          int64_t i;
+          if (!absl::SimpleAtoi(item, &i)) return absl::InvalidArgumentError(line);
+          v.ints.push_back(i);
+        }
+      }
+      if (v.numel() != NumElements(v.shape)) return absl::InvalidArgumentError(line);
+      fx.attrs[w[1]] = std::move(v);
     } else if ((kw == "input" || kw == "const" || kw == "output") && w.size() == 5) {
       NDS_ASSIGN_OR_RETURN(DType dtype, ParseDType(w[2]));
       NDS_ASSIGN_OR_RETURN(Shape shape, ParseDims(w[3]));
