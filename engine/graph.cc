@@ -131,6 +131,7 @@ absl::StatusOr<Graph> Graph::Build(GraphDef def) {
     // A node whose shape input is computed is reported (below) once it is known whether
     // that input exists at all; its attributes cannot be built without the values.
     if (rn.non_constant_shape_input.empty()) {
+      nd.attrs[kernels::kNodeOutputCountAttr] = static_cast<int64_t>(rn.outputs.size());
       absl::StatusOr<kernels::OpAttrs> attrs =
           kernels::BuildOpAttrs(rn.op, def.opset, nd.attrs,
                                 kernels::HostInputs(std::move(host_values)));

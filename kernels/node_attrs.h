@@ -48,6 +48,11 @@ using AttrValue = std::variant<int64_t, float, std::vector<int64_t>, std::vector
                                std::string, HostValue>;
 using AttrMap = absl::flat_hash_map<std::string, AttrValue>;
 
+// An INT attribute the engine adds to every node: how many outputs the node names. Rules
+// of an op whose output count decides its result and is not otherwise stated (Split
+// without its `split` input) read it. No ONNX attribute has this name.
+inline constexpr char kNodeOutputCountAttr[] = "ndserve.num_outputs";
+
 // The host values of one node, by input position. Positions that are not host inputs, or
 // whose optional input the node leaves out, hold nothing. A plain value.
 class HostInputs {

@@ -31,6 +31,7 @@ FORMAT = """\
 #   attr <name> int|float|ints|floats <v>       (op cases) node attribute as in ONNX;
 #                                               lists are comma-separated, no spaces
 #                                               (Cast's 'to' is the TensorProto enum)
+#   attr <name> string <v>                      (op cases) STRING attribute (no spaces)
 #   attr <name> tensor <DTYPE> <dims> <v>       (op cases) TENSOR attribute, values
 #                                               comma-separated (ConstantOfShape value)
 #   input <name> <DTYPE> <dims> <file>          graph input, fed at run time
@@ -586,6 +587,8 @@ def attr_text(name, kind, value):
         return f"attr {name} floats " + ",".join(f"{float(v):.9g}" for v in value)
     if kind == "dtype":
         return f"attr {name} int {NP_TO_ONNX[value]}"
+    if kind == "string":
+        return f"attr {name} string {value}"
     if kind in ("tensor", "tensor_fields"):
         flat = value.flatten()
         if value.dtype.kind == "f":

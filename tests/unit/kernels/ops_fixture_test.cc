@@ -93,6 +93,8 @@ absl::StatusOr<Fixture> LoadFixture(const fs::path& dir) {
           if (!absl::SimpleAtoi(items[i], &v[i])) return absl::InvalidArgumentError(line);
         }
         fx.attrs[w[1]] = v;
+      } else if (type == "string") {
+        fx.attrs[w[1]] = w[3];
       } else {
         return absl::InvalidArgumentError(absl::StrCat("unknown attr type: ", line));
       }
@@ -167,6 +169,8 @@ TEST_P(OpsFixtureTest, MatchesNumpyReference) {
       inputs.push_back(t);
     }
   }
+  // As the engine does for every node (node_attrs.h).
+  fx->attrs[kNodeOutputCountAttr] = static_cast<int64_t>(fx->outputs.size());
   auto attrs = BuildOpAttrs(*op, fx->opset, fx->attrs, HostInputs(std::move(host)));
   ASSERT_TRUE(attrs.ok()) << attrs.status();
 
