@@ -29,8 +29,18 @@ def np_range(start, limit, delta, dtype):
     return (int(start) + np.arange(n, dtype=np.int64) * int(delta)).astype(dtype)
 
 
-def cases(add, rng):
-    """Adds this family's OpCases: add(name, op, opset, inputs, outputs, attrs=, tol=)."""
+def cases(add, _shared_rng):
+    """Adds this family's OpCases: add(name, op, opset, inputs, outputs, attrs=, tol=).
+
+    Draws from its own seeded generators instead of the shared counter, so adding a case
+    here does not shift the random data of the families generated after this one.
+    """
+    seed = [7000]
+
+    def rng():
+        seed[0] += 1
+        return np.random.default_rng(seed[0])
+
     # Slice ---------------------------------------------------------------------------
     x = float_data(rng(), (4, 5, 6))
     for name, starts, ends, axes, steps in [
@@ -140,6 +150,24 @@ def cases(add, rng):
         [("input", "data", xi), ("const", "pads", i64(1, 1, 0, 2)),
          ("const", "constant_value", np.array(-9, np.int64))],
         [("output", np.pad(xi, ((1, 0), (1, 2)), constant_values=-9))])
+
+    # Gather: negative indices count from the end --------------------------------------
+    x = float_data(rng(), (4, 3))
+    idx = np.array([[-1, 0], [-4, 2]], np.int64)
+    add("gather_negative_indices", "Gather", 13, [("input", "data", x), ("const", "indices", idx)],
+        [("output", np.take(x, idx, axis=0))])
+    x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    idx = np.array([-2, 3], np.int32)
+    add("gather_negative_int32_axis_last", "Gather", 13,
+        [("input", "data", x), ("const", "indices", idx)], [("output", np.take(x, idx, axis=-1))],
+        attrs={"axis": ("int", -1)})
+    # Slice with INT32 index inputs, FP16 data.
+    x = float_data(rng(), (3, 8)).astype(np.float16)
+    add("slice_fp16_int32_indices", "Slice", 13,
+        [("input", "data", x), ("const", "starts", np.array([-1, 6], np.int32)),
+         ("const", "ends", np.array([-4, 1], np.int32)), ("const", "axes", np.array([0, 1], np.int32)),
+         ("const", "steps", np.array([-1, -2], np.int32))],
+        [("output", x[-1:-4:-1, 6:1:-2])])
 
     # Trilu ---------------------------------------------------------------------------
     x = float_data(rng(), (2, 4, 5))
