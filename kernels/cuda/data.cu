@@ -55,7 +55,8 @@ __global__ void TriluKernel(const E* x, E* y, int64_t rows, int64_t cols, bool u
 template <typename T>
 __global__ void RangeRealKernel(T* y, double start, double delta, int64_t n) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
-    y[i] = static_cast<T>(start + static_cast<double>(i) * delta);
+    // Explicit roundings: a contracted fma would differ from the CPU kernel's last bit.
+    y[i] = static_cast<T>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), delta)));
   }
 }
 
