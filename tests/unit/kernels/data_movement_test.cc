@@ -251,6 +251,17 @@ TEST_P(DataMovementTest, SplitSecondOutputOfFp64) {
                        0));
 }
 
+// An empty input padded in constant mode is all fill; reflect needs elements to mirror.
+TEST_P(DataMovementTest, PadOfAnEmptyTensorIsAllFill) {
+  const HostTensor x = HostTensor::Of<int32_t>({2, 0}, {});
+  PadAttrs a{PadMode::kConstant, {0, 1, 1, 2}, {false, 0.0, 4}};
+  EXPECT_TRUE(AllClose(Run(OpKind::kPad, {x}, a),
+                       HostTensor::Of<int32_t>({3, 3}, {4, 4, 4, 4, 4, 4, 4, 4, 4}), 0, 0));
+  a.mode = PadMode::kReflect;
+  EXPECT_EQ(InferOutputs(OpKind::kPad, {x.desc()}, a).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, DataMovementTest, ::testing::ValuesIn(TestDevices()),
                          DeviceTestName);
 
