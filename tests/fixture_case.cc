@@ -29,6 +29,8 @@ template <typename T>
 bool ParseNumber(absl::string_view text, T* out) {
   if constexpr (std::is_same_v<T, float>) {
     return absl::SimpleAtof(text, out);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return absl::SimpleAtod(text, out);
   } else {
     return absl::SimpleAtoi(text, out);
   }
@@ -58,10 +60,30 @@ absl::StatusOr<FixtureAttr> ParseAttr(absl::string_view type, absl::string_view 
   } else if (type == "floats") {
     std::vector<float> v;
     if (ParseList(value, &v)) return FixtureAttr(std::move(v));
+  } else if (type == "string") {
+    return FixtureAttr(std::string(value));
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown attr type '", type, "'"));
   }
   return absl::InvalidArgumentError(absl::StrCat("bad ", type, " value '", value, "'"));
+}
+
+// "attr <name> tensor FP32 [1] 0.5": the element type decides ints or reals.
+absl::StatusOr<FixtureAttr> ParseTensorAttr(absl::string_view dtype, absl::string_view dims,
+                                            absl::string_view values) {
+  FixtureTensorAttr t;
+  NDS_ASSIGN_OR_RETURN(t.dtype, ParseDType(dtype));
+  NDS_ASSIGN_OR_RETURN(t.dims, ParseFixtureDims(dims));
+  const bool real = t.dtype == DType::kFp16 || t.dtype == DType::kBf16 ||
+                    t.dtype == DType::kFp32 || t.dtype == DType::kFp64;
+  const bool ok = real ? ParseList(values, &t.reals) : ParseList(values, &t.ints);
+  std::int64_t n = 1;
+  for (std::int64_t d : t.dims) n *= d;
+  const std::size_t got = real ? t.reals.size() : t.ints.size();
+  if (!ok || got != static_cast<std::size_t>(n)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad tensor attr values '", values, "'"));
+  }
+  return FixtureAttr(std::move(t));
 }
 
 absl::StatusOr<FixtureTensor> ReadTensor(const fs::path& dir, const std::vector<std::string>& w) {
@@ -100,6 +122,9 @@ absl::Status ReadLine(const fs::path& dir, const std::vector<std::string>& w, Fi
     c->output_tolerances[w[1]] = t;
   } else if (kw == "attr" && w.size() == 4) {
     NDS_ASSIGN_OR_RETURN(FixtureAttr attr, ParseAttr(w[2], w[3]));
+    c->attrs.emplace_back(w[1], std::move(attr));
+  } else if (kw == "attr" && w.size() == 6 && w[2] == "tensor") {
+    NDS_ASSIGN_OR_RETURN(FixtureAttr attr, ParseTensorAttr(w[3], w[4], w[5]));
     c->attrs.emplace_back(w[1], std::move(attr));
   } else if ((kw == "input" || kw == "const" || kw == "output") && w.size() == 5) {
     NDS_ASSIGN_OR_RETURN(FixtureTensor t, ReadTensor(dir, w));

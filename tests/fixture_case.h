@@ -4,7 +4,8 @@
 // The fixture manifest (case.txt) that tools/gen_models.py writes next to every op and
 // model fixture under tests/fixtures, read one way for every test binary. The grammar is
 // in each case.txt's own header:
-//   model <path> | op <OpType> | opset <N> | attr <name> int|float|ints|floats <v> |
+//   model <path> | op <OpType> | opset <N> | attr <name> int|float|ints|floats|string <v> |
+//   attr <name> tensor <DTYPE> <dims> <v,...> |
 //   input|const|output <name> <DTYPE> <dims> <file> | tolerance <atol> <rtol> |
 //   output_tolerance <name> <atol> <rtol>   (one output's own bound; PyTorch fixtures)
 
@@ -37,9 +38,18 @@ struct FixtureTensor {
   std::int64_t numel() const;
 };
 
+// A TENSOR attribute (ConstantOfShape's value): integer and BOOL elements in `ints`,
+// floating ones in `reals`.
+struct FixtureTensorAttr {
+  DType dtype = DType::kFp32;
+  std::vector<std::int64_t> dims;
+  std::vector<std::int64_t> ints;
+  std::vector<double> reals;
+};
+
 // An ONNX node attribute as case.txt states it.
-using FixtureAttr =
-    std::variant<std::int64_t, float, std::vector<std::int64_t>, std::vector<float>>;
+using FixtureAttr = std::variant<std::int64_t, float, std::vector<std::int64_t>,
+                                 std::vector<float>, std::string, FixtureTensorAttr>;
 
 // Pass if |got - want| <= atol + rtol * |want|.
 struct FixtureTolerance {

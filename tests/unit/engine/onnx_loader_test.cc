@@ -59,6 +59,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"unknown_op.onnx", absl::StatusCode::kUnimplemented, "unsupported operator 'Celu'"},
         BadCase{"custom_domain_op.onnx", absl::StatusCode::kUnimplemented,
                 "'FancyRelu' of domain 'com.example'"},
+        BadCase{"bad_tensor_attribute.onnx", absl::StatusCode::kInvalidArgument,
+                "tensor attribute 'value' has 2 values, but FP32[1] needs 1"},
         BadCase{"missing_input.onnx", absl::StatusCode::kInvalidArgument, "missing input 'ghost'"},
         BadCase{"bad_opset.onnx", absl::StatusCode::kUnimplemented,
                 "unsupported opset 9 of domain 'ai.onnx' (supported: 13 to 17)"}),

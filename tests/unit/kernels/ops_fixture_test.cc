@@ -43,7 +43,20 @@ absl::StatusOr<Fixture> LoadFixture(const fs::path& dir) {
   fx.rtol = c.rtol;
   fx.model = c.model.string();
   for (const auto& [name, value] : c.attrs) {
-    fx.attrs[name] = std::visit([](const auto& v) { return AttrValue(v); }, value);
+    fx.attrs[name] = std::visit(
+        [](const auto& v) -> AttrValue {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, fixtures::FixtureTensorAttr>) {
+            HostValue h;
+            h.dtype = v.dtype;
+            h.shape.assign(v.dims.begin(), v.dims.end());
+            h.ints = v.ints;
+            h.reals = v.reals;
+            return h;
+          } else {
+            return AttrValue(v);
+          }
+        },
+        value);
   }
   auto to_host = [](const fixtures::FixtureTensor& t) {
     return FixtureTensor{t.kind, t.name,
