@@ -11,6 +11,7 @@
 #include "kernels/attrs/data.h"
 #include "kernels/attrs/math.h"
 #include "kernels/attrs/rnn.h"
+#include "kernels/attrs/shape_of.h"
 #include "kernels/op_kind.h"
 #include "memory/dtype.h"
 
@@ -85,6 +86,7 @@ using OpAttrs = std::variant<
     // kernels/attrs/math.h
 
     // kernels/attrs/data.h
+    ShapeAttrs,
 
     // kernels/attrs/conv.h
 
