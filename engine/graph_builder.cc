@@ -349,14 +349,22 @@ void GraphBuilder::PlaceShapeArithmeticOnHost() {
   for (int i : order_) {
     Resolved& rn = nodes_[i];
     if (rn.folded || !kernels::Lookup(rn.op, Device::Cpu()).ok()) continue;
-    bool ok = kernels::GetOpInfo(rn.op).reads_shapes_only;
-    if (!ok) {
-      ok = std::all_of(rn.inputs.begin(), rn.inputs.end(), from_can) &&
-           std::any_of(rn.inputs.begin(), rn.inputs.end(),
-                       [&](const std::string& in) { return !IsInitializer(in); });
+    // Data and host inputs alike: ConstantOfShape and Range have only host inputs.
+    bool all_can = true;
+    bool any_computed = false;
+    auto visit = [&](const std::string& in) {
+      all_can = all_can && from_can(in);
+      any_computed = any_computed || !IsInitializer(in);
+    };
+    for (const std::string& in : rn.inputs) visit(in);
+    for (const auto& [pos, in] : rn.host_inputs) visit(in);
+    if (kernels::GetOpInfo(rn.op).reads_shapes_only) {
+      bool hosts_ok = true;
+      for (const auto& [pos, in] : rn.host_inputs) hosts_ok = hosts_ok && from_can(in);
+      can[i] = hosts_ok;
+    } else {
+      can[i] = all_can && any_computed;
     }
-    for (const auto& [pos, in] : rn.host_inputs) ok = ok && from_can(in);
-    can[i] = ok;
   }
   // Who needs each value on the host.
   absl::flat_hash_set<std::string> read_as_host_input;

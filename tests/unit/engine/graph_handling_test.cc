@@ -124,6 +124,10 @@ TEST(ConstantFoldingTest, WeightArithmeticRunsOnceAtLoad) {
   EXPECT_EQ(g.nodes()[0].op, kernels::OpKind::kMatMul);
   ASSERT_EQ(g.initializers().size(), 1u);
   EXPECT_EQ(g.initializers()[0].name, "w");
+  EXPECT_FALSE(g.initializers()[0].read_on_host);
+  Graph released = LoadGraph("folding");
+  released.ReleaseInitializerBytes();  // only the device reads w
+  EXPECT_TRUE(released.initializers()[0].bytes.empty());
 
   std::shared_ptr<ServedModel> model = LoadGraphModel("folding");
   ASSERT_NE(model, nullptr);
@@ -166,6 +170,16 @@ TEST(HostShapeArithmeticTest, PlacesShapeArithmeticOnTheHost) {
   for (const char* device :
        {"reshape_heads", "transpose", "reshape_flat", "cast_seq", "scale_by_seq"}) {
     EXPECT_FALSE(node(device).on_host) << device;
+  }
+  // Host nodes read these initializers as data: their host bytes survive the upload.
+  Graph released = LoadGraph("shape_reshape");
+  released.ReleaseInitializerBytes();
+  for (const char* name : {"i0", "i1", "heads", "width"}) {
+    const int v = released.FindValue(name);
+    ASSERT_NE(v, kNoValue) << name;
+    const Initializer& init = released.initializers()[released.values()[v].index];
+    EXPECT_TRUE(init.read_on_host) << name;
+    EXPECT_EQ(init.bytes.size(), kernels::NumElements(init.shape) * 8u) << name;
   }
   // The Reshapes' shapes are computed per request.
   EXPECT_TRUE(node("reshape_heads").has_dynamic_attrs());
