@@ -400,9 +400,10 @@ absl::Status GraphBuilder::BuildAttributes() {
       if (!IsHostValue(in)) {
         return absl::UnimplementedError(absl::StrCat(
             rn.where, ": input '", in,
-            "' decides the output shape and must be an initializer or computed from shapes "
-            "alone, but it depends on graph input values through ",
-            nodes_[producer_.at(in)].where));
+            "' decides the output shape and must be an initializer or computed on the host "
+            "from shapes alone, but it is computed by ",
+            nodes_[producer_.at(in)].where,
+            " from graph input values or by an op without a CPU kernel"));
       }
       rn.dynamic_host_inputs.emplace_back(pos, in);
     }
