@@ -96,7 +96,7 @@ struct Node {
   std::vector<int> inputs;
   std::vector<int> outputs;
   bool on_host = false;
-  std::vector<std::pair<int, int>> dynamic_host_inputs;  // (input position, value id)
+  std::vector<std::pair<int, int>> dynamic_host_inputs;        // (input position, value id)
   std::vector<std::optional<kernels::HostValue>> host_values;  // by input position
   kernels::AttrMap attr_map;
 

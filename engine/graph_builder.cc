@@ -123,9 +123,9 @@ absl::Status GraphBuilder::RemoveIdentityNodes() {
       kept.push_back(std::move(nd));
       continue;
     }
-    const std::string where = absl::StrCat(
-        "node '", nd.name.empty() ? absl::StrCat(nd.op_type, "_", i) : nd.name, "' (",
-        nd.op_type, ")");
+    const std::string where =
+        absl::StrCat("node '", nd.name.empty() ? absl::StrCat(nd.op_type, "_", i) : nd.name, "' (",
+                     nd.op_type, ")");
     if (nd.inputs.empty() || nd.inputs[0].empty()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": the node has no input"));
     }
@@ -280,8 +280,7 @@ absl::StatusOr<bool> GraphBuilder::Fold(Resolved& rn) {
   }
   absl::StatusOr<kernels::KernelFn> kernel = kernels::Lookup(rn.op, Device::Cpu());
   if (!kernel.ok()) return false;  // the device may have one; it runs per request then
-  NDS_ASSIGN_OR_RETURN(std::vector<std::optional<kernels::HostValue>> host,
-                       ConstantHostValues(rn));
+  NDS_ASSIGN_OR_RETURN(std::vector<std::optional<kernels::HostValue>> host, ConstantHostValues(rn));
   absl::StatusOr<kernels::OpAttrs> attrs =
       kernels::BuildOpAttrs(rn.op, def_.opset, rn.attr_map, kernels::HostInputs(std::move(host)));
   if (!attrs.ok()) return Annotate(attrs.status(), rn.where);
@@ -298,7 +297,8 @@ absl::StatusOr<bool> GraphBuilder::Fold(Resolved& rn) {
   std::vector<Initializer> results(rn.outputs.size());
   for (std::size_t j = 0; j < rn.outputs.size(); ++j) {
     const kernels::TensorDesc& d = (*inferred)[j];
-    const uint64_t bytes = static_cast<uint64_t>(kernels::NumElements(d.shape)) * DTypeSize(d.dtype);
+    const uint64_t bytes =
+        static_cast<uint64_t>(kernels::NumElements(d.shape)) * DTypeSize(d.dtype);
     if (bytes > kMaxFoldedBytes) return false;
     results[j].name = rn.outputs[j];
     results[j].dtype = d.dtype;
@@ -413,8 +413,8 @@ absl::Status GraphBuilder::BuildAttributes() {
       rn.host_values = std::move(host);  // the attributes are built per request
       continue;
     }
-    absl::StatusOr<kernels::OpAttrs> attrs = kernels::BuildOpAttrs(
-        rn.op, def_.opset, rn.attr_map, kernels::HostInputs(std::move(host)));
+    absl::StatusOr<kernels::OpAttrs> attrs =
+        kernels::BuildOpAttrs(rn.op, def_.opset, rn.attr_map, kernels::HostInputs(std::move(host)));
     if (!attrs.ok()) return Annotate(attrs.status(), rn.where);
     rn.attrs = *std::move(attrs);
     rn.attr_map.clear();

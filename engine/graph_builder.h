@@ -29,10 +29,10 @@ class GraphBuilder {
     std::string where;  // "node 'fc0' (Gemm)", for errors
     kernels::OpKind op;
     kernels::AttrMap attr_map;
-    int num_inputs = 0;                                  // as the file lists them
-    std::vector<std::string> inputs;                     // data inputs, non-empty names
+    int num_inputs = 0;                                    // as the file lists them
+    std::vector<std::string> inputs;                       // data inputs, non-empty names
     std::vector<std::pair<int, std::string>> host_inputs;  // present ones, by position
-    std::vector<std::string> outputs;                    // "" for ignored ones
+    std::vector<std::string> outputs;                      // "" for ignored ones
     kernels::OpAttrs attrs;
     std::vector<std::pair<int, std::string>> dynamic_host_inputs;
     std::vector<std::optional<kernels::HostValue>> host_values;

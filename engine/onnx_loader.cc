@@ -167,9 +167,9 @@ absl::Status ConstantToInitializer(onnx::NodeProto& n, Initializer* out) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": a Constant has exactly one output"));
   }
   if (n.attribute_size() != 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: a Constant has exactly one value attribute, this one has %d", where,
-        n.attribute_size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: a Constant has exactly one value attribute, this one has %d", where,
+                        n.attribute_size()));
   }
   onnx::AttributeProto& a = *n.mutable_attribute(0);
   const std::string& kind = a.name();
@@ -200,10 +200,9 @@ absl::Status ConstantToInitializer(onnx::NodeProto& n, Initializer* out) {
   } else if (kind == "value_ints") {
     set(DType::kInt64, {a.ints_size()}, a.ints().data(), a.ints_size() * sizeof(int64_t));
   } else if (kind == "sparse_value" || kind == "value_string" || kind == "value_strings") {
-    return absl::UnimplementedError(
-        absl::StrCat(where, ": attribute '", kind, "' is not supported (",
-                     kind == "sparse_value" ? "sparse tensors" : "STRING tensors",
-                     " cannot be served)"));
+    return absl::UnimplementedError(absl::StrCat(
+        where, ": attribute '", kind, "' is not supported (",
+        kind == "sparse_value" ? "sparse tensors" : "STRING tensors", " cannot be served)"));
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": unknown value attribute '", kind, "'"));

@@ -170,8 +170,7 @@ absl::StatusOr<kernels::TensorView> PredictorContext::DeviceView(int value) {
     NDS_ASSIGN_OR_RETURN(void* src, slot.array.Data());
     // The host buffer stays until Close, which waits for the stream first.
     NDS_RETURN_IF_ERROR(CopyHostToDeviceOnStream(slot.uploaded.device(), dst, src,
-                                                 slot.array.nbytes(),
-                                                 gpu_->context().cuda_stream));
+                                                 slot.array.nbytes(), gpu_->context().cuda_stream));
     NotePeak();
   }
   return ViewOf(slot.uploaded, slot.shape);
@@ -244,8 +243,7 @@ absl::Status PredictorContext::RunNode(int n) {
     } else {
       // A device node reading a host value: alias its uploaded copy.
       NDS_RETURN_IF_ERROR(DeviceView(node.inputs[0]).status());
-      slots_[node.outputs[0]] = Slot{slots_[node.inputs[0]].uploaded,
-                                     std::move(inferred[0].shape)};
+      slots_[node.outputs[0]] = Slot{slots_[node.inputs[0]].uploaded, std::move(inferred[0].shape)};
     }
     return absl::OkStatus();
   }
@@ -298,8 +296,8 @@ absl::StatusOr<InferOutputTensor> PredictorContext::CopyOutput(int output) const
   const int value = graph.output_values()[output];
   const Slot& slot = slots_[value];
   if (slot.array.is_null()) {
-    return absl::InternalError(absl::StrCat("output '", graph.outputs()[output].name,
-                                            "' was never computed"));
+    return absl::InternalError(
+        absl::StrCat("output '", graph.outputs()[output].name, "' was never computed"));
   }
   InferOutputTensor out;
   out.name = graph.outputs()[output].name;

@@ -23,8 +23,7 @@ absl::Status ShapeOf(const KernelContext& ctx, absl::Span<const TensorView> in,
   values.n = static_cast<int>(last - first);
   for (int i = 0; i < values.n; ++i) values.v[i] = in[0].shape[first + i];
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
-  return CudaStatus(LaunchWriteInt64s(values, out[0].as<int64_t>(), StreamOf(ctx)),
-                    "Shape launch");
+  return CudaStatus(LaunchWriteInt64s(values, out[0].as<int64_t>(), StreamOf(ctx)), "Shape launch");
 }
 
 absl::Status SizeOf(const KernelContext& ctx, absl::Span<const TensorView> in,
@@ -33,8 +32,7 @@ absl::Status SizeOf(const KernelContext& ctx, absl::Span<const TensorView> in,
   values.n = 1;
   values.v[0] = NumElements(in[0].shape);
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
-  return CudaStatus(LaunchWriteInt64s(values, out[0].as<int64_t>(), StreamOf(ctx)),
-                    "Size launch");
+  return CudaStatus(LaunchWriteInt64s(values, out[0].as<int64_t>(), StreamOf(ctx)), "Size launch");
 }
 
 }  // namespace ndserve::kernels::gpu

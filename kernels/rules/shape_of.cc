@@ -5,8 +5,7 @@
 
 namespace ndserve::kernels::rules {
 
-absl::StatusOr<OpAttrs> BuildShape(OpKind op, int opset, const AttrMap& attrs,
-                                   const HostInputs&) {
+absl::StatusOr<OpAttrs> BuildShape(OpKind op, int opset, const AttrMap& attrs, const HostInputs&) {
   ShapeAttrs a;
   // start and end exist from opset 15; earlier opsets take the whole shape.
   if (opset >= 15) {
@@ -21,8 +20,7 @@ absl::StatusOr<OpAttrs> BuildSize(OpKind op, int opset, const AttrMap& attrs,
   return NoAttrsRule(op, opset, attrs, host);
 }
 
-absl::StatusOr<Descs> InferShape(OpKind op, absl::Span<const TensorDesc> in,
-                                 const OpAttrs& attrs) {
+absl::StatusOr<Descs> InferShape(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   const ShapeAttrs* a;
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));

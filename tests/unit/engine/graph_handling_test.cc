@@ -49,8 +49,7 @@ int ExpectReferenceOutputs(ServedModel& model, const std::string& name) {
     if (!r.ok()) continue;
     EXPECT_EQ(r->outputs.size(), c.outputs.size());
     for (size_t i = 0; i < c.outputs.size() && i < r->outputs.size(); ++i) {
-      EXPECT_TRUE(testing::OutputMatches(r->outputs[i], c.outputs[i], c.atol, c.rtol))
-          << c.name;
+      EXPECT_TRUE(testing::OutputMatches(r->outputs[i], c.outputs[i], c.atol, c.rtol)) << c.name;
     }
     ++cases;
   }
@@ -83,8 +82,7 @@ TEST(ConstantNodeTest, EveryAttributeKindBecomesAnInitializer) {
 TEST(ConstantNodeTest, SparseAndStringValuesAreUnimplementedNamingTheNode) {
   for (const auto& [file, node] : {std::pair{"constant_sparse.onnx", "'sparse_c'"},
                                    std::pair{"constant_string.onnx", "'string_c'"}}) {
-    absl::StatusOr<Graph> g =
-        LoadOnnxGraph((SourceDir() / "tests/fixtures/bad" / file).string());
+    absl::StatusOr<Graph> g = LoadOnnxGraph((SourceDir() / "tests/fixtures/bad" / file).string());
     ASSERT_FALSE(g.ok()) << file;
     EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented) << g.status();
     EXPECT_THAT(std::string(g.status().message()), HasSubstr(node));
@@ -162,9 +160,9 @@ TEST(HostShapeArithmeticTest, PlacesShapeArithmeticOnTheHost) {
     ADD_FAILURE() << "no node " << name;
     return g.nodes()[0];
   };
-  for (const char* host : {"shape", "gather_batch", "gather_seq", "unsqueeze_batch",
-                           "unsqueeze_seq", "concat", "rows", "unsqueeze_rows", "concat_flat",
-                           "size"}) {
+  for (const char* host :
+       {"shape", "gather_batch", "gather_seq", "unsqueeze_batch", "unsqueeze_seq", "concat", "rows",
+        "unsqueeze_rows", "concat_flat", "size"}) {
     EXPECT_TRUE(node(host).on_host) << host;
   }
   for (const char* device :

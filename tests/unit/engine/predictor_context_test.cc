@@ -41,8 +41,7 @@ class ScratchTest : public ::testing::Test {
   void SetUp() override {
     model_ = ReluModel();
     ASSERT_NE(model_, nullptr);
-    absl::StatusOr<kernels::KernelFn> relu =
-        kernels::Lookup(kernels::OpKind::kRelu, Device::Cpu());
+    absl::StatusOr<kernels::KernelFn> relu = kernels::Lookup(kernels::OpKind::kRelu, Device::Cpu());
     ASSERT_TRUE(relu.ok());
     kernels_.push_back(*relu);
     context_.device = Device::Cpu();

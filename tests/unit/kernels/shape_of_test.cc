@@ -74,8 +74,8 @@ TEST(ShapeOfKernelTest, ReadsOnlyTheShapeOfAnInputOnAnotherDevice) {
 
   // The output is still checked: a wrong output shape is refused, naming the op.
   out.shape = {3};
-  absl::Status wrong = RunKernel(OpKind::kSize, KernelContext::Cpu(), {&x, 1}, {&out, 1},
-                                 NoAttrs{});
+  absl::Status wrong =
+      RunKernel(OpKind::kSize, KernelContext::Cpu(), {&x, 1}, {&out, 1}, NoAttrs{});
   EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(wrong.message()), HasSubstr("Size"));
 }
