@@ -105,6 +105,23 @@ TEST(IdentityRemovalTest, ConsumersReadTheInputAndGraphOutputsKeepTheirNames) {
   EXPECT_EQ(ExpectReferenceOutputs(*model, "dropout_identity"), 1);
 }
 
+TEST(IdentityRemovalTest, ChainsInAnyFileOrderCollapseToTheirSource) {
+  GraphDef def;
+  def.name = "chain";
+  def.opset = 13;
+  def.inputs.push_back({"x", DType::kFp32, {2}});
+  def.outputs.push_back({"y", DType::kFp32, {2}});
+  def.nodes.push_back({"relu", "Relu", "", {"b"}, {"y"}, {}});
+  def.nodes.push_back({"drop", "Dropout", "", {"a"}, {"b", "unread_mask"}, {}});
+  def.nodes.push_back({"id", "Identity", "", {"x"}, {"a"}, {}});
+  absl::StatusOr<Graph> g = Graph::Build(std::move(def));
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->values()[g->nodes()[0].inputs[0]].name, "x");
+  EXPECT_EQ(g->FindValue("a"), kNoValue);
+  EXPECT_EQ(g->FindValue("b"), kNoValue);
+}
+
 TEST(IdentityRemovalTest, AUsedDropoutMaskIsUnimplemented) {
   absl::StatusOr<Graph> g =
       LoadOnnxGraph((SourceDir() / "tests/fixtures/bad/dropout_mask.onnx").string());
@@ -182,7 +199,10 @@ TEST(HostShapeArithmeticTest, PlacesShapeArithmeticOnTheHost) {
   // The Reshapes' shapes are computed per request.
   EXPECT_TRUE(node("reshape_heads").has_dynamic_attrs());
   EXPECT_TRUE(node("reshape_flat").has_dynamic_attrs());
+  // Constant host inputs are still folded into the attributes once, at load.
   EXPECT_FALSE(node("transpose").has_dynamic_attrs());
+  EXPECT_FALSE(node("unsqueeze_batch").has_dynamic_attrs());
+  EXPECT_TRUE(std::holds_alternative<kernels::UnsqueezeAttrs>(node("unsqueeze_batch").attrs));
 }
 
 TEST(HostShapeArithmeticTest, ReshapeFollowsEachRequestsBatchAndSequenceLength) {
