@@ -6,7 +6,9 @@
 // and Graph::Build validates it and orders it.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +31,9 @@ struct Initializer {
   DType dtype = DType::kFp32;
   kernels::Shape shape;
   std::string bytes;
+  // A host-placed node reads it as data: its bytes stay after the upload
+  // (ReleaseInitializerBytes keeps them), since host kernels cannot read device memory.
+  bool read_on_host = false;
 };
 
 // One node as the file states it, before validation.
@@ -66,17 +71,36 @@ struct Value {
   // The value whose buffer this one uses: itself, or for the output of a shape-only
   // node (IsShapeOnlyOp) the storage of that node's input, transitively.
   int storage = kNoValue;
+  // Produced by a host-placed node (Node::on_host): it lives in host memory.
+  bool on_host = false;
 };
 
 // A validated node. `inputs` are the data inputs the kernel receives (shape-deciding
 // inputs already folded into `attrs`; absent trailing optional inputs dropped);
 // `outputs` are the outputs the kernel writes, kNoValue where the graph ignores one.
+//
+// Placement (docs/design.md section 4): a node runs on the host, with its CPU kernel on
+// host buffers, when it is shape arithmetic: it reads only shapes (Shape, Size) or only
+// initializers and host values, and what it computes is needed on the host (a host input
+// of some node, or data of another host node). Everything else runs on the model's
+// device; a host value it reads as data is uploaded per request.
+//
+// Host inputs computed per request: when a node's host inputs (OpInfo::host_inputs) are
+// host values rather than initializers, `attrs` is empty and the attribute struct is
+// built per request from `attr_map`, the constant host values in `host_values` and the
+// values of `dynamic_host_inputs`.
 struct Node {
   std::string name;  // the file's name, or "<op_type>_<index>" when it had none
   kernels::OpKind op = kernels::OpKind::kIdentity;
   kernels::OpAttrs attrs;
   std::vector<int> inputs;
   std::vector<int> outputs;
+  bool on_host = false;
+  std::vector<std::pair<int, int>> dynamic_host_inputs;        // (input position, value id)
+  std::vector<std::optional<kernels::HostValue>> host_values;  // by input position
+  kernels::AttrMap attr_map;
+
+  bool has_dynamic_attrs() const { return !dynamic_host_inputs.empty(); }
 };
 
 // Shape-only ops whose output is the input's bytes under another shape; the predictor
@@ -85,8 +109,14 @@ bool IsShapeOnlyOp(kernels::OpKind op);
 
 // A validated graph: every node input is an initializer, a graph input or the output of
 // an earlier node; nodes are in topological order; every op has a kernel at this opset.
-// Initializers that no node reads as data (Reshape shapes, Squeeze axes, unused ones)
-// are dropped.
+// What Build does to the file's graph, in order (engine/graph_builder.cc):
+//  - Identity and Dropout nodes are removed and their consumers read the input instead
+//    (one that produces a graph output stays, as an aliasing Identity);
+//  - nodes whose inputs are all initializers (exporters' Constants included) are computed
+//    once on the CPU and become initializers (constant folding, up to kMaxFoldedBytes);
+//  - shape arithmetic is placed on the host (Node::on_host);
+//  - initializers that no node reads as data (Reshape shapes, Squeeze axes, unused ones)
+//    are dropped.
 //
 // Ownership: owns its nodes, values and initializer bytes. Immutable after Build except
 // ReleaseInitializerBytes; thread-safe for concurrent const use.
@@ -115,11 +145,17 @@ class Graph {
   // output never appear here.
   absl::Span<const int> ReleasedAfter(int node) const { return released_after_[node]; }
 
-  // Frees the host copies of the initializers once they are on the device; their
-  // names, types and shapes stay.
+  // How many nodes of the file constant folding replaced by initializers.
+  int folded_nodes() const { return folded_nodes_; }
+  bool has_host_nodes() const;
+
+  // Frees the host copies of the initializers once they are on the device, except those
+  // host-placed nodes read (Initializer::read_on_host); names, types and shapes stay.
   void ReleaseInitializerBytes();
 
  private:
+  friend class GraphBuilder;
+
   std::string name_;
   int opset_ = 0;
   std::vector<TensorSpec> inputs_;
@@ -130,7 +166,11 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<Value> values_;
   std::vector<std::vector<int>> released_after_;  // per node
+  int folded_nodes_ = 0;
 };
+
+// The largest output constant folding computes at load; bigger ones stay nodes.
+inline constexpr uint64_t kMaxFoldedBytes = uint64_t{64} << 20;
 
 }  // namespace ndserve::engine
 

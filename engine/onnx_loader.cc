@@ -177,6 +177,58 @@ absl::StatusOr<kernels::AttrValue> ConvertAttribute(const onnx::AttributeProto& 
   }
 }
 
+// A Constant node's value as an initializer named after its output, so everything
+// downstream (host inputs, constant folding, upload) treats exporters' Constants exactly
+// like graph initializers. Exactly one value attribute must be set.
+absl::Status ConstantToInitializer(onnx::NodeProto& n, Initializer* out) {
+  const std::string where = absl::StrCat("node '", n.name(), "' (Constant)");
+  if (n.output_size() != 1 || n.output(0).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": a Constant has exactly one output"));
+  }
+  if (n.attribute_size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: a Constant has exactly one value attribute, this one has %d", where,
+                        n.attribute_size()));
+  }
+  onnx::AttributeProto& a = *n.mutable_attribute(0);
+  const std::string& kind = a.name();
+  out->name = n.output(0);
+  if (kind == "value") {
+    if (!a.has_t()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": attribute 'value' is not a tensor"));
+    }
+    // The converter names the tensor in its errors; Constants' tensors are often unnamed.
+    a.mutable_t()->set_name(out->name);
+    NDS_RETURN_IF_ERROR(Prefixed(ConvertInitializer(*a.mutable_t(), out), where));
+    out->name = n.output(0);
+    return absl::OkStatus();
+  }
+  auto set = [&](DType dtype, kernels::Shape shape, const void* data, size_t bytes) {
+    out->dtype = dtype;
+    out->shape = std::move(shape);
+    out->bytes.assign(static_cast<const char*>(data), bytes);
+  };
+  if (kind == "value_float") {
+    const float v = a.f();
+    set(DType::kFp32, {}, &v, sizeof(v));
+  } else if (kind == "value_int") {
+    const int64_t v = a.i();
+    set(DType::kInt64, {}, &v, sizeof(v));
+  } else if (kind == "value_floats") {
+    set(DType::kFp32, {a.floats_size()}, a.floats().data(), a.floats_size() * sizeof(float));
+  } else if (kind == "value_ints") {
+    set(DType::kInt64, {a.ints_size()}, a.ints().data(), a.ints_size() * sizeof(int64_t));
+  } else if (kind == "sparse_value" || kind == "value_string" || kind == "value_strings") {
+    return absl::UnimplementedError(absl::StrCat(
+        where, ": attribute '", kind, "' is not supported (",
+        kind == "sparse_value" ? "sparse tensors" : "STRING tensors", " cannot be served)"));
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": unknown value attribute '", kind, "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GraphDef> ToGraphDef(onnx::ModelProto& model) {
   if (!model.has_graph()) {
     return absl::InvalidArgumentError("not an ONNX model (it has no graph)");
@@ -217,6 +269,12 @@ absl::StatusOr<GraphDef> ToGraphDef(onnx::ModelProto& model) {
   }
   def.nodes.reserve(graph.node_size());
   for (onnx::NodeProto& n : *graph.mutable_node()) {
+    if (n.op_type() == "Constant" && IsDefaultDomain(n.domain())) {
+      Initializer init;
+      NDS_RETURN_IF_ERROR(ConstantToInitializer(n, &init));
+      def.initializers.push_back(std::move(init));
+      continue;
+    }
     NodeDef nd;
     nd.name = n.name();
     nd.op_type = n.op_type();

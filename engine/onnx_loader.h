@@ -12,7 +12,10 @@
 
 namespace ndserve::engine {
 
-// Parses `path` into a GraphDef. Errors name the file and say what is wrong:
+// Parses `path` into a GraphDef. Constant nodes (default domain) become initializers
+// named after their output, for every value attribute (value, value_float(s),
+// value_int(s)); sparse_value and value_string(s) are UNIMPLEMENTED naming the node.
+// Errors name the file and say what is wrong:
 // NOT_FOUND for a missing file; INVALID_ARGUMENT for an empty, truncated or non-ONNX
 // file, a non-tensor input, or an initializer whose data does not match its shape;
 // UNIMPLEMENTED for a default-domain opset outside 13..17, external or sparse

@@ -14,7 +14,9 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(std::shared_ptr<con
   std::unique_ptr<Predictor> p(new Predictor(std::move(model), index));
   const Model& m = *p->model_;
   for (const Node& node : m.graph().nodes()) {
-    absl::StatusOr<kernels::KernelFn> fn = kernels::Lookup(node.op, m.device());
+    // Host-placed shape arithmetic runs the CPU kernels whatever the model's device.
+    absl::StatusOr<kernels::KernelFn> fn =
+        kernels::Lookup(node.op, node.on_host ? Device::Cpu() : m.device());
     if (!fn.ok()) {
       return absl::Status(fn.status().code(),
                           absl::StrCat("node '", node.name, "': ", fn.status().message()));

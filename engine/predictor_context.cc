@@ -1,12 +1,14 @@
 #include "engine/predictor_context.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "kernels/node_attrs.h"
 #include "kernels/shape_inference.h"
 #include "memory/device_copy.h"
 
@@ -20,6 +22,15 @@ absl::Status AtNode(const absl::Status& status, const Node& node) {
                                    "): ", status.message()));
 }
 
+absl::StatusOr<kernels::TensorView> ViewOf(const NDArray& array, kernels::ShapeSpan shape) {
+  kernels::TensorView view;
+  NDS_ASSIGN_OR_RETURN(view.data, array.Data());
+  view.dtype = array.dtype();
+  view.shape = kernels::Shape(shape.begin(), shape.end());
+  view.device = array.device();
+  return view;
+}
+
 }  // namespace
 
 PredictorContext::PredictorContext(const Model& model, absl::Span<const kernels::KernelFn> kernels,
@@ -27,10 +38,16 @@ PredictorContext::PredictorContext(const Model& model, absl::Span<const kernels:
                                    kernels::GpuResources* gpu, std::shared_ptr<NDManager> manager)
     : model_(model),
       kernels_(kernels),
-      kernel_context_(kernel_context),
       gpu_(gpu),
       manager_(std::move(manager)),
-      slots_(model.graph().values().size()) {
+      slots_(model.graph().values().size()),
+      node_context_(kernel_context),
+      host_context_(kernels::KernelContext::Cpu()) {
+  node_context_.scratch = this;
+  host_context_.device = Device::Cpu();
+  host_context_.scratch = this;
+  scratch_manager_ = manager_.get();
+  if (gpu_ == nullptr) host_manager_ = manager_;
   // Parameters are read in place from the (capped) model manager: a slot only holds a
   // handle, nothing is attached to this context for them.
   const Graph& graph = model.graph();
@@ -81,79 +98,190 @@ absl::Status PredictorContext::SetZeroInput(int input, absl::Span<const int64_t>
   return absl::OkStatus();
 }
 
+absl::StatusOr<void*> PredictorContext::Allocate(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(INT64_MAX)) {
+    return absl::ResourceExhaustedError(absl::StrCat("scratch of ", bytes, " bytes"));
+  }
+  const int64_t n = static_cast<int64_t>(bytes);
+  NDS_ASSIGN_OR_RETURN(NDArray block, scratch_manager_->Create(absl::MakeConstSpan(&n, 1),
+                                                               DType::kUint8, "scratch"));
+  NDS_ASSIGN_OR_RETURN(void* data, block.Data());
+  NotePeak();
+  // On a GPU a device block stays attached to the context manager until Close frees it;
+  // host blocks are done with once the (synchronous) CPU kernel returned.
+  if (gpu_ == nullptr || scratch_on_host_) scratch_.push_back(std::move(block));
+  return data;
+}
+
+void PredictorContext::ReleaseScratch() {
+  for (const NDArray& block : scratch_) NDManager::UnsafeFree(block).IgnoreError();
+  scratch_.clear();
+}
+
+absl::Status PredictorContext::EnsureHostManager() {
+  if (host_manager_ != nullptr) return absl::OkStatus();
+  NDS_ASSIGN_OR_RETURN(host_manager_,
+                       NDManager::NewBaseManager(Device::Cpu(), ManagerLevel::kContext,
+                                                 absl::StrCat(manager_->name(), "/host")));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kernels::TensorView> PredictorContext::HostView(int value, bool shape_only) {
+  const Graph& graph = model_.graph();
+  const Slot& slot = slots_[value];
+  if (shape_only) {
+    // Shape and Size read no data (kOpReadsShapes): the tensor may stay on the device.
+    kernels::TensorView view;
+    view.dtype = graph.values()[value].source == ValueSource::kInitializer
+                     ? graph.initializers()[graph.values()[value].index].dtype
+                     : slot.array.dtype();
+    view.shape = slot.shape;
+    view.device = Device::Cpu();
+    if (slot.array.is_null() && graph.values()[value].source != ValueSource::kInitializer) {
+      return absl::InternalError(
+          absl::StrCat("value '", graph.values()[value].name, "' was never computed"));
+    }
+    return view;
+  }
+  if (gpu_ != nullptr && graph.values()[value].source == ValueSource::kInitializer) {
+    // The graph kept the host bytes of every initializer a host node reads.
+    const Initializer& init = graph.initializers()[graph.values()[value].index];
+    kernels::TensorView view;
+    view.data = const_cast<char*>(init.bytes.data());
+    view.dtype = init.dtype;
+    view.shape = init.shape;
+    view.device = Device::Cpu();
+    return view;
+  }
+  if (gpu_ != nullptr && !slot.host) {
+    return absl::InternalError(absl::StrCat("value '", graph.values()[value].name,
+                                            "' is on the device but a host node reads it"));
+  }
+  return View(value);
+}
+
+absl::StatusOr<kernels::TensorView> PredictorContext::DeviceView(int value) {
+  Slot& slot = slots_[value];
+  if (!slot.host) return View(value);
+  if (slot.uploaded.is_null()) {
+    NDS_ASSIGN_OR_RETURN(slot.uploaded, manager_->Create(slot.shape, slot.array.dtype(),
+                                                         model_.graph().values()[value].name));
+    NDS_ASSIGN_OR_RETURN(void* dst, slot.uploaded.Data());
+    NDS_ASSIGN_OR_RETURN(void* src, slot.array.Data());
+    // The host buffer stays until Close, which waits for the stream first.
+    NDS_RETURN_IF_ERROR(CopyHostToDeviceOnStream(slot.uploaded.device(), dst, src,
+                                                 slot.array.nbytes(), gpu_->context().cuda_stream));
+    NotePeak();
+  }
+  return ViewOf(slot.uploaded, slot.shape);
+}
+
 absl::StatusOr<kernels::TensorView> PredictorContext::View(int value) const {
   const Slot& slot = slots_[value];
-  kernels::TensorView view;
   if (slot.array.is_null()) {
     return absl::InternalError(
         absl::StrCat("value '", model_.graph().values()[value].name, "' was never computed"));
   }
-  NDS_ASSIGN_OR_RETURN(view.data, slot.array.Data());
-  view.dtype = slot.array.dtype();
-  view.shape = slot.shape;
-  view.device = slot.array.device();
-  return view;
+  return ViewOf(slot.array, slot.shape);
 }
 
-void PredictorContext::NotePeak() { peak_bytes_ = std::max(peak_bytes_, manager_->bytes()); }
+void PredictorContext::NotePeak() {
+  uint64_t bytes = manager_->bytes();
+  if (host_manager_ != nullptr && host_manager_ != manager_) bytes += host_manager_->bytes();
+  peak_bytes_ = std::max(peak_bytes_, bytes);
+}
+
+absl::StatusOr<kernels::OpAttrs> PredictorContext::RequestAttrs(const Node& node) {
+  std::vector<std::optional<kernels::HostValue>> values = node.host_values;
+  for (const auto& [pos, value] : node.dynamic_host_inputs) {
+    NDS_ASSIGN_OR_RETURN(kernels::TensorView view, HostView(value, /*shape_only=*/false));
+    NDS_ASSIGN_OR_RETURN(
+        values[pos],
+        kernels::HostValue::FromBytes(
+            view.dtype, view.shape,
+            absl::MakeConstSpan(static_cast<const uint8_t*>(view.data), view.nbytes())));
+  }
+  return kernels::BuildOpAttrs(node.op, model_.graph().opset(), node.attr_map,
+                               kernels::HostInputs(std::move(values)));
+}
+
+absl::Status PredictorContext::RunNode(int n) {
+  const Graph& graph = model_.graph();
+  const Node& node = graph.nodes()[n];
+  const bool on_host = node.on_host;
+  if (on_host && gpu_ != nullptr) NDS_RETURN_IF_ERROR(EnsureHostManager());
+  std::optional<kernels::OpAttrs> request_attrs;
+  if (node.has_dynamic_attrs()) {
+    NDS_ASSIGN_OR_RETURN(request_attrs, RequestAttrs(node));
+  }
+  const kernels::OpAttrs& attrs = request_attrs.has_value() ? *request_attrs : node.attrs;
+  const bool shape_only = kernels::GetOpInfo(node.op).reads_shapes_only;
+  absl::InlinedVector<kernels::TensorView, 4> inputs;
+  absl::InlinedVector<kernels::TensorDesc, 4> descs;
+  for (int in : node.inputs) {
+    kernels::TensorView view;
+    if (on_host) {
+      NDS_ASSIGN_OR_RETURN(view, HostView(in, shape_only));
+    } else {
+      NDS_ASSIGN_OR_RETURN(view, DeviceView(in));
+    }
+    descs.push_back(view.desc());
+    inputs.push_back(std::move(view));
+  }
+  NDS_ASSIGN_OR_RETURN(std::vector<kernels::TensorDesc> inferred,
+                       kernels::InferOutputs(node.op, descs, attrs));
+  if (inferred.size() < node.outputs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the node has ", node.outputs.size(),
+                                                   " outputs, the op at most ", inferred.size()));
+  }
+  const bool host_memory = on_host && gpu_ != nullptr;
+  if (IsShapeOnlyOp(node.op)) {
+    // Same bytes, new shape: no kernel call and no new buffer.
+    const Slot& src = slots_[node.inputs[0]];
+    if (on_host || !src.host) {
+      slots_[node.outputs[0]] = Slot{src.array, std::move(inferred[0].shape), src.host};
+    } else {
+      // A device node reading a host value: alias its uploaded copy.
+      NDS_RETURN_IF_ERROR(DeviceView(node.inputs[0]).status());
+      slots_[node.outputs[0]] = Slot{slots_[node.inputs[0]].uploaded, std::move(inferred[0].shape)};
+    }
+    return absl::OkStatus();
+  }
+  NDManager& out_manager = on_host ? *host_manager_ : *manager_;
+  absl::InlinedVector<kernels::TensorView, 3> outputs;
+  absl::InlinedVector<NDArray, 3> ignored;  // outputs the graph does not read
+  for (int j = 0; j < static_cast<int>(node.outputs.size()); ++j) {
+    const kernels::TensorDesc& desc = inferred[j];
+    const int value = node.outputs[j];
+    NDS_ASSIGN_OR_RETURN(
+        NDArray array,
+        out_manager.Create(desc.shape, desc.dtype,
+                           value == kNoValue ? absl::string_view() : graph.values()[value].name));
+    NDS_ASSIGN_OR_RETURN(kernels::TensorView view, ViewOf(array, desc.shape));
+    outputs.push_back(std::move(view));
+    if (value == kNoValue) {
+      ignored.push_back(std::move(array));
+    } else {
+      slots_[value] = Slot{std::move(array), desc.shape, host_memory};
+    }
+  }
+  NotePeak();
+  scratch_manager_ = on_host ? host_manager_.get() : manager_.get();
+  scratch_on_host_ = on_host;
+  absl::Status ran = kernels_[n](on_host ? host_context_ : node_context_, inputs, outputs, attrs);
+  ReleaseScratch();
+  NDS_RETURN_IF_ERROR(ran);
+  if (gpu_ == nullptr || on_host) {
+    for (const NDArray& a : ignored) NDManager::UnsafeFree(a).IgnoreError();
+  }
+  return absl::OkStatus();
+}
 
 absl::Status PredictorContext::Run() {
   const Graph& graph = model_.graph();
   const bool release_early = gpu_ == nullptr;
-  absl::InlinedVector<kernels::TensorView, 4> inputs;
-  absl::InlinedVector<kernels::TensorView, 3> outputs;
-  absl::InlinedVector<kernels::TensorDesc, 4> descs;
-  absl::InlinedVector<NDArray, 3> ignored;  // outputs the graph does not read
   for (int n = 0; n < static_cast<int>(graph.nodes().size()); ++n) {
-    const Node& node = graph.nodes()[n];
-    inputs.clear();
-    descs.clear();
-    for (int in : node.inputs) {
-      absl::StatusOr<kernels::TensorView> view = View(in);
-      if (!view.ok()) return AtNode(view.status(), node);
-      descs.push_back(view->desc());
-      inputs.push_back(*std::move(view));
-    }
-    absl::StatusOr<std::vector<kernels::TensorDesc>> inferred =
-        kernels::InferOutputs(node.op, descs, node.attrs);
-    if (!inferred.ok()) return AtNode(inferred.status(), node);
-    if (inferred->size() < node.outputs.size()) {
-      return AtNode(
-          absl::InvalidArgumentError(absl::StrCat("the node has ", node.outputs.size(),
-                                                  " outputs, the op at most ", inferred->size())),
-          node);
-    }
-    if (IsShapeOnlyOp(node.op)) {
-      // Same bytes, new shape: no kernel call and no new buffer.
-      slots_[node.outputs[0]] = Slot{slots_[node.inputs[0]].array, std::move((*inferred)[0].shape)};
-    } else {
-      outputs.clear();
-      ignored.clear();
-      for (int j = 0; j < static_cast<int>(node.outputs.size()); ++j) {
-        const kernels::TensorDesc& desc = (*inferred)[j];
-        const int value = node.outputs[j];
-        absl::StatusOr<NDArray> array =
-            manager_->Create(desc.shape, desc.dtype,
-                             value == kNoValue ? absl::string_view() : graph.values()[value].name);
-        if (!array.ok()) return AtNode(array.status(), node);
-        kernels::TensorView view;
-        NDS_ASSIGN_OR_RETURN(view.data, array->Data());
-        view.dtype = desc.dtype;
-        view.shape = desc.shape;
-        view.device = array->device();
-        outputs.push_back(std::move(view));
-        if (value == kNoValue) {
-          ignored.push_back(*std::move(array));
-        } else {
-          slots_[value] = Slot{*std::move(array), desc.shape};
-        }
-      }
-      NotePeak();
-      NDS_RETURN_IF_ERROR(AtNode(kernels_[n](kernel_context_, inputs, outputs, node.attrs), node));
-      if (release_early) {
-        for (const NDArray& a : ignored) NDManager::UnsafeFree(a).IgnoreError();
-      }
-    }
+    NDS_RETURN_IF_ERROR(AtNode(RunNode(n), graph.nodes()[n]));
     if (release_early) {
       for (int s : graph.ReleasedAfter(n)) {
         if (slots_[s].array.valid()) NDManager::UnsafeFree(slots_[s].array).IgnoreError();
@@ -167,12 +295,16 @@ absl::StatusOr<InferOutputTensor> PredictorContext::CopyOutput(int output) const
   const Graph& graph = model_.graph();
   const int value = graph.output_values()[output];
   const Slot& slot = slots_[value];
+  if (slot.array.is_null()) {
+    return absl::InternalError(
+        absl::StrCat("output '", graph.outputs()[output].name, "' was never computed"));
+  }
   InferOutputTensor out;
   out.name = graph.outputs()[output].name;
   out.dtype = slot.array.dtype();
   out.shape.assign(slot.shape.begin(), slot.shape.end());
   out.data.resize(slot.array.nbytes());
-  if (gpu_ != nullptr) {
+  if (gpu_ != nullptr && !slot.host) {
     // Ordered after this request's kernels on its stream, and back when it returns.
     NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
     NDS_RETURN_IF_ERROR(CopyDeviceToHostOnStream(slot.array.device(), out.data.data(), data,
@@ -188,12 +320,17 @@ absl::Status PredictorContext::Close() {
   closed_ = true;
   absl::Status status;
   // The pool is not stream-ordered: nothing may go back to it while a kernel can still
-  // read or write it.
+  // read or write it (or an upload still read a host buffer).
   if (gpu_ != nullptr) status = gpu_->Synchronize();
   // Drop the handles first so that nothing of this request is referenced afterwards.
   slots_.clear();
+  scratch_.clear();
   absl::Status closed = manager_->Close();
   if (status.ok()) status = closed;
+  if (host_manager_ != nullptr && host_manager_ != manager_) {
+    closed = host_manager_->Close();
+    if (status.ok()) status = closed;
+  }
   return status;
 }
 

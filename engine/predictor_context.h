@@ -31,12 +31,20 @@ namespace ndserve::engine {
 // request's peak; on a GPU they stay until Close, because kernels queued on the stream
 // may still read them and the pool is not stream-ordered.
 //
+// Host-placed nodes (Node::on_host: Shape, Size and the shape arithmetic after them) run
+// their CPU kernels on host buffers with this request's real dims; a node whose host
+// inputs they compute gets its attributes built here, per request. On the CPU device host
+// and device memory are the same, so the host buffers are ordinary arrays of the context
+// manager. On a GPU they live in a host-side context manager of their own, and a host
+// value that a device node reads as data is uploaded once, on the predictor's stream.
+//
 // Ownership: owns the context manager (closed by Close or the destructor, after the
 // stream has drained). Borrows the model, the kernel table and the GPU resources, which
 // must outlive it. Not thread-safe: one request on one thread.
-class PredictorContext {
+class PredictorContext : private kernels::ScratchAllocator {
  public:
-  // `kernels` holds the kernel of each graph node on this device; `gpu` is null on CPU.
+  // `kernels` holds the kernel of each graph node: the CPU one for host-placed nodes,
+  // else the one of this device; `gpu` is null on CPU.
   PredictorContext(const Model& model, absl::Span<const kernels::KernelFn> kernels,
                    const kernels::KernelContext& kernel_context, kernels::GpuResources* gpu,
                    std::shared_ptr<NDManager> manager);
@@ -61,6 +69,8 @@ class PredictorContext {
   // The most bytes the context held at once so far.
   uint64_t peak_bytes() const { return peak_bytes_; }
   NDManager& manager() const { return *manager_; }
+  // The working space every kernel call of Run gets (KernelContext::scratch).
+  kernels::ScratchAllocator& scratch() { return *this; }
 
   // Waits for queued GPU work, then closes the context manager. Idempotent.
   absl::Status Close();
@@ -69,17 +79,46 @@ class PredictorContext {
   struct Slot {
     NDArray array;         // the storage (shared by aliases)
     kernels::Shape shape;  // this value's shape
+    // On a GPU: `array` is in host memory (a host-placed node's output), and the device
+    // copy made when a device node first read it.
+    bool host = false;
+    NDArray uploaded;
   };
+
+  // The view a host-placed node reads for `value`.
+  absl::StatusOr<kernels::TensorView> HostView(int value, bool shape_only);
+  // The view a device node reads for `value`, uploading a host value first.
+  absl::StatusOr<kernels::TensorView> DeviceView(int value);
+  // The attributes of `node` for this request (see Node::has_dynamic_attrs).
+  absl::StatusOr<kernels::OpAttrs> RequestAttrs(const Node& node);
+  absl::Status RunNode(int n);
+  absl::Status EnsureHostManager();
+
+  // kernels::ScratchAllocator: a byte array in the context manager, so working space is
+  // accounted to the request and bounded by the pool. On the CPU the blocks of a node go
+  // back to the pool once that node's kernel returned; on a GPU they stay until Close,
+  // like intermediates, because queued kernels may still use them.
+  absl::StatusOr<void*> Allocate(std::size_t bytes) override;
+  void ReleaseScratch();
 
   absl::StatusOr<kernels::TensorView> View(int value) const;
   void NotePeak();
 
   const Model& model_;
   const absl::Span<const kernels::KernelFn> kernels_;
-  const kernels::KernelContext& kernel_context_;
   kernels::GpuResources* const gpu_;
   std::shared_ptr<NDManager> manager_;
+  // Where host-placed nodes' outputs live: manager_ itself on the CPU, a host-side
+  // context manager (made on first use) on a GPU.
+  std::shared_ptr<NDManager> host_manager_;
   std::vector<Slot> slots_;  // per graph value
+  // The predictor's kernel context with `scratch` pointing at this context.
+  kernels::KernelContext node_context_;
+  // The same for host-placed nodes: the CPU, with scratch from host_manager_.
+  kernels::KernelContext host_context_;
+  NDManager* scratch_manager_ = nullptr;  // where Allocate takes blocks from now
+  bool scratch_on_host_ = false;
+  std::vector<NDArray> scratch_;  // blocks to free after the current node
   uint64_t peak_bytes_ = 0;
   bool closed_ = false;
 };

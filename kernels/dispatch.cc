@@ -113,8 +113,12 @@ absl::Status ValidateKernelCall(OpKind op, const KernelContext& ctx,
     in_descs.push_back(inputs[i].desc());
   }
   NDS_ASSIGN_OR_RETURN(const std::vector<TensorDesc> expected, InferOutputs(op, in_descs, attrs));
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    NDS_RETURN_IF_ERROR(check_view(inputs[i], "input", i));
+  // An op that reads only shapes (Shape, Size) may be given an input that lives on
+  // another device, or no data at all: the engine runs it on the host for device tensors.
+  if (!GetOpInfo(op).reads_shapes_only) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      NDS_RETURN_IF_ERROR(check_view(inputs[i], "input", i));
+    }
   }
   if (outputs.empty() || outputs.size() > expected.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -11,6 +11,7 @@
 #include "kernels/attrs/data.h"
 #include "kernels/attrs/math.h"
 #include "kernels/attrs/rnn.h"
+#include "kernels/attrs/shape_of.h"
 #include "kernels/op_kind.h"
 #include "memory/dtype.h"
 
@@ -93,6 +94,7 @@ using OpAttrs = std::variant<
     SplitAttrs,
     PadAttrs,
     TriluAttrs,
+    ShapeAttrs,
 
     // kernels/attrs/conv.h
 

@@ -10,12 +10,12 @@ namespace {
 
 constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
 #define NDS_OP(name, since, rules, cpu, cuda, host, flags) \
-  {#name, since, host, ((flags) & kOpAlias) != 0},
+  {#name, since, host, ((flags) & kOpAlias) != 0, ((flags) & kOpReadsShapes) != 0},
 #include "kernels/ops.def"
 #undef NDS_OP
 }};
 
-constexpr OpInfo kInvalid = {"<invalid op>", kMinOpset, 0, false};
+constexpr OpInfo kInvalid = {"<invalid op>", kMinOpset, 0, false, false};
 
 }  // namespace
 

@@ -26,6 +26,7 @@ inline constexpr int kMaxOpset = 17;
 
 // Flags column of ops.def.
 inline constexpr uint32_t kOpAlias = 1;
+inline constexpr uint32_t kOpReadsShapes = 2;
 
 // One row of ops.def, minus the functions (op_rules.h and dispatch.h reach those).
 struct OpInfo {
@@ -33,6 +34,7 @@ struct OpInfo {
   int since_opset;         // first opset supported; the last is kMaxOpset
   uint32_t host_inputs;    // bit i: input i is read on the host (see ops.def)
   bool alias;              // output aliases input 0's bytes
+  bool reads_shapes_only;  // the kernel never reads its inputs' data
 
   bool IsHostInput(int i) const { return i < 32 && (host_inputs >> i) & 1u; }
 };

@@ -18,6 +18,7 @@ Writes, under ROOT (default: the repository root):
   tests/fixtures/models/transformer/{config.pbtxt,1/model.onnx}
   tests/fixtures/ops/<case>/{model.onnx,case.txt,*.bin}
   tests/fixtures/bad/*.onnx
+  tests/fixtures/graphs/<name>/{model.onnx,<case>/{case.txt,*.bin}}
 
 case.txt is a line-oriented manifest (see FORMAT below); tensors are raw little-endian,
 C-ordered .bin files so C++ tests can read them without an npz parser.
@@ -549,7 +550,7 @@ def op_cases():
     return cases
 
 
-OP_CASE_FAMILIES = ("math", "data", "conv", "rnn")
+OP_CASE_FAMILIES = ("math", "data", "conv", "rnn", "shape_of")
 
 
 def build_op_model(case):
@@ -859,6 +860,195 @@ def write_models(w, only):
 
 
 # ---------------------------------------------------------------------------------------
+# Graph-handling models: the patterns exporters (torch.onnx) write, each with numpy
+# references, under tests/fixtures/graphs/<name>/{model.onnx,<case>/case.txt}.
+
+
+def write_graph_case(w, name, case, inputs, outputs):
+    write_case(w, f"tests/fixtures/graphs/{name}/{case}", ["model ../model.onnx"],
+               [("input", n, a) for n, a in inputs], outputs, (1e-6, 1e-5))
+
+
+def build_constants():
+    """Constant nodes of every attribute kind feeding ops; one output is constant alone."""
+    raw = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+    typed = [1.5, 2.0, -0.5]
+    nodes = [
+        helper.make_node("Constant", [], ["c_raw"], name="c_raw",
+                         value=numpy_helper.from_array(raw, "c_raw")),
+        helper.make_node("Constant", [], ["c_typed"], name="c_typed",
+                         value=helper.make_tensor("t", TensorProto.FLOAT, [3], typed)),
+        helper.make_node("Constant", [], ["c_float"], name="c_float", value_float=0.25),
+        helper.make_node("Constant", [], ["c_floats"], name="c_floats",
+                         value_floats=[1.0, 2.0, 3.0]),
+        helper.make_node("Constant", [], ["c_shape"], name="c_shape",
+                         value=helper.make_tensor("s", TensorProto.INT64, [2], [3, 2])),
+        helper.make_node("Constant", [], ["c_int"], name="c_int", value_int=1),
+        helper.make_node("Constant", [], ["c_ints"], name="c_ints", value_ints=[0]),
+        helper.make_node("Constant", [], ["c_i32"], name="c_i32",
+                         value=helper.make_tensor("i", TensorProto.INT32, [2], [7, -3])),
+        helper.make_node("Add", ["x", "c_raw"], ["a"], name="add"),
+        helper.make_node("Mul", ["a", "c_typed"], ["m"], name="mul"),
+        helper.make_node("Add", ["m", "c_float"], ["f"], name="add_float"),
+        helper.make_node("Add", ["f", "c_floats"], ["g"], name="add_floats"),
+        helper.make_node("Reshape", ["g", "c_shape"], ["y"], name="reshape"),
+        helper.make_node("Gather", ["x", "c_int"], ["col"], name="gather", axis=1),
+        helper.make_node("Unsqueeze", ["col", "c_ints"], ["z"], name="unsqueeze"),
+        helper.make_node("Cast", ["c_i32"], ["w"], name="cast", to=TensorProto.FLOAT),
+    ]
+    graph = helper.make_graph(
+        nodes, "constants", [value_info("x", TensorProto.FLOAT, [2, 3])],
+        [value_info("y", TensorProto.FLOAT, [3, 2]), value_info("z", TensorProto.FLOAT, [1, 2]),
+         value_info("w", TensorProto.FLOAT, [2])])
+
+    def reference(x):
+        g = (x + raw) * np.array(typed, np.float32) + np.float32(0.25) + \
+            np.array([1, 2, 3], np.float32)
+        return [("y", g.reshape(3, 2)), ("z", x[:, 1][None, :]),
+                ("w", np.array([7, -3], np.float32))]
+    return make_model(graph, 17), reference
+
+
+def build_dropout_identity():
+    """Identity and Dropout chains, one of each producing a graph output directly."""
+    nodes = [
+        helper.make_node("Identity", ["x"], ["a"], name="id_in"),
+        helper.make_node("Dropout", ["a", "ratio", "training"], ["b", "unused_mask"],
+                         name="drop_mid"),
+        helper.make_node("Relu", ["b"], ["c"], name="relu"),
+        helper.make_node("Identity", ["c"], ["y"], name="id_out"),
+        helper.make_node("Dropout", ["x"], ["y2"], name="drop_out"),
+    ]
+    graph = helper.make_graph(
+        nodes, "dropout_identity", [value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [value_info("y", TensorProto.FLOAT, ["batch", 4]),
+         value_info("y2", TensorProto.FLOAT, ["batch", 4])],
+        initializer=[init("ratio", np.array(0.3, np.float32)),
+                     init("training", np.array(False))])
+    return make_model(graph, 13), lambda x: [("y", relu(x)), ("y2", x.copy())]
+
+
+def build_folding():
+    """A weight computed from initializers and Constants only: folded to one initializer."""
+    r = np.random.default_rng(110)
+    w0 = r.standard_normal((4, 4)).astype(np.float32)
+    delta = r.standard_normal((4, 4)).astype(np.float32)
+    nodes = [
+        helper.make_node("Constant", [], ["delta"], name="delta",
+                         value=numpy_helper.from_array(delta, "delta")),
+        helper.make_node("Add", ["w0", "delta"], ["wsum"], name="wsum"),
+        helper.make_node("Transpose", ["wsum"], ["wt"], name="wt", perm=[1, 0]),
+        helper.make_node("Constant", [], ["two"], name="two", value_float=2.0),
+        helper.make_node("Mul", ["wt", "two"], ["w"], name="w"),
+        helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul"),
+    ]
+    graph = helper.make_graph(
+        nodes, "folding", [value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [value_info("y", TensorProto.FLOAT, ["batch", 4])], initializer=[init("w0", w0)])
+    w = ((w0 + delta).T * np.float32(2.0)).astype(np.float32)
+    return make_model(graph, 17), lambda x: [("y", matmul(x, w))]
+
+
+DYN_DIM = 8
+
+
+def build_shape_reshape():
+    """The transformer exporters' head split: Shape -> Gather -> Unsqueeze -> Concat ->
+    Reshape with the request's batch and sequence length, plus shape values used as data."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "i0"], ["b"], name="gather_batch", axis=0),
+        helper.make_node("Gather", ["s", "i1"], ["seq"], name="gather_seq", axis=0),
+        helper.make_node("Unsqueeze", ["b", "axes0"], ["b1"], name="unsqueeze_batch"),
+        helper.make_node("Unsqueeze", ["seq", "axes0"], ["seq1"], name="unsqueeze_seq"),
+        helper.make_node("Concat", ["b1", "seq1", "heads"], ["split"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "split"], ["r"], name="reshape_heads"),
+        helper.make_node("Transpose", ["r"], ["heads_first"], name="transpose",
+                         perm=[0, 2, 1, 3]),
+        helper.make_node("Mul", ["b", "seq"], ["rows"], name="rows"),
+        helper.make_node("Unsqueeze", ["rows", "axes0"], ["rows1"], name="unsqueeze_rows"),
+        helper.make_node("Concat", ["rows1", "width"], ["flat"], name="concat_flat", axis=0),
+        helper.make_node("Reshape", ["x", "flat"], ["flat_x"], name="reshape_flat"),
+        helper.make_node("Cast", ["seq1"], ["seq_f"], name="cast_seq", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "seq_f"], ["scaled"], name="scale_by_seq"),
+        helper.make_node("Size", ["x"], ["numel"], name="size"),
+    ]
+    graph = helper.make_graph(
+        nodes, "shape_reshape", [value_info("x", TensorProto.FLOAT, ["batch", "seq", DYN_DIM])],
+        [value_info("heads_first", TensorProto.FLOAT, ["batch", 2, "seq", 4]),
+         value_info("flat_x", TensorProto.FLOAT, [None, DYN_DIM]),
+         value_info("scaled", TensorProto.FLOAT, ["batch", "seq", DYN_DIM]),
+         value_info("numel", TensorProto.INT64, [])],
+        initializer=[init("i0", np.array(0, np.int64)), init("i1", np.array(1, np.int64)),
+                     init("axes0", np.array([0], np.int64)),
+                     init("heads", np.array([2, 4], np.int64)),
+                     init("width", np.array([DYN_DIM], np.int64))])
+
+    def reference(x):
+        b, s, _ = x.shape
+        return [("heads_first", x.reshape(b, s, 2, 4).transpose(0, 2, 1, 3)),
+                ("flat_x", x.reshape(b * s, DYN_DIM)), ("scaled", x * np.float32(s)),
+                ("numel", np.array(x.size, np.int64))]
+    return make_model(graph, 15), reference
+
+
+def build_value_dependent_shape():
+    """A Reshape whose shape is computed from a graph input's values: refused at load."""
+    nodes = [
+        helper.make_node("Add", ["dims", "one"], ["dims1"], name="dims_plus_one"),
+        helper.make_node("Reshape", ["x", "dims1"], ["y"], name="reshape_by_values"),
+    ]
+    graph = helper.make_graph(
+        nodes, "value_dependent_shape",
+        [value_info("x", TensorProto.FLOAT, [2, 3]), value_info("dims", TensorProto.INT64, [2])],
+        [value_info("y", TensorProto.FLOAT, None)],
+        initializer=[init("one", np.array([1], np.int64))])
+    return make_model(graph, 17)
+
+
+def write_graph_models(w):
+    r = np.random.default_rng(111)
+    base = "tests/fixtures/graphs"
+    model, ref = build_constants()
+    w.write_model(f"{base}/constants/model.onnx", model)
+    x = r.standard_normal((2, 3)).astype(np.float32)
+    write_graph_case(w, "constants", "reference", [("x", x)], ref(x))
+
+    model, ref = build_dropout_identity()
+    w.write_model(f"{base}/dropout_identity/model.onnx", model)
+    x = r.standard_normal((3, 4)).astype(np.float32)
+    write_graph_case(w, "dropout_identity", "reference", [("x", x)], ref(x))
+
+    model, ref = build_folding()
+    w.write_model(f"{base}/folding/model.onnx", model)
+    x = r.standard_normal((2, 4)).astype(np.float32)
+    write_graph_case(w, "folding", "reference", [("x", x)], ref(x))
+
+    model, ref = build_shape_reshape()
+    w.write_model(f"{base}/shape_reshape/model.onnx", model)
+    for batch, seq in ((2, 3), (1, 3), (2, 5), (3, 7)):
+        x = r.standard_normal((batch, seq, DYN_DIM)).astype(np.float32)
+        write_graph_case(w, "shape_reshape", f"batch{batch}_seq{seq}", [("x", x)], ref(x))
+
+    w.write_model(f"{base}/value_dependent_shape/model.onnx", build_value_dependent_shape())
+
+    # Constant kinds that cannot be served, and a Dropout whose mask is used.
+    xv, yv = value_info("x", TensorProto.FLOAT, [2]), value_info("y", TensorProto.FLOAT, [2])
+    sparse = helper.make_sparse_tensor(
+        helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0]),
+        helper.make_tensor("i", TensorProto.INT64, [1], [0]), [2])
+    w.write_model("tests/fixtures/bad/constant_sparse.onnx", make_model(helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], name="sparse_c", sparse_value=sparse),
+         helper.make_node("Add", ["x", "c"], ["y"])], "constant_sparse", [xv], [yv]), 13))
+    w.write_model("tests/fixtures/bad/constant_string.onnx", make_model(helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], name="string_c", value_string="hello"),
+         helper.make_node("Identity", ["x"], ["y"])], "constant_string", [xv], [yv]), 13))
+    w.write_model("tests/fixtures/bad/dropout_mask.onnx", make_model(helper.make_graph(
+        [helper.make_node("Dropout", ["x"], ["y", "mask"], name="drop")], "dropout_mask", [xv],
+        [yv, value_info("mask", TensorProto.BOOL, [2])]), 13))
+
+
+# ---------------------------------------------------------------------------------------
 # Bad models for loader tests
 
 
@@ -980,8 +1170,26 @@ def run_graph(model, feeds):
                 y = np.expand_dims(y, ax)
         elif op == "Squeeze":
             y = np.squeeze(x[0], axis=tuple(int(v) for v in x[1]) if len(x) > 1 else None)
-        elif op == "Identity":
+        elif op in ("Identity", "Dropout"):
             y = x[0].copy()
+        elif op == "Constant":
+            attr = node.attribute[0]
+            y = np.array(helper.get_attribute_value(attr))
+            if attr.name == "value":
+                y = numpy_helper.to_array(attr.t)
+            elif attr.name in ("value_float", "value_floats"):
+                y = y.astype(np.float32)
+            else:
+                y = y.astype(np.int64)
+        elif op == "Shape":
+            y = np.array(x[0].shape, np.int64)
+            if a.get("start", 0) or "end" in a:
+                rank = x[0].ndim
+                s0, e0 = [min(max(v + rank if v < 0 else v, 0), rank)
+                          for v in (a.get("start", 0), a.get("end", rank))]
+                y = y[s0:max(s0, e0)]
+        elif op == "Size":
+            y = np.array(x[0].size, np.int64)
         elif op == "Cast":
             to = {v: k for k, v in NP_TO_ONNX.items()}[a["to"]]
             y = x[0].astype(to)
@@ -1044,6 +1252,7 @@ def main(argv):
     if args.only in (None, "fixtures"):
         n_ops = write_op_fixtures(w)
         write_bad_models(w)
+        write_graph_models(w)
     detail = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in sizes.items())
     print(f"gen_models: {w.written} files written, {w.unchanged} unchanged; "
           f"{n_ops} op cases; models: {detail}")

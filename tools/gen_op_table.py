@@ -46,6 +46,8 @@ def table():
         notes = ", ".join(positions) if positions else ""
         if "kOpAlias" in flags:
             notes = (notes + "; " if notes else "") + "aliases its input (no copy)"
+        if "kOpReadsShapes" in flags:
+            notes = (notes + "; " if notes else "") + "reads only its input's shape"
         lines.append(f"| {name} | {since}–{last} | {'yes' if cpu else '—'} | "
                      f"{'yes' if cuda else '—'} | {notes} |")
     lines.append(END)

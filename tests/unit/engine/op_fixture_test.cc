@@ -67,6 +67,8 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"Split", {0, 0}},
       {"Pad", {0, 0}},
       {"Trilu", {0, 0}},
+      {"Shape", {0, 0}},
+      {"Size", {0, 0}},
 
       // Convolution, pooling, normalization, resizing
 
