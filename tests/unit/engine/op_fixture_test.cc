@@ -56,6 +56,20 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"ReduceSum", {1e-5, 1e-5}},
       {"ReduceMean", {1e-5, 1e-5}},
       // Elementwise math, comparison and logic; reductions; TopK, ArgMax
+      {"Sqrt", {1e-6, 1e-5}},
+      {"Exp", {1e-6, 1e-5}},
+      {"Log", {1e-6, 1e-5}},
+      {"Reciprocal", {0, 0}},
+      {"Floor", {0, 0}},
+      {"Ceil", {0, 0}},
+      {"Neg", {0, 0}},
+      {"Abs", {0, 0}},
+      {"LeakyRelu", {0, 0}},
+      {"Elu", {1e-6, 1e-5}},
+      {"HardSigmoid", {1e-6, 1e-5}},
+      {"HardSwish", {1e-6, 1e-5}},
+      {"Clip", {0, 0}},
+      {"PRelu", {0, 0}},
 
       // Shape arithmetic and data movement
 

@@ -1,0 +1,100 @@
+// CUDA entry points of the math family (ops.def section "Elementwise math, comparison and
+// logic; reductions; TopK, ArgMax"): plan on the host with plans.h, shared with the CPU
+// kernels, then queue the math_*.cu launchers on the context's stream and report the
+// launch status. No device memory is allocated and nothing synchronizes.
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/math_launchers.h"
+#include "kernels/plans.h"
+#include "kernels/shape_inference.h"
+
+namespace ndserve::kernels::gpu {
+namespace {
+
+absl::Status Unary(const KernelContext& ctx, MathUnaryCode code, OpKind op,
+                   absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                   float alpha = 0.0f, float beta = 0.0f) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return CudaStatus(LaunchMathUnary(code, ToScalarType(in[0].dtype), in[0].data, out[0].data,
+                                    in[0].numel(), alpha, beta, StreamOf(ctx)),
+                    absl::StrCat(OpKindName(op), " launch"));
+}
+
+// out = a op b, both broadcast to out's shape.
+absl::Status Binary(const KernelContext& ctx, MathBinaryCode code, OpKind op, const TensorView& a,
+                    const TensorView& b, const TensorView& out) {
+  const BroadcastPlan p = MakeBroadcastPlan(out.shape, a.shape, b.shape);
+  NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap(OpKindName(op), p.dims, p.a_strides,
+                                                  p.b_strides));
+  return CudaStatus(LaunchMathBinary(code, ToScalarType(a.dtype), ToScalarType(b.dtype), a.data,
+                                     b.data, out.data, map, p.numel, StreamOf(ctx)),
+                    absl::StrCat(OpKindName(op), " launch"));
+}
+
+}  // namespace
+
+absl::Status Sqrt(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kSqrt, OpKind::kSqrt, in, out);
+}
+absl::Status Exp(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kExp, OpKind::kExp, in, out);
+}
+absl::Status Log(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kLog, OpKind::kLog, in, out);
+}
+absl::Status Reciprocal(const KernelContext& ctx, absl::Span<const TensorView> in,
+                        absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kReciprocal, OpKind::kReciprocal, in, out);
+}
+absl::Status Floor(const KernelContext& ctx, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kFloor, OpKind::kFloor, in, out);
+}
+absl::Status Ceil(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kCeil, OpKind::kCeil, in, out);
+}
+absl::Status Neg(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kNeg, OpKind::kNeg, in, out);
+}
+absl::Status Abs(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kAbs, OpKind::kAbs, in, out);
+}
+absl::Status LeakyRelu(const KernelContext& ctx, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Unary(ctx, MathUnaryCode::kLeakyRelu, OpKind::kLeakyRelu, in, out,
+               std::get<ActivationAttrs>(attrs).alpha);
+}
+absl::Status Elu(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Unary(ctx, MathUnaryCode::kElu, OpKind::kElu, in, out,
+               std::get<ActivationAttrs>(attrs).alpha);
+}
+absl::Status HardSigmoid(const KernelContext& ctx, absl::Span<const TensorView> in,
+                         absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const ActivationAttrs& a = std::get<ActivationAttrs>(attrs);
+  return Unary(ctx, MathUnaryCode::kHardSigmoid, OpKind::kHardSigmoid, in, out, a.alpha, a.beta);
+}
+absl::Status HardSwish(const KernelContext& ctx, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kHardSwish, OpKind::kHardSwish, in, out);
+}
+absl::Status Clip(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const ClipAttrs& a = std::get<ClipAttrs>(attrs);
+  return Unary(ctx, MathUnaryCode::kClip, OpKind::kClip, in, out, a.min, a.max);
+}
+absl::Status PRelu(const KernelContext& ctx, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kPRelu, OpKind::kPRelu, in[0], in[1], out[0]);
+}
+
+}  // namespace ndserve::kernels::gpu

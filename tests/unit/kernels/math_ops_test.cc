@@ -1,0 +1,205 @@
+// The math family's operators (ops.def section "Elementwise math, comparison and logic;
+// reductions; TopK, ArgMax") beyond what the numpy fixtures cover: attribute and host-
+// input folding that the fixture format cannot express (Clip with only a max), error
+// paths (bad shapes, types, attributes: INVALID_ARGUMENT or UNIMPLEMENTED naming the op),
+// integer edge cases, and larger shapes against naive references, on every device present
+// (on a GPU each result is also compared with the CPU kernel's).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/node_attrs.h"
+#include "tests/unit/kernels/kernel_test_util.h"
+
+namespace ndserve::kernels::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+HostValue RealScalar(double v) {
+  HostValue h;
+  h.dtype = DType::kFp32;
+  h.reals = {v};
+  return h;
+}
+
+HostValue IntScalar(int64_t v) {
+  HostValue h;
+  h.dtype = DType::kInt64;
+  h.ints = {v};
+  return h;
+}
+
+absl::StatusCode InferCode(OpKind op, std::vector<TensorDesc> in, const OpAttrs& attrs) {
+  return InferOutputs(op, in, attrs).status().code();
+}
+
+std::string InferMessage(OpKind op, std::vector<TensorDesc> in, const OpAttrs& attrs) {
+  return std::string(InferOutputs(op, in, attrs).status().message());
+}
+
+class MathOpsTest : public ::testing::TestWithParam<Device> {
+ protected:
+  std::vector<HostTensor> Run(OpKind op, const std::vector<HostTensor>& inputs,
+                              const OpAttrs& attrs, double atol, double rtol, int num_outputs = 1) {
+    DeviceRunner runner(GetParam());
+    auto got = runner.Run(op, inputs, attrs, num_outputs);
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!got.ok()) return {};
+    if (GetParam().is_cuda()) {
+      DeviceRunner cpu(Device::Cpu());
+      auto want = cpu.Run(op, inputs, attrs, num_outputs);
+      EXPECT_TRUE(want.ok()) << want.status();
+      for (std::size_t i = 0; want.ok() && i < want->size(); ++i) {
+        EXPECT_TRUE(AllClose((*got)[i], (*want)[i], atol, rtol)) << "CUDA vs CPU, output " << i;
+      }
+    }
+    return *std::move(got);
+  }
+};
+
+// --- Unary and activations ---------------------------------------------------------------
+
+TEST_P(MathOpsTest, UnaryMathMatchesLibm) {
+  const HostTensor x = RandomTensor({3, 333}, 5, -8.0f, 8.0f);
+  const std::vector<float> xv = x.Values<float>();
+  struct Case {
+    OpKind op;
+    OpAttrs attrs;
+    double (*fn)(double);
+  };
+  const Case cases[] = {
+      {OpKind::kExp, NoAttrs{}, [](double v) { return std::exp(v); }},
+      {OpKind::kNeg, NoAttrs{}, [](double v) { return -v; }},
+      {OpKind::kAbs, NoAttrs{}, [](double v) { return std::fabs(v); }},
+      {OpKind::kFloor, NoAttrs{}, [](double v) { return std::floor(v); }},
+      {OpKind::kCeil, NoAttrs{}, [](double v) { return std::ceil(v); }},
+      {OpKind::kReciprocal, NoAttrs{}, [](double v) { return 1.0 / v; }},
+      {OpKind::kLeakyRelu, ActivationAttrs{0.25f, 0.0f},
+       [](double v) { return v < 0 ? 0.25 * v : v; }},
+      {OpKind::kElu, ActivationAttrs{1.0f, 0.0f},
+       [](double v) { return v < 0 ? std::expm1(v) : v; }},
+      {OpKind::kHardSigmoid, ActivationAttrs{0.25f, 0.5f},
+       [](double v) { return std::clamp(0.25 * v + 0.5, 0.0, 1.0); }},
+      {OpKind::kHardSwish, ActivationAttrs{1.0f / 6, 0.5f},
+       [](double v) { return v * std::clamp(v / 6 + 0.5, 0.0, 1.0); }},
+      {OpKind::kClip, ClipAttrs{-1.0f, 3.0f}, [](double v) { return std::clamp(v, -1.0, 3.0); }},
+  };
+  for (const Case& c : cases) {
+    std::vector<float> want(xv.size());
+    for (std::size_t i = 0; i < xv.size(); ++i) want[i] = static_cast<float>(c.fn(xv[i]));
+    const auto got = Run(c.op, {x}, c.attrs, 1e-6, 1e-5);
+    ASSERT_EQ(got.size(), 1u) << OpKindName(c.op);
+    EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(x.shape, want), 1e-6, 1e-5))
+        << OpKindName(c.op);
+  }
+  const HostTensor pos = RandomTensor({1000}, 6, 0.001f, 100.0f);
+  for (OpKind op : {OpKind::kSqrt, OpKind::kLog}) {
+    std::vector<float> want;
+    for (float v : pos.Values<float>()) {
+      want.push_back(static_cast<float>(op == OpKind::kSqrt ? std::sqrt(v) : std::log(v)));
+    }
+    const auto got = Run(op, {pos}, NoAttrs{}, 1e-6, 1e-5);
+    EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(pos.shape, want), 1e-6, 1e-5))
+        << OpKindName(op);
+  }
+}
+
+TEST_P(MathOpsTest, IntegerNegAndAbsWrapAtTheMinimum) {
+  constexpr int64_t kMin64 = std::numeric_limits<int64_t>::min();
+  constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+  const HostTensor a = HostTensor::Of<int64_t>({4}, {5, -7, 0, kMin64});
+  EXPECT_THAT(Run(OpKind::kNeg, {a}, NoAttrs{}, 0, 0)[0].Values<int64_t>(),
+              ElementsAre(-5, 7, 0, kMin64));
+  EXPECT_THAT(Run(OpKind::kAbs, {a}, NoAttrs{}, 0, 0)[0].Values<int64_t>(),
+              ElementsAre(5, 7, 0, kMin64));
+  const HostTensor b = HostTensor::Of<int32_t>({3}, {-3, kMin32, 9});
+  EXPECT_THAT(Run(OpKind::kAbs, {b}, NoAttrs{}, 0, 0)[0].Values<int32_t>(),
+              ElementsAre(3, kMin32, 9));
+}
+
+TEST_P(MathOpsTest, ClipWithOnlyAMaxAndNaN) {
+  // Clip(x, "", max): position 1 absent, position 2 present.
+  auto attrs = BuildOpAttrs(OpKind::kClip, 13, {},
+                            HostInputs({std::nullopt, std::nullopt, RealScalar(0.5)}));
+  ASSERT_TRUE(attrs.ok()) << attrs.status();
+  const ClipAttrs& c = std::get<ClipAttrs>(*attrs);
+  EXPECT_EQ(c.min, -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(c.max, 0.5f);
+  const HostTensor x = HostTensor::Of<float>({5}, {-100.0f, 0.25f, 0.5f, 7.0f, NAN});
+  const auto got = Run(OpKind::kClip, {x}, *attrs, 0, 0);
+  EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>({5}, {-100.0f, 0.25f, 0.5f, 0.5f, NAN}), 0, 0));
+}
+
+TEST_P(MathOpsTest, PReluBroadcastsSlopeOverChannels) {
+  const HostTensor x = RandomTensor({2, 5, 3, 7}, 8);
+  const HostTensor slope = RandomTensor({5, 1, 1}, 9, 0.0f, 1.0f);
+  const std::vector<float> xv = x.Values<float>(), sv = slope.Values<float>();
+  std::vector<float> want(xv.size());
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const float s = sv[(i / 21) % 5];
+    want[i] = xv[i] < 0 ? xv[i] * s : xv[i];
+  }
+  const auto got = Run(OpKind::kPRelu, {x, slope}, NoAttrs{}, 0, 0);
+  EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(x.shape, want), 0, 0));
+}
+
+TEST(MathOpsErrors, UnaryAndActivationRules) {
+  EXPECT_EQ(InferCode(OpKind::kSqrt, {{DType::kInt64, {2}}}, NoAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(InferMessage(OpKind::kExp, {{DType::kInt32, {2}}}, NoAttrs{}), HasSubstr("Exp"));
+  EXPECT_EQ(InferCode(OpKind::kNeg, {{DType::kBool, {2}}}, NoAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(InferCode(OpKind::kAbs, {{DType::kFp32, {2}}, {DType::kFp32, {2}}}, NoAttrs{}),
+            absl::StatusCode::kInvalidArgument);
+  // The activation attribute struct is required.
+  EXPECT_EQ(InferCode(OpKind::kLeakyRelu, {{DType::kFp32, {2}}}, NoAttrs{}),
+            absl::StatusCode::kInvalidArgument);
+  // HardSwish exists from opset 14.
+  EXPECT_EQ(BuildOpAttrs(OpKind::kHardSwish, 13, {}).status().code(),
+            absl::StatusCode::kUnimplemented);
+  auto leaky = BuildOpAttrs(OpKind::kLeakyRelu, 13, {});
+  ASSERT_TRUE(leaky.ok());
+  EXPECT_EQ(std::get<ActivationAttrs>(*leaky).alpha, 0.01f);
+  auto hs = BuildOpAttrs(OpKind::kHardSigmoid, 13, {{"beta", 0.25f}});
+  ASSERT_TRUE(hs.ok());
+  EXPECT_EQ(std::get<ActivationAttrs>(*hs).alpha, 0.2f);
+  EXPECT_EQ(std::get<ActivationAttrs>(*hs).beta, 0.25f);
+  EXPECT_EQ(BuildOpAttrs(OpKind::kElu, 13, {{"alpha", std::string("x")}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MathOpsErrors, ClipAndPReluRules) {
+  HostValue two;
+  two.dtype = DType::kFp32;
+  two.shape = {2};
+  two.reals = {0.0, 1.0};
+  auto bad = BuildOpAttrs(OpKind::kClip, 13, {}, HostInputs({std::nullopt, two}));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), AllOf(HasSubstr("Clip"), HasSubstr("min")));
+  EXPECT_EQ(BuildOpAttrs(OpKind::kClip, 13, {}, HostInputs({std::nullopt, RealScalar(NAN)}))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InferCode(OpKind::kClip, {{DType::kInt32, {2}}}, ClipAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  // The slope must broadcast to X, not the other way round.
+  const std::string msg =
+      InferMessage(OpKind::kPRelu, {{DType::kFp32, {2, 3}}, {DType::kFp32, {4}}}, NoAttrs{});
+  EXPECT_THAT(msg, AllOf(HasSubstr("PRelu"), HasSubstr("[4]"), HasSubstr("[2,3]")));
+  EXPECT_EQ(InferCode(OpKind::kPRelu, {{DType::kFp32, {3}}, {DType::kFp32, {2, 3}}}, NoAttrs{}),
+            absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, MathOpsTest, ::testing::ValuesIn(TestDevices()),
+                         DeviceTestName);
+
+}  // namespace
+}  // namespace ndserve::kernels::testing
