@@ -33,6 +33,25 @@ absl::Status Binary(const KernelContext& ctx, MathBinaryCode code, OpKind op, co
                     absl::StrCat(OpKindName(op), " launch"));
 }
 
+// Min / Max over 1..N inputs: the first pair into the output, then each further input
+// folded into the output in place; the launches run in order on the one stream.
+absl::Status Variadic(const KernelContext& ctx, MathBinaryCode code, OpKind op,
+                      absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const TensorView& y = out[0];
+  if (in.size() == 1) {
+    if (y.data == in[0].data || y.nbytes() == 0) return absl::OkStatus();
+    return CudaStatus(cudaMemcpyAsync(y.data, in[0].data, y.nbytes(), cudaMemcpyDeviceToDevice,
+                                      StreamOf(ctx)),
+                      absl::StrCat(OpKindName(op), " cudaMemcpyAsync"));
+  }
+  NDS_RETURN_IF_ERROR(Binary(ctx, code, op, in[0], in[1], y));
+  for (std::size_t k = 2; k < in.size(); ++k) {
+    NDS_RETURN_IF_ERROR(Binary(ctx, code, op, y, in[k], y));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Sqrt(const KernelContext& ctx, absl::Span<const TensorView> in,
@@ -95,6 +114,63 @@ absl::Status PRelu(const KernelContext& ctx, absl::Span<const TensorView> in,
                    absl::Span<const TensorView> out, const OpAttrs&) {
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   return Binary(ctx, MathBinaryCode::kPRelu, OpKind::kPRelu, in[0], in[1], out[0]);
+}
+
+absl::Status Pow(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kPow, OpKind::kPow, in[0], in[1], out[0]);
+}
+
+absl::Status Min(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Variadic(ctx, MathBinaryCode::kMin, OpKind::kMin, in, out);
+}
+absl::Status Max(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Variadic(ctx, MathBinaryCode::kMax, OpKind::kMax, in, out);
+}
+
+absl::Status Equal(const KernelContext& ctx, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kEqual, OpKind::kEqual, in[0], in[1], out[0]);
+}
+absl::Status Less(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kLess, OpKind::kLess, in[0], in[1], out[0]);
+}
+absl::Status Greater(const KernelContext& ctx, absl::Span<const TensorView> in,
+                     absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kGreater, OpKind::kGreater, in[0], in[1], out[0]);
+}
+absl::Status And(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kAnd, OpKind::kAnd, in[0], in[1], out[0]);
+}
+absl::Status Or(const KernelContext& ctx, absl::Span<const TensorView> in,
+                absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kOr, OpKind::kOr, in[0], in[1], out[0]);
+}
+absl::Status Not(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kNot, OpKind::kNot, in, out);
+}
+
+absl::Status Where(const KernelContext& ctx, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const BroadcastPlan p = MakeBroadcastPlan(out[0].shape, in[0].shape, in[1].shape, in[2].shape);
+  NDS_ASSIGN_OR_RETURN(IndexMap cond_x, MakeIndexMap("Where", p.dims, p.a_strides, p.b_strides));
+  NDS_ASSIGN_OR_RETURN(IndexMap y_map, MakeIndexMap("Where", p.dims, p.c_strides));
+  return CudaStatus(LaunchWhere(in[0].as<const uint8_t>(), in[1].data, in[2].data, out[0].data,
+                                static_cast<int>(DTypeSize(in[1].dtype)), cond_x, y_map, p.numel,
+                                StreamOf(ctx)),
+                    "Where launch");
 }
 
 }  // namespace ndserve::kernels::gpu

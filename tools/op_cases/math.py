@@ -97,6 +97,93 @@ def _activation_cases(add, gen):
             [("Y", np.where(img < 0, img * slope, img).astype(np.float32))])
 
 
+def _binary_cases(add, gen):
+    r = gen()
+    base = float_data(r, (2, 3, 4), 0.1, 3.0)
+    ex = float_data(r, (4,), -2.0, 2.0)
+    add("pow_fp32_bcast", "Pow", 13, [("input", "X", base), ("input", "Y", ex)],
+        [("Z", np.power(_f64(base), _f64(ex)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    neg = float_data(r, (2, 4), -3.0, 3.0)
+    iex = np.array([[-2], [3]], np.int64)
+    add("pow_int64_exponent", "Pow", 15, [("input", "X", neg), ("input", "Y", iex)],
+        [("Z", np.power(_f64(neg), _f64(iex)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    add("pow_scalar_square", "Pow", 13,
+        [("input", "X", neg), ("const", "Y", np.array(2.0, np.float32))],
+        [("Z", (_f64(neg) ** 2).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    i32 = np.array([0, 1, 3, 2], np.int32)
+    add("pow_int32_exponent", "Pow", 13, [("input", "X", neg), ("input", "Y", i32)],
+        [("Z", np.power(_f64(neg), _f64(i32)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+
+    # Min / Max: variadic with numpy broadcasting.
+    a, b, c = float_data(r, (2, 3, 4)), float_data(r, (3, 1)), float_data(r, (4,))
+    b.flat[0] = a.flat[0]  # a tie
+    for op, fn in (("Min", np.minimum), ("Max", np.maximum)):
+        low = op.lower()
+        add(f"{low}_one_input", op, 13, [("input", "data_0", a)], [(low, a.copy())])
+        add(f"{low}_two_bcast", op, 13, [("input", "data_0", a), ("input", "data_1", b)],
+            [(low, fn(a, b))])
+        add(f"{low}_three_bcast", op, 13,
+            [("input", "data_0", b), ("input", "data_1", a), ("const", "data_2", c)],
+            [(low, fn(fn(b, a), c))])
+    i64a = r.integers(-(1 << 40), 1 << 40, size=(3, 4)).astype(np.int64)
+    i64b = r.integers(-(1 << 40), 1 << 40, size=(4,)).astype(np.int64)
+    add("max_int64", "Max", 13, [("input", "data_0", i64a), ("input", "data_1", i64b)],
+        [("max", np.maximum(i64a, i64b))])
+    i32a = r.integers(-50, 50, size=(2, 1, 3)).astype(np.int32)
+    i32b = r.integers(-50, 50, size=(4, 1)).astype(np.int32)
+    add("min_int32", "Min", 13, [("input", "data_0", i32a), ("input", "data_1", i32b)],
+        [("min", np.minimum(i32a, i32b))])
+
+    # Comparisons: BOOL out, with ties.
+    x = np.round(float_data(r, (3, 4), -2.0, 2.0))
+    y = np.round(float_data(r, (4,), -2.0, 2.0))
+    for op, fn in (("Equal", np.equal), ("Less", np.less), ("Greater", np.greater)):
+        add(f"{op.lower()}_fp32_bcast", op, 13, [("input", "A", x), ("input", "B", y)],
+            [("C", fn(x, y))])
+    ia = r.integers(-3, 3, size=(2, 3)).astype(np.int64)
+    ib = r.integers(-3, 3, size=(2, 1)).astype(np.int64)
+    for op, fn in (("Equal", np.equal), ("Less", np.less), ("Greater", np.greater)):
+        add(f"{op.lower()}_int64", op, 13, [("input", "A", ia), ("input", "B", ib)],
+            [("C", fn(ia, ib))])
+    ja = r.integers(-3, 3, size=(5,)).astype(np.int32)
+    add("less_int32_scalar", "Less", 13,
+        [("input", "A", ja), ("const", "B", np.array(0, np.int32))], [("C", ja < 0)])
+    ba = np.array([[True, False, True], [False, False, True]])
+    bb = np.array([True, False, False])
+    add("equal_bool", "Equal", 13, [("input", "A", ba), ("input", "B", bb)], [("C", ba == bb)])
+
+    # Logic.
+    add("not", "Not", 13, [("input", "X", ba)], [("Y", np.logical_not(ba))])
+    bc = np.array([[True], [False]])
+    add("and_bcast", "And", 13, [("input", "A", ba), ("input", "B", bc)],
+        [("C", np.logical_and(ba, bc))])
+    add("or_bcast", "Or", 13, [("input", "A", ba), ("input", "B", bb)],
+        [("C", np.logical_or(ba, bb))])
+
+    # Where: three-way broadcasting, several element sizes.
+    cond = r.integers(0, 2, size=(2, 1, 4)).astype(np.bool_)
+    wx, wy = float_data(r, (3, 1)), float_data(r, (1, 3, 4))
+    add("where_fp32_bcast3", "Where", 16,
+        [("input", "condition", cond), ("input", "X", wx), ("input", "Y", wy)],
+        [("output", np.where(cond, wx, wy))])
+    lx = r.integers(-(1 << 40), 1 << 40, size=(2, 3, 4)).astype(np.int64)
+    add("where_int64_scalar_y", "Where", 13,
+        [("input", "condition", cond), ("input", "X", lx),
+         ("const", "Y", np.array(-1, np.int64))],
+        [("output", np.where(cond, lx, np.int64(-1)))])
+    add("where_bool_values", "Where", 13,
+        [("input", "condition", ba), ("input", "X", bb), ("input", "Y", np.logical_not(ba))],
+        [("output", np.where(ba, bb, np.logical_not(ba)))])
+    hx = float_data(r, (4,)).astype(np.float16)
+    add("where_fp16", "Where", 13,
+        [("input", "condition", cond), ("input", "X", hx), ("input", "Y", np.float16(0.5) * hx)],
+        [("output", np.where(cond, hx, np.float16(0.5) * hx))])
+    add("where_empty", "Where", 13,
+        [("input", "condition", np.zeros((0, 4), np.bool_)), ("input", "X", wy[0, :1]),
+         ("input", "Y", np.zeros((1, 4), np.float32))],
+        [("output", np.zeros((0, 4), np.float32))])
+
+
 def cases(add, rng):
     """Adds this family's OpCases: add(name, op, opset, inputs, outputs, attrs=, tol=)."""
     del rng  # see _SEED
@@ -108,3 +195,4 @@ def cases(add, rng):
 
     _unary_cases(add, gen)
     _activation_cases(add, gen)
+    _binary_cases(add, gen)

@@ -70,6 +70,16 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"HardSwish", {1e-6, 1e-5}},
       {"Clip", {0, 0}},
       {"PRelu", {0, 0}},
+      {"Pow", {1e-6, 1e-5}},
+      {"Min", {0, 0}},
+      {"Max", {0, 0}},
+      {"Equal", {0, 0}},
+      {"Less", {0, 0}},
+      {"Greater", {0, 0}},
+      {"Not", {0, 0}},
+      {"And", {0, 0}},
+      {"Or", {0, 0}},
+      {"Where", {0, 0}},
 
       // Shape arithmetic and data movement
 

@@ -198,6 +198,114 @@ TEST(MathOpsErrors, ClipAndPReluRules) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// --- Broadcasting binary, comparison, logic, Where ------------------------------------------
+
+TEST_P(MathOpsTest, VariadicMaxOverFourBroadcastInputs) {
+  const Shape out = {3, 4, 5};
+  const std::vector<Shape> shapes = {{5}, {3, 1, 5}, {4, 1}, {3, 4, 5}};
+  std::vector<HostTensor> in;
+  for (std::size_t k = 0; k < shapes.size(); ++k) in.push_back(RandomTensor(shapes[k], 20 + k));
+  std::vector<float> want(NumElements(out), -INFINITY), low(NumElements(out), INFINITY);
+  for (const HostTensor& t : in) {
+    const Shape str = BroadcastStrides(t.shape, out);
+    const std::vector<float> v = t.Values<float>();
+    for (int64_t i = 0; i < NumElements(out); ++i) {
+      int64_t off = 0, rest = i;
+      for (int d = 2; d >= 0; --d) {
+        off += (rest % out[d]) * str[d];
+        rest /= out[d];
+      }
+      want[i] = std::max(want[i], v[off]);
+      low[i] = std::min(low[i], v[off]);
+    }
+  }
+  EXPECT_TRUE(AllClose(Run(OpKind::kMax, in, NoAttrs{}, 0, 0)[0], HostTensor::Of<float>(out, want),
+                       0, 0));
+  EXPECT_TRUE(AllClose(Run(OpKind::kMin, in, NoAttrs{}, 0, 0)[0], HostTensor::Of<float>(out, low),
+                       0, 0));
+}
+
+TEST_P(MathOpsTest, MinMaxPropagateNaN) {
+  const HostTensor a = HostTensor::Of<float>({3}, {NAN, 1.0f, 2.0f});
+  const HostTensor b = HostTensor::Of<float>({3}, {0.0f, NAN, 1.0f});
+  EXPECT_TRUE(AllClose(Run(OpKind::kMax, {a, b}, NoAttrs{}, 0, 0)[0],
+                       HostTensor::Of<float>({3}, {NAN, NAN, 2.0f}), 0, 0));
+  EXPECT_TRUE(AllClose(Run(OpKind::kMin, {a, b}, NoAttrs{}, 0, 0)[0],
+                       HostTensor::Of<float>({3}, {NAN, NAN, 1.0f}), 0, 0));
+}
+
+TEST_P(MathOpsTest, ComparisonsAndLogicTreatAnyNonzeroByteAsTrue) {
+  const HostTensor a = HostTensor::Of<uint8_t>({4}, {0, 1, 2, 255}, DType::kBool);
+  const HostTensor b = HostTensor::Of<uint8_t>({4}, {0, 7, 1, 0}, DType::kBool);
+  EXPECT_THAT(Run(OpKind::kEqual, {a, b}, NoAttrs{}, 0, 0)[0].Values<uint8_t>(),
+              ElementsAre(1, 1, 1, 0));
+  EXPECT_THAT(Run(OpKind::kAnd, {a, b}, NoAttrs{}, 0, 0)[0].Values<uint8_t>(),
+              ElementsAre(0, 1, 1, 0));
+  EXPECT_THAT(Run(OpKind::kNot, {a}, NoAttrs{}, 0, 0)[0].Values<uint8_t>(),
+              ElementsAre(1, 0, 0, 0));
+  const HostTensor w = Run(OpKind::kWhere,
+                           {a, HostTensor::Of<int32_t>({1}, {7}), HostTensor::Of<int32_t>({}, {-1})},
+                           NoAttrs{}, 0, 0)[0];
+  EXPECT_THAT(w.Values<int32_t>(), ElementsAre(-1, 7, 7, 7));
+}
+
+TEST_P(MathOpsTest, WhereBroadcastsThreeWaysOnLargerShapes) {
+  const Shape sc = {4, 1, 6}, sx = {5, 1}, sy = {4, 5, 1};
+  std::vector<uint8_t> cv(NumElements(sc));
+  for (std::size_t i = 0; i < cv.size(); ++i) cv[i] = (i * 7) % 3 == 0;
+  const HostTensor c = HostTensor::Of<uint8_t>(sc, cv, DType::kBool);
+  const HostTensor x = RandomTensor(sx, 30), y = RandomTensor(sy, 31);
+  const Shape out = {4, 5, 6};
+  const Shape cs = BroadcastStrides(sc, out), xs = BroadcastStrides(sx, out),
+              ys = BroadcastStrides(sy, out);
+  const std::vector<float> xv = x.Values<float>(), yv = y.Values<float>();
+  std::vector<float> want(NumElements(out));
+  for (int64_t i = 0; i < NumElements(out); ++i) {
+    const int64_t d0 = i / 30, d1 = (i / 6) % 5, d2 = i % 6;
+    const int64_t oc = d0 * cs[0] + d1 * cs[1] + d2 * cs[2];
+    const int64_t ox = d0 * xs[0] + d1 * xs[1] + d2 * xs[2];
+    const int64_t oy = d0 * ys[0] + d1 * ys[1] + d2 * ys[2];
+    want[i] = cv[oc] ? xv[ox] : yv[oy];
+  }
+  EXPECT_TRUE(AllClose(Run(OpKind::kWhere, {c, x, y}, NoAttrs{}, 0, 0)[0],
+                       HostTensor::Of<float>(out, want), 0, 0));
+}
+
+TEST(MathOpsErrors, BroadcastingRules) {
+  const std::string msg =
+      InferMessage(OpKind::kMax, {{DType::kFp32, {2, 3}}, {DType::kFp32, {3}}, {DType::kFp32, {4}}},
+                   NoAttrs{});
+  EXPECT_THAT(msg, AllOf(HasSubstr("Max"), HasSubstr("[4]")));
+  EXPECT_EQ(InferCode(OpKind::kMin, {}, NoAttrs{}), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InferCode(OpKind::kMin, {{DType::kFp32, {2}}, {DType::kInt64, {2}}}, NoAttrs{}),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InferCode(OpKind::kMax, {{DType::kBool, {2}}}, NoAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(InferCode(OpKind::kPow, {{DType::kInt64, {2}}, {DType::kFp32, {2}}}, NoAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(InferCode(OpKind::kLess, {{DType::kBool, {2}}, {DType::kBool, {2}}}, NoAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(InferCode(OpKind::kGreater, {{DType::kFp32, {2}}, {DType::kInt32, {2}}}, NoAttrs{}),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InferCode(OpKind::kAnd, {{DType::kBool, {2}}, {DType::kInt32, {2}}}, NoAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(InferCode(OpKind::kNot, {{DType::kFp32, {2}}}, NoAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(InferCode(OpKind::kWhere,
+                      {{DType::kFp32, {2}}, {DType::kFp32, {2}}, {DType::kFp32, {2}}}, NoAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(InferCode(OpKind::kWhere,
+                      {{DType::kBool, {2}}, {DType::kFp32, {2}}, {DType::kInt32, {2}}}, NoAttrs{}),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InferCode(OpKind::kWhere,
+                      {{DType::kBool, {2}}, {DType::kBytes, {2}}, {DType::kBytes, {2}}}, NoAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(InferMessage(OpKind::kWhere,
+                           {{DType::kBool, {3}}, {DType::kFp32, {2}}, {DType::kFp32, {2}}},
+                           NoAttrs{}),
+              HasSubstr("Where"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, MathOpsTest, ::testing::ValuesIn(TestDevices()),
                          DeviceTestName);
 
