@@ -52,6 +52,33 @@ absl::Status Variadic(const KernelContext& ctx, MathBinaryCode code, OpKind op,
   return absl::OkStatus();
 }
 
+absl::Status ReduceMinMax(const KernelContext& ctx, OpKind op, absl::Span<const TensorView> in,
+                          absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const std::vector<int64_t> axes =
+      *ResolveReduceAxes(std::get<ReduceAttrs>(attrs), in[0].shape.size(), OpKindName(op));
+  if (axes.empty()) {  // noop_with_empty_axes
+    if (out[0].data == in[0].data || in[0].nbytes() == 0) return absl::OkStatus();
+    return CudaStatus(cudaMemcpyAsync(out[0].data, in[0].data, in[0].nbytes(),
+                                      cudaMemcpyDeviceToDevice, StreamOf(ctx)),
+                      absl::StrCat(OpKindName(op), " cudaMemcpyAsync"));
+  }
+  const ReducePlan p = MakeReducePlan(in[0].shape, axes);
+  Shape kept_dims, kept_strides, red_dims, red_strides;
+  for (std::size_t d = 0; d < p.dims.size(); ++d) {
+    (p.reduced[d] ? red_dims : kept_dims).push_back(p.dims[d]);
+    (p.reduced[d] ? red_strides : kept_strides).push_back(p.in_strides[d]);
+  }
+  NDS_ASSIGN_OR_RETURN(IndexMap kept, MakeIndexMap(OpKindName(op), kept_dims, kept_strides));
+  NDS_ASSIGN_OR_RETURN(IndexMap reduced, MakeIndexMap(OpKindName(op), red_dims, red_strides));
+  // An empty input reduces to the identity: reduce_numel is then 0.
+  const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
+  return CudaStatus(LaunchReduceMinMax(op == OpKind::kReduceMax, ToScalarType(in[0].dtype),
+                                       in[0].data, out[0].data, kept, reduced, p.out_numel,
+                                       reduce_n, StreamOf(ctx)),
+                    absl::StrCat(OpKindName(op), " launch"));
+}
+
 }  // namespace
 
 absl::Status Sqrt(const KernelContext& ctx, absl::Span<const TensorView> in,
@@ -171,6 +198,61 @@ absl::Status Where(const KernelContext& ctx, absl::Span<const TensorView> in,
                                 static_cast<int>(DTypeSize(in[1].dtype)), cond_x, y_map, p.numel,
                                 StreamOf(ctx)),
                     "Where launch");
+}
+
+absl::Status ReduceMax(const KernelContext& ctx, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return ReduceMinMax(ctx, OpKind::kReduceMax, in, out, attrs);
+}
+absl::Status ReduceMin(const KernelContext& ctx, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return ReduceMinMax(ctx, OpKind::kReduceMin, in, out, attrs);
+}
+
+absl::Status LogSoftmax(const KernelContext& ctx, absl::Span<const TensorView> in,
+                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const int64_t axis =
+      *NormalizeAxis(std::get<SoftmaxAttrs>(attrs).axis, in[0].shape.size(), "LogSoftmax");
+  const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
+  return CudaStatus(LaunchLogSoftmax(in[0].as<const float>(), out[0].as<float>(), p.outer,
+                                     p.axis_dim, p.inner, StreamOf(ctx)),
+                    "LogSoftmax launch");
+}
+
+absl::Status ArgMax(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const ArgMaxAttrs& a = std::get<ArgMaxAttrs>(attrs);
+  const int64_t axis = *NormalizeAxis(a.axis, in[0].shape.size(), "ArgMax");
+  const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
+  return CudaStatus(LaunchArgMax(ToScalarType(in[0].dtype), in[0].data, out[0].as<int64_t>(),
+                                 p.outer, p.axis_dim, p.inner, a.select_last_index,
+                                 StreamOf(ctx)),
+                    "ArgMax launch");
+}
+
+absl::Status TopK(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const TopKAttrs& a = std::get<TopKAttrs>(attrs);
+  const int64_t axis = *NormalizeAxis(a.axis, in[0].shape.size(), "TopK");
+  const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
+  return CudaStatus(LaunchTopK(ToScalarType(in[0].dtype), in[0].data, out[0].data,
+                               out[1].as<int64_t>(), p.outer, p.axis_dim, p.inner, a.k, a.largest,
+                               StreamOf(ctx)),
+                    "TopK launch");
+}
+
+absl::Status CumSum(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const CumSumAttrs& a = std::get<CumSumAttrs>(attrs);
+  const int64_t axis = *NormalizeAxis(a.axis, in[0].shape.size(), "CumSum");
+  const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
+  return CudaStatus(LaunchCumSum(ToScalarType(in[0].dtype), in[0].data, out[0].data, p.outer,
+                                 p.axis_dim, p.inner, a.exclusive, a.reverse, StreamOf(ctx)),
+                    "CumSum launch");
 }
 
 }  // namespace ndserve::kernels::gpu

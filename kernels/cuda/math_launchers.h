@@ -56,6 +56,25 @@ cudaError_t LaunchWhere(const uint8_t* cond, const void* x, const void* y, void*
                         int elem_bytes, const IndexMap& cond_x, const IndexMap& y_map, int64_t n,
                         cudaStream_t stream);
 
+// Reductions over the merged dims of a ReducePlan, as LaunchReduce: y[o] = max (min) over
+// r of x[kept0(o) + reduced0(r)], FP32, INT32 or INT64; an empty reduction (reduce_n 0)
+// gives -inf (+inf) or the type's lowest (highest) value.
+cudaError_t LaunchReduceMinMax(bool is_max, ScalarType type, const void* x, void* y,
+                               const IndexMap& kept, const IndexMap& reduced, int64_t out_n,
+                               int64_t reduce_n, cudaStream_t stream);
+// Along the middle dim of [outer, axis_dim, inner] (AxisPlan), FP32, INT32 or INT64.
+cudaError_t LaunchArgMax(ScalarType type, const void* x, int64_t* y, int64_t outer,
+                         int64_t axis_dim, int64_t inner, bool select_last, cudaStream_t stream);
+// Values and indices are [outer, k, inner], best first.
+cudaError_t LaunchTopK(ScalarType type, const void* x, void* values, int64_t* indices,
+                       int64_t outer, int64_t axis_dim, int64_t inner, int64_t k, bool largest,
+                       cudaStream_t stream);
+cudaError_t LaunchCumSum(ScalarType type, const void* x, void* y, int64_t outer,
+                         int64_t axis_dim, int64_t inner, bool exclusive, bool reverse,
+                         cudaStream_t stream);
+cudaError_t LaunchLogSoftmax(const float* x, float* y, int64_t outer, int64_t axis_dim,
+                             int64_t inner, cudaStream_t stream);
+
 }  // namespace ndserve::kernels::gpu
 
 #endif  // NDSERVE_KERNELS_CUDA_MATH_LAUNCHERS_H_

@@ -184,6 +184,110 @@ def _binary_cases(add, gen):
         [("output", np.zeros((0, 4), np.float32))])
 
 
+def _log_softmax(x, axis):
+    x = _f64(x)
+    m = x.max(axis=axis, keepdims=True)
+    return (x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))).astype(np.float32)
+
+
+def _topk(x, k, axis, largest):
+    # Stable sort on the key gives ties in index order; NaN-free data.
+    key = -x if largest else x
+    idx = np.argsort(key, axis=axis, kind="stable")
+    idx = np.take(idx, np.arange(k), axis=axis)
+    return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
+
+
+def _cumsum(x, axis, exclusive, reverse):
+    y = np.flip(x, axis) if reverse else x
+    s = np.cumsum(y, axis=axis, dtype=x.dtype)
+    if exclusive:
+        s = np.concatenate([np.zeros_like(np.take(s, [0], axis=axis)),
+                            np.take(s, np.arange(s.shape[axis] - 1), axis=axis)], axis=axis)
+    return np.flip(s, axis) if reverse else s
+
+
+def _reduce_cases(add, gen):
+    r = gen()
+    x = float_data(r, (2, 3, 4))
+    for op, fn in (("ReduceMax", np.max), ("ReduceMin", np.min)):
+        low = op.lower()
+        add(f"{low}_axis1_keepdims", op, 13, [("input", "data", x)],
+            [("reduced", fn(x, axis=1, keepdims=True))], attrs={"axes": ("ints", [1])})
+        add(f"{low}_axes02_nokeep", op, 17, [("input", "data", x)],
+            [("reduced", fn(x, axis=(0, 2)))],
+            attrs={"axes": ("ints", [0, -1]), "keepdims": ("int", 0)})
+        add(f"{low}_all_default", op, 13, [("input", "data", x)],
+            [("reduced", fn(x, axis=(0, 1, 2), keepdims=True))])
+    i64 = r.integers(-(1 << 40), 1 << 40, size=(3, 5)).astype(np.int64)
+    add("reducemax_int64_last", "ReduceMax", 13, [("input", "data", i64)],
+        [("reduced", i64.max(axis=-1))], attrs={"axes": ("ints", [-1]), "keepdims": ("int", 0)})
+    add("reducemin_int64_first", "ReduceMin", 13, [("input", "data", i64)],
+        [("reduced", i64.min(axis=0, keepdims=True))], attrs={"axes": ("ints", [0])})
+
+    # LogSoftmax.
+    s = float_data(r, (2, 3, 5), -4.0, 4.0)
+    add("logsoftmax_last_axis", "LogSoftmax", 13, [("input", "input", s)],
+        [("output", _log_softmax(s, -1))], tol=ELEMENTWISE_MATH)
+    add("logsoftmax_axis1", "LogSoftmax", 13, [("input", "input", s)],
+        [("output", _log_softmax(s, 1))], attrs={"axis": ("int", 1)}, tol=ELEMENTWISE_MATH)
+    big = np.array([[1000.0, 999.0, -1000.0, 0.0], [-50.0, -50.0, -50.0, -50.0]], np.float32)
+    add("logsoftmax_large_values", "LogSoftmax", 13, [("input", "input", big)],
+        [("output", _log_softmax(big, -1))], tol=ELEMENTWISE_MATH)
+
+    # ArgMax, with ties.
+    t = np.round(float_data(r, (3, 4, 5), -3.0, 3.0))
+    add("argmax_default_axis0", "ArgMax", 13, [("input", "data", t)],
+        [("reduced", np.argmax(t, axis=0)[None].astype(np.int64))])
+    add("argmax_last_nokeep", "ArgMax", 13, [("input", "data", t)],
+        [("reduced", np.argmax(t, axis=-1).astype(np.int64))],
+        attrs={"axis": ("int", -1), "keepdims": ("int", 0)})
+    last = t.shape[1] - 1 - np.argmax(np.flip(t, axis=1), axis=1)
+    add("argmax_select_last_index", "ArgMax", 13, [("input", "data", t)],
+        [("reduced", last[:, None, :].astype(np.int64))],
+        attrs={"axis": ("int", 1), "select_last_index": ("int", 1)})
+    ti = r.integers(-3, 3, size=(4, 6)).astype(np.int64)
+    add("argmax_int64", "ArgMax", 13, [("input", "data", ti)],
+        [("reduced", np.argmax(ti, axis=1)[:, None].astype(np.int64))],
+        attrs={"axis": ("int", 1)})
+
+    # TopK: K is an initializer; ties break by lower index.
+    tk = np.round(float_data(r, (3, 8), -4.0, 4.0))
+    for tag, k, axis, largest, attrs in [
+        ("largest_last_axis", 3, -1, True, {}),
+        ("smallest", 4, 1, False, {"largest": ("int", 0), "axis": ("int", 1)}),
+        ("axis0", 2, 0, True, {"axis": ("int", 0)}),
+        ("k_zero", 0, -1, True, {}),
+        ("k_all_unsorted", 8, -1, True, {"sorted": ("int", 0)}),
+    ]:
+        v, i = _topk(tk, k, axis, largest)
+        add(f"topk_{tag}", "TopK", 13,
+            [("input", "X", tk), ("const", "K", np.array([k], np.int64))],
+            [("Values", v), ("Indices", i)], attrs=attrs)
+    t3 = r.integers(-5, 5, size=(2, 6, 3)).astype(np.int64)
+    v, i = _topk(t3, 2, 1, True)
+    add("topk_int64_middle_axis", "TopK", 13,
+        [("input", "X", t3), ("const", "K", np.array([2], np.int64))],
+        [("Values", v), ("Indices", i)], attrs={"axis": ("int", 1)})
+
+    # CumSum: axis is an initializer.
+    c = float_data(r, (3, 4))
+    for tag, axis, excl, rev in [("axis0", 0, 0, 0), ("axis1_exclusive", 1, 1, 0),
+                                 ("reverse", 1, 0, 1), ("exclusive_reverse", 0, 1, 1)]:
+        attrs = {}
+        if excl:
+            attrs["exclusive"] = ("int", 1)
+        if rev:
+            attrs["reverse"] = ("int", 1)
+        add(f"cumsum_{tag}", "CumSum", 14,
+            [("input", "x", c), ("const", "axis", np.array(axis, np.int64))],
+            [("y", _cumsum(c, axis, excl, rev))], attrs=attrs, tol=REDUCE_TOL)
+    ci = r.integers(-100, 100, size=(2, 3, 4)).astype(np.int32)
+    add("cumsum_int32_negative_axis", "CumSum", 13,
+        [("input", "x", ci), ("const", "axis", np.array(-2, np.int32))],
+        [("y", _cumsum(ci, 1, 0, 0))], tol=REDUCE_TOL)
+
+
 def cases(add, rng):
     """Adds this family's OpCases: add(name, op, opset, inputs, outputs, attrs=, tol=)."""
     del rng  # see _SEED
@@ -196,3 +300,4 @@ def cases(add, rng):
     _unary_cases(add, gen)
     _activation_cases(add, gen)
     _binary_cases(add, gen)
+    _reduce_cases(add, gen)

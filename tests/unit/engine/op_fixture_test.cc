@@ -80,6 +80,12 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"And", {0, 0}},
       {"Or", {0, 0}},
       {"Where", {0, 0}},
+      {"ReduceMax", {0, 0}},
+      {"ReduceMin", {0, 0}},
+      {"LogSoftmax", {1e-6, 1e-5}},
+      {"ArgMax", {0, 0}},
+      {"TopK", {0, 0}},
+      {"CumSum", {1e-5, 1e-5}},
 
       // Shape arithmetic and data movement
 

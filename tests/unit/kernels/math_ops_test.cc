@@ -306,6 +306,202 @@ TEST(MathOpsErrors, BroadcastingRules) {
               HasSubstr("Where"));
 }
 
+// --- Reductions, ArgMax, TopK, CumSum, LogSoftmax ----------------------------------------
+
+TEST_P(MathOpsTest, ReduceMaxMinOverAxisSubsets) {
+  const Shape s = {3, 4, 5, 6};
+  const HostTensor x = RandomTensor(s, 41);
+  const std::vector<float> xv = x.Values<float>();
+  const Shape strides = ContiguousStrides(s);
+  for (const std::vector<int64_t>& axes :
+       {std::vector<int64_t>{0, 2}, {1, 3}, {3}, {0}, {1, 2}, {0, 1, 2, 3}}) {
+    for (bool is_max : {false, true}) {
+      Shape out;
+      for (int d = 0; d < 4; ++d) out.push_back(std::count(axes.begin(), axes.end(), d) ? 1 : s[d]);
+      std::vector<float> want(NumElements(out), is_max ? -INFINITY : INFINITY);
+      const Shape ostr = ContiguousStrides(out);
+      for (int64_t i = 0; i < NumElements(s); ++i) {
+        int64_t o = 0;
+        for (int d = 0; d < 4; ++d) {
+          if (!std::count(axes.begin(), axes.end(), d)) o += ((i / strides[d]) % s[d]) * ostr[d];
+        }
+        want[o] = is_max ? std::max(want[o], xv[i]) : std::min(want[o], xv[i]);
+      }
+      const auto got = Run(is_max ? OpKind::kReduceMax : OpKind::kReduceMin, {x},
+                           ReduceAttrs{axes, true, false}, 0, 0);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(out, want), 0, 0))
+          << (is_max ? "max" : "min") << " axes " << ShapeToString(axes);
+    }
+  }
+}
+
+TEST_P(MathOpsTest, ReduceMaxOfNothingIsTheIdentity) {
+  const auto f = Run(OpKind::kReduceMax, {HostTensor::Of<float>({2, 0}, {})},
+                     ReduceAttrs{{1}, false, false}, 0, 0);
+  EXPECT_TRUE(AllClose(f[0], HostTensor::Of<float>({2}, {-INFINITY, -INFINITY}), 0, 0));
+  const auto i = Run(OpKind::kReduceMin, {HostTensor::Of<int64_t>({0, 3}, {})},
+                     ReduceAttrs{{0}, true, false}, 0, 0);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_THAT(i[0].Values<int64_t>(), ElementsAre(kMax, kMax, kMax));
+}
+
+TEST_P(MathOpsTest, TopKSelectsAndSortsWideRows) {
+  // Many ties (values from a small set) and a non-last axis.
+  const int64_t n = 1000, k = 37;
+  std::vector<float> xv(3 * n * 2);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 7919) % 101);
+  const HostTensor x = HostTensor::Of<float>({3, n, 2}, xv);
+  for (bool largest : {true, false}) {
+    const auto got = Run(OpKind::kTopK, {x}, TopKAttrs{k, 1, largest, true}, 0, 0, 2);
+    ASSERT_EQ(got.size(), 2u);
+    std::vector<float> wv;
+    std::vector<int64_t> wi;
+    std::vector<float> vals(3 * k * 2);
+    std::vector<int64_t> idx(3 * k * 2);
+    for (int64_t o = 0; o < 3; ++o) {
+      for (int64_t j = 0; j < 2; ++j) {
+        std::vector<int64_t> order(n);
+        for (int64_t i = 0; i < n; ++i) order[i] = i;
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          const float va = xv[(o * n + a) * 2 + j], vb = xv[(o * n + b) * 2 + j];
+          return largest ? va > vb : va < vb;
+        });
+        for (int64_t s = 0; s < k; ++s) {
+          idx[(o * k + s) * 2 + j] = order[s];
+          vals[(o * k + s) * 2 + j] = xv[(o * n + order[s]) * 2 + j];
+        }
+      }
+    }
+    EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>({3, k, 2}, vals), 0, 0)) << largest;
+    EXPECT_TRUE(AllClose(got[1], HostTensor::Of<int64_t>({3, k, 2}, idx), 0, 0)) << largest;
+  }
+}
+
+TEST_P(MathOpsTest, TopKAndArgMaxRankNaNHighest) {
+  const HostTensor x = HostTensor::Of<float>({5}, {1.0f, NAN, 3.0f, NAN, -1.0f});
+  const auto top = Run(OpKind::kTopK, {x}, TopKAttrs{3, 0, true, true}, 0, 0, 2);
+  EXPECT_THAT(top[1].Values<int64_t>(), ElementsAre(1, 3, 2));
+  const auto bottom = Run(OpKind::kTopK, {x}, TopKAttrs{2, 0, false, true}, 0, 0, 2);
+  EXPECT_THAT(bottom[1].Values<int64_t>(), ElementsAre(4, 0));
+  EXPECT_THAT(Run(OpKind::kArgMax, {x}, ArgMaxAttrs{0, false, false}, 0, 0)[0].Values<int64_t>(),
+              ElementsAre(1));
+  EXPECT_THAT(Run(OpKind::kArgMax, {x}, ArgMaxAttrs{0, false, true}, 0, 0)[0].Values<int64_t>(),
+              ElementsAre(3));
+}
+
+TEST_P(MathOpsTest, CumSumLongAxesAndIntegerWrap) {
+  const HostTensor x = RandomTensor({4, 300, 3}, 50);
+  const std::vector<float> xv = x.Values<float>();
+  for (bool exclusive : {false, true}) {
+    for (bool reverse : {false, true}) {
+      std::vector<float> want(xv.size());
+      for (int o = 0; o < 4; ++o) {
+        for (int j = 0; j < 3; ++j) {
+          double acc = 0;
+          for (int s = 0; s < 300; ++s) {
+            const int i = reverse ? 299 - s : s;
+            const double v = xv[(o * 300 + i) * 3 + j];
+            if (!exclusive) acc += v;
+            want[(o * 300 + i) * 3 + j] = static_cast<float>(acc);
+            if (exclusive) acc += v;
+          }
+        }
+      }
+      const auto got = Run(OpKind::kCumSum, {x}, CumSumAttrs{-2, exclusive, reverse}, 1e-5, 1e-5);
+      EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(x.shape, want), 1e-4, 1e-5))
+          << "exclusive " << exclusive << " reverse " << reverse;
+    }
+  }
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  const auto wrap = Run(OpKind::kCumSum, {HostTensor::Of<int32_t>({3}, {kMax, 1, 1})},
+                        CumSumAttrs{0, false, false}, 0, 0);
+  EXPECT_THAT(wrap[0].Values<int32_t>(),
+              ElementsAre(kMax, std::numeric_limits<int32_t>::min(),
+                          std::numeric_limits<int32_t>::min() + 1));
+}
+
+TEST_P(MathOpsTest, LogSoftmaxWideRowsAndInnerAxes) {
+  const HostTensor x = RandomTensor({3, 200, 70}, 60, -20.0f, 20.0f);
+  const std::vector<float> xv = x.Values<float>();
+  for (int64_t axis : {1, 2}) {
+    const int64_t n = axis == 1 ? 200 : 70, inner = axis == 1 ? 70 : 1;
+    const int64_t outer = axis == 1 ? 3 : 600;
+    std::vector<float> want(xv.size());
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < inner; ++j) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t i = 0; i < n; ++i) mx = std::max<double>(mx, xv[(o * n + i) * inner + j]);
+        for (int64_t i = 0; i < n; ++i) sum += std::exp(xv[(o * n + i) * inner + j] - mx);
+        for (int64_t i = 0; i < n; ++i) {
+          want[(o * n + i) * inner + j] =
+              static_cast<float>(xv[(o * n + i) * inner + j] - mx - std::log(sum));
+        }
+      }
+    }
+    const auto got = Run(OpKind::kLogSoftmax, {x}, SoftmaxAttrs{axis}, 1e-5, 1e-5);
+    EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(x.shape, want), 1e-5, 1e-5))
+        << "axis " << axis;
+  }
+}
+
+TEST(MathOpsErrors, ReductionAndAxisRules) {
+  EXPECT_EQ(InferCode(OpKind::kReduceMax, {{DType::kBool, {2}}}, ReduceAttrs{}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(InferMessage(OpKind::kReduceMin, {{DType::kFp32, {2, 3}}}, ReduceAttrs{{2}}),
+              HasSubstr("ReduceMin"));
+  EXPECT_EQ(InferCode(OpKind::kReduceMax, {{DType::kFp32, {2, 3}}}, ReduceAttrs{{1, -1}}),
+            absl::StatusCode::kInvalidArgument);
+  // ArgMax: axis in range, a non-empty axis.
+  EXPECT_EQ(InferCode(OpKind::kArgMax, {{DType::kFp32, {2, 3}}}, ArgMaxAttrs{2, true, false}),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(InferMessage(OpKind::kArgMax, {{DType::kFp32, {2, 0}}}, ArgMaxAttrs{1, true, false}),
+              AllOf(HasSubstr("ArgMax"), HasSubstr("[2,0]")));
+  auto argmax = BuildOpAttrs(OpKind::kArgMax, 13, {{"select_last_index", int64_t{1}}});
+  ASSERT_TRUE(argmax.ok());
+  EXPECT_EQ(std::get<ArgMaxAttrs>(*argmax).axis, 0);
+  EXPECT_TRUE(std::get<ArgMaxAttrs>(*argmax).select_last_index);
+  // TopK: K is required, one element, 0 <= K <= dim.
+  EXPECT_THAT(BuildOpAttrs(OpKind::kTopK, 13, {}).status().message(),
+              AllOf(HasSubstr("TopK"), HasSubstr("K")));
+  EXPECT_EQ(BuildOpAttrs(OpKind::kTopK, 13, {}, HostInputs({std::nullopt, IntScalar(-1)}))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildOpAttrs(OpKind::kTopK, 13, {},
+                         HostInputs({std::nullopt, HostValue::OfInts({1, 2})}))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  auto topk = BuildOpAttrs(OpKind::kTopK, 13, {{"largest", int64_t{0}}},
+                           HostInputs({std::nullopt, HostValue::OfInts({3})}));
+  ASSERT_TRUE(topk.ok()) << topk.status();
+  EXPECT_EQ(std::get<TopKAttrs>(*topk).k, 3);
+  EXPECT_EQ(std::get<TopKAttrs>(*topk).axis, -1);
+  EXPECT_FALSE(std::get<TopKAttrs>(*topk).largest);
+  EXPECT_THAT(InferMessage(OpKind::kTopK, {{DType::kFp32, {2, 3}}}, TopKAttrs{4, -1, true, true}),
+              AllOf(HasSubstr("TopK"), HasSubstr("[2,3]")));
+  auto topk_out = InferOutputs(OpKind::kTopK, {{DType::kInt32, {2, 5, 3}}},
+                               TopKAttrs{2, 1, true, true});
+  ASSERT_TRUE(topk_out.ok());
+  EXPECT_EQ((*topk_out)[0], (TensorDesc{DType::kInt32, {2, 2, 3}}));
+  EXPECT_EQ((*topk_out)[1], (TensorDesc{DType::kInt64, {2, 2, 3}}));
+  // CumSum: the axis input is required and must be in range.
+  EXPECT_EQ(BuildOpAttrs(OpKind::kCumSum, 14, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto cumsum = BuildOpAttrs(OpKind::kCumSum, 14, {{"reverse", int64_t{1}}},
+                             HostInputs({std::nullopt, IntScalar(-1)}));
+  ASSERT_TRUE(cumsum.ok());
+  EXPECT_EQ(std::get<CumSumAttrs>(*cumsum).axis, -1);
+  EXPECT_TRUE(std::get<CumSumAttrs>(*cumsum).reverse);
+  EXPECT_EQ(InferCode(OpKind::kCumSum, {{DType::kFp32, {}}}, CumSumAttrs{0, false, false}),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InferCode(OpKind::kCumSum, {{DType::kBool, {2}}}, CumSumAttrs{0, false, false}),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(InferCode(OpKind::kLogSoftmax, {{DType::kFp32, {2, 3}}}, SoftmaxAttrs{-3}),
+            absl::StatusCode::kInvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, MathOpsTest, ::testing::ValuesIn(TestDevices()),
                          DeviceTestName);
 
