@@ -76,9 +76,7 @@ struct HardSigmoidOp {
   }
 };
 struct HardSwishOp {
-  NDS_HD_OP float operator()(float x) const {
-    return x * HardSigmoidOp{1.0f / 6.0f, 0.5f}(x);
-  }
+  NDS_HD_OP float operator()(float x) const { return x * HardSigmoidOp{1.0f / 6.0f, 0.5f}(x); }
 };
 // min(max(x, lo), hi): with lo > hi every element becomes hi; NaN stays NaN.
 struct ClipOp {

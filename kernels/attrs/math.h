@@ -1,7 +1,8 @@
 #ifndef NDSERVE_KERNELS_ATTRS_MATH_H_
 #define NDSERVE_KERNELS_ATTRS_MATH_H_
 
-// Attribute structs of the elementwise math, comparison and logic ops, reductions with attributes, TopK/ArgMax.
+// Attribute structs of the elementwise math, comparison and logic ops, reductions with
+// attributes, TopK/ArgMax.
 // Plain values; see op_attrs.h for the conventions.
 
 #include <cstdint>

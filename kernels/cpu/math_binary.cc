@@ -71,8 +71,8 @@ struct SelectOp {
 template <typename T>
 void WhereTyped(absl::Span<const TensorView> in, const TensorView& out) {
   const BroadcastPlan p = MakeBroadcastPlan(out.shape, in[0].shape, in[1].shape, in[2].shape);
-  BroadcastTernary(in[0].as<const uint8_t>(), in[1].as<const T>(), in[2].as<const T>(),
-                   out.as<T>(), p, SelectOp());
+  BroadcastTernary(in[0].as<const uint8_t>(), in[1].as<const T>(), in[2].as<const T>(), out.as<T>(),
+                   p, SelectOp());
 }
 
 }  // namespace

@@ -59,17 +59,16 @@ template <typename T>
 cudaError_t LaunchWhereTyped(const uint8_t* cond, const void* x, const void* y, void* out,
                              const IndexMap& cx, const IndexMap& ym, int64_t n,
                              cudaStream_t stream) {
-  WhereKernel<T><<<GridFor(n), kBlock, 0, stream>>>(cond, static_cast<const T*>(x),
-                                                    static_cast<const T*>(y), static_cast<T*>(out),
-                                                    cx, ym, n);
+  WhereKernel<T><<<GridFor(n), kBlock, 0, stream>>>(
+      cond, static_cast<const T*>(x), static_cast<const T*>(y), static_cast<T*>(out), cx, ym, n);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t LaunchMathBinary(MathBinaryCode op, ScalarType a_type, ScalarType b_type,
-                             const void* a, const void* b, void* out, const IndexMap& map,
-                             int64_t n, cudaStream_t stream) {
+cudaError_t LaunchMathBinary(MathBinaryCode op, ScalarType a_type, ScalarType b_type, const void* a,
+                             const void* b, void* out, const IndexMap& map, int64_t n,
+                             cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   switch (op) {
     case MathBinaryCode::kPRelu:

@@ -26,8 +26,8 @@ absl::Status Unary(const KernelContext& ctx, MathUnaryCode code, OpKind op,
 absl::Status Binary(const KernelContext& ctx, MathBinaryCode code, OpKind op, const TensorView& a,
                     const TensorView& b, const TensorView& out) {
   const BroadcastPlan p = MakeBroadcastPlan(out.shape, a.shape, b.shape);
-  NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap(OpKindName(op), p.dims, p.a_strides,
-                                                  p.b_strides));
+  NDS_ASSIGN_OR_RETURN(IndexMap map,
+                       MakeIndexMap(OpKindName(op), p.dims, p.a_strides, p.b_strides));
   return CudaStatus(LaunchMathBinary(code, ToScalarType(a.dtype), ToScalarType(b.dtype), a.data,
                                      b.data, out.data, map, p.numel, StreamOf(ctx)),
                     absl::StrCat(OpKindName(op), " launch"));
@@ -41,9 +41,9 @@ absl::Status Variadic(const KernelContext& ctx, MathBinaryCode code, OpKind op,
   const TensorView& y = out[0];
   if (in.size() == 1) {
     if (y.data == in[0].data || y.nbytes() == 0) return absl::OkStatus();
-    return CudaStatus(cudaMemcpyAsync(y.data, in[0].data, y.nbytes(), cudaMemcpyDeviceToDevice,
-                                      StreamOf(ctx)),
-                      absl::StrCat(OpKindName(op), " cudaMemcpyAsync"));
+    return CudaStatus(
+        cudaMemcpyAsync(y.data, in[0].data, y.nbytes(), cudaMemcpyDeviceToDevice, StreamOf(ctx)),
+        absl::StrCat(OpKindName(op), " cudaMemcpyAsync"));
   }
   NDS_RETURN_IF_ERROR(Binary(ctx, code, op, in[0], in[1], y));
   for (std::size_t k = 2; k < in.size(); ++k) {
@@ -73,10 +73,10 @@ absl::Status ReduceMinMax(const KernelContext& ctx, OpKind op, absl::Span<const 
   NDS_ASSIGN_OR_RETURN(IndexMap reduced, MakeIndexMap(OpKindName(op), red_dims, red_strides));
   // An empty input reduces to the identity: reduce_numel is then 0.
   const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
-  return CudaStatus(LaunchReduceMinMax(op == OpKind::kReduceMax, ToScalarType(in[0].dtype),
-                                       in[0].data, out[0].data, kept, reduced, p.out_numel,
-                                       reduce_n, StreamOf(ctx)),
-                    absl::StrCat(OpKindName(op), " launch"));
+  return CudaStatus(
+      LaunchReduceMinMax(op == OpKind::kReduceMax, ToScalarType(in[0].dtype), in[0].data,
+                         out[0].data, kept, reduced, p.out_numel, reduce_n, StreamOf(ctx)),
+      absl::StrCat(OpKindName(op), " launch"));
 }
 
 }  // namespace
@@ -194,10 +194,10 @@ absl::Status Where(const KernelContext& ctx, absl::Span<const TensorView> in,
   const BroadcastPlan p = MakeBroadcastPlan(out[0].shape, in[0].shape, in[1].shape, in[2].shape);
   NDS_ASSIGN_OR_RETURN(IndexMap cond_x, MakeIndexMap("Where", p.dims, p.a_strides, p.b_strides));
   NDS_ASSIGN_OR_RETURN(IndexMap y_map, MakeIndexMap("Where", p.dims, p.c_strides));
-  return CudaStatus(LaunchWhere(in[0].as<const uint8_t>(), in[1].data, in[2].data, out[0].data,
-                                static_cast<int>(DTypeSize(in[1].dtype)), cond_x, y_map, p.numel,
-                                StreamOf(ctx)),
-                    "Where launch");
+  return CudaStatus(
+      LaunchWhere(in[0].as<const uint8_t>(), in[1].data, in[2].data, out[0].data,
+                  static_cast<int>(DTypeSize(in[1].dtype)), cond_x, y_map, p.numel, StreamOf(ctx)),
+      "Where launch");
 }
 
 absl::Status ReduceMax(const KernelContext& ctx, absl::Span<const TensorView> in,
@@ -227,8 +227,7 @@ absl::Status ArgMax(const KernelContext& ctx, absl::Span<const TensorView> in,
   const int64_t axis = *NormalizeAxis(a.axis, in[0].shape.size(), "ArgMax");
   const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
   return CudaStatus(LaunchArgMax(ToScalarType(in[0].dtype), in[0].data, out[0].as<int64_t>(),
-                                 p.outer, p.axis_dim, p.inner, a.select_last_index,
-                                 StreamOf(ctx)),
+                                 p.outer, p.axis_dim, p.inner, a.select_last_index, StreamOf(ctx)),
                     "ArgMax launch");
 }
 
@@ -238,10 +237,10 @@ absl::Status TopK(const KernelContext& ctx, absl::Span<const TensorView> in,
   const TopKAttrs& a = std::get<TopKAttrs>(attrs);
   const int64_t axis = *NormalizeAxis(a.axis, in[0].shape.size(), "TopK");
   const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
-  return CudaStatus(LaunchTopK(ToScalarType(in[0].dtype), in[0].data, out[0].data,
-                               out[1].as<int64_t>(), p.outer, p.axis_dim, p.inner, a.k, a.largest,
-                               StreamOf(ctx)),
-                    "TopK launch");
+  return CudaStatus(
+      LaunchTopK(ToScalarType(in[0].dtype), in[0].data, out[0].data, out[1].as<int64_t>(), p.outer,
+                 p.axis_dim, p.inner, a.k, a.largest, StreamOf(ctx)),
+      "TopK launch");
 }
 
 absl::Status CumSum(const KernelContext& ctx, absl::Span<const TensorView> in,

@@ -36,20 +36,20 @@ cudaError_t LaunchMathUnary(MathUnaryCode op, ScalarType type, const void* x, vo
                             float alpha, float beta, cudaStream_t stream);
 
 enum class MathBinaryCode : int {
-  kPRelu,    // FP32 x, FP32 slope
-  kPow,      // FP32 base; b_type FP32, INT32 or INT64; FP32 out
-  kMin,      // a_type FP32, INT32 or INT64 for both operands and the output
+  kPRelu,  // FP32 x, FP32 slope
+  kPow,    // FP32 base; b_type FP32, INT32 or INT64; FP32 out
+  kMin,    // a_type FP32, INT32 or INT64 for both operands and the output
   kMax,
-  kEqual,    // a_type FP32, INT32, INT64 or BOOL for both operands; BOOL out
-  kLess,     // a_type FP32, INT32 or INT64; BOOL out
+  kEqual,  // a_type FP32, INT32, INT64 or BOOL for both operands; BOOL out
+  kLess,   // a_type FP32, INT32 or INT64; BOOL out
   kGreater,
-  kAnd,      // BOOL
+  kAnd,  // BOOL
   kOr,
 };
 // out[i] = op(a[map0(i)], b[map1(i)]).
-cudaError_t LaunchMathBinary(MathBinaryCode op, ScalarType a_type, ScalarType b_type,
-                             const void* a, const void* b, void* out, const IndexMap& map,
-                             int64_t n, cudaStream_t stream);
+cudaError_t LaunchMathBinary(MathBinaryCode op, ScalarType a_type, ScalarType b_type, const void* a,
+                             const void* b, void* out, const IndexMap& map, int64_t n,
+                             cudaStream_t stream);
 // out[i] = cond[cond_x0(i)] ? x[cond_x1(i)] : y[y_map0(i)], elements of 1, 2, 4 or 8 bytes.
 // Two maps over the same dims because an IndexMap carries two operands' strides.
 cudaError_t LaunchWhere(const uint8_t* cond, const void* x, const void* y, void* out,
@@ -69,9 +69,8 @@ cudaError_t LaunchArgMax(ScalarType type, const void* x, int64_t* y, int64_t out
 cudaError_t LaunchTopK(ScalarType type, const void* x, void* values, int64_t* indices,
                        int64_t outer, int64_t axis_dim, int64_t inner, int64_t k, bool largest,
                        cudaStream_t stream);
-cudaError_t LaunchCumSum(ScalarType type, const void* x, void* y, int64_t outer,
-                         int64_t axis_dim, int64_t inner, bool exclusive, bool reverse,
-                         cudaStream_t stream);
+cudaError_t LaunchCumSum(ScalarType type, const void* x, void* y, int64_t outer, int64_t axis_dim,
+                         int64_t inner, bool exclusive, bool reverse, cudaStream_t stream);
 cudaError_t LaunchLogSoftmax(const float* x, float* y, int64_t outer, int64_t axis_dim,
                              int64_t inner, cudaStream_t stream);
 

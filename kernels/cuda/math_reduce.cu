@@ -198,9 +198,8 @@ cudaError_t LaunchTopK(ScalarType type, const void* x, void* values, int64_t* in
   return cudaGetLastError();
 }
 
-cudaError_t LaunchCumSum(ScalarType type, const void* x, void* y, int64_t outer,
-                         int64_t axis_dim, int64_t inner, bool exclusive, bool reverse,
-                         cudaStream_t stream) {
+cudaError_t LaunchCumSum(ScalarType type, const void* x, void* y, int64_t outer, int64_t axis_dim,
+                         int64_t inner, bool exclusive, bool reverse, cudaStream_t stream) {
   const int64_t rows = outer * inner;
   if (rows == 0 || axis_dim == 0) return cudaSuccess;
   const unsigned grid = GridFor(rows);
@@ -212,13 +211,13 @@ cudaError_t LaunchCumSum(ScalarType type, const void* x, void* y, int64_t outer,
       break;
     case ScalarType::kInt32:
       CumSumKernel<int32_t><<<grid, kBlock, 0, stream>>>(static_cast<const int32_t*>(x),
-                                                         static_cast<int32_t*>(y), outer,
-                                                         axis_dim, inner, exclusive, reverse);
+                                                         static_cast<int32_t*>(y), outer, axis_dim,
+                                                         inner, exclusive, reverse);
       break;
     case ScalarType::kInt64:
       CumSumKernel<int64_t><<<grid, kBlock, 0, stream>>>(static_cast<const int64_t*>(x),
-                                                         static_cast<int64_t*>(y), outer,
-                                                         axis_dim, inner, exclusive, reverse);
+                                                         static_cast<int64_t*>(y), outer, axis_dim,
+                                                         inner, exclusive, reverse);
       break;
     default:
       return cudaErrorInvalidValue;

@@ -14,8 +14,8 @@ __global__ void MapKernel(const T* x, T* y, int64_t n, Op op) {
 
 template <typename T, typename Op>
 cudaError_t Map(const void* x, void* y, int64_t n, Op op, cudaStream_t stream) {
-  MapKernel<T, Op><<<GridFor(n), kBlock, 0, stream>>>(static_cast<const T*>(x),
-                                                       static_cast<T*>(y), n, op);
+  MapKernel<T, Op>
+      <<<GridFor(n), kBlock, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n, op);
   return cudaGetLastError();
 }
 

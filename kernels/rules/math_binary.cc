@@ -25,9 +25,9 @@ absl::StatusOr<Shape> BroadcastAll(OpKind op, absl::Span<const TensorDesc> in) {
 absl::Status CheckSameDType(OpKind op, absl::Span<const TensorDesc> in, std::size_t first) {
   for (std::size_t i = first + 1; i < in.size(); ++i) {
     if (in[i].dtype != in[first].dtype) {
-      return Invalid(op, absl::StrCat("input types differ: input ", first, " is ",
-                                      DTypeName(in[first].dtype), ", input ", i, " is ",
-                                      DTypeName(in[i].dtype)));
+      return Invalid(
+          op, absl::StrCat("input types differ: input ", first, " is ", DTypeName(in[first].dtype),
+                           ", input ", i, " is ", DTypeName(in[i].dtype)));
     }
   }
   return absl::OkStatus();

@@ -61,8 +61,8 @@ absl::StatusOr<Descs> InferArgMax(OpKind op, absl::Span<const TensorDesc> in,
   const ShapeSpan x = in[0].shape;
   NDS_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, x.size(), OpKindName(op)));
   if (x[axis] == 0) {
-    return Invalid(op, absl::StrFormat("axis %d of input %s is empty; there is no maximum",
-                                       a->axis, ShapeToString(x)));
+    return Invalid(op, absl::StrFormat("axis %d of input %s is empty; there is no maximum", a->axis,
+                                       ShapeToString(x)));
   }
   Shape out;
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -90,8 +90,7 @@ absl::StatusOr<OpAttrs> BuildTopK(OpKind op, int, const AttrMap& attrs, const Ho
   return a;
 }
 
-absl::StatusOr<Descs> InferTopK(OpKind op, absl::Span<const TensorDesc> in,
-                                const OpAttrs& attrs) {
+absl::StatusOr<Descs> InferTopK(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   const TopKAttrs* a;
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
@@ -99,16 +98,15 @@ absl::StatusOr<Descs> InferTopK(OpKind op, absl::Span<const TensorDesc> in,
   const ShapeSpan x = in[0].shape;
   NDS_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, x.size(), OpKindName(op)));
   if (a->k > x[axis]) {
-    return Invalid(op, absl::StrFormat("K %d exceeds axis %d of X %s", a->k, a->axis,
-                                       ShapeToString(x)));
+    return Invalid(
+        op, absl::StrFormat("K %d exceeds axis %d of X %s", a->k, a->axis, ShapeToString(x)));
   }
   Shape out(x.begin(), x.end());
   out[axis] = a->k;
   return Descs{{in[0].dtype, out}, {DType::kInt64, out}};
 }
 
-absl::StatusOr<OpAttrs> BuildCumSum(OpKind op, int, const AttrMap& attrs,
-                                    const HostInputs& host) {
+absl::StatusOr<OpAttrs> BuildCumSum(OpKind op, int, const AttrMap& attrs, const HostInputs& host) {
   CumSumAttrs a;
   NDS_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axis, host.Ints(op, 1, "axis"));
   if (!axis.has_value()) return Invalid(op, "input 'axis' is missing");

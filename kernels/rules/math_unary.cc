@@ -16,15 +16,13 @@ absl::StatusOr<OpAttrs> BuildSignedUnary(OpKind op, int opset, const AttrMap& at
   return NoAttrsRule(op, opset, attrs, host);
 }
 
-absl::StatusOr<Descs> InferSignedUnary(OpKind op, absl::Span<const TensorDesc> in,
-                                       const OpAttrs&) {
+absl::StatusOr<Descs> InferSignedUnary(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs&) {
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
   NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32, DType::kInt32, DType::kInt64}));
   return Descs{in[0]};
 }
 
-absl::StatusOr<OpAttrs> BuildActivation(OpKind op, int, const AttrMap& attrs,
-                                        const HostInputs&) {
+absl::StatusOr<OpAttrs> BuildActivation(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
   ActivationAttrs a;
   if (op == OpKind::kHardSwish) {  // fixed HardSigmoid parameters
     a.alpha = 1.0f / 6.0f;
@@ -33,8 +31,8 @@ absl::StatusOr<OpAttrs> BuildActivation(OpKind op, int, const AttrMap& attrs,
     NDS_ASSIGN_OR_RETURN(a.alpha, GetAttr<float>(op, attrs, "alpha", 0.2f));
     NDS_ASSIGN_OR_RETURN(a.beta, GetAttr<float>(op, attrs, "beta", 0.5f));
   } else {  // LeakyRelu, Elu
-    NDS_ASSIGN_OR_RETURN(a.alpha, GetAttr<float>(op, attrs, "alpha",
-                                                 op == OpKind::kLeakyRelu ? 0.01f : 1.0f));
+    NDS_ASSIGN_OR_RETURN(
+        a.alpha, GetAttr<float>(op, attrs, "alpha", op == OpKind::kLeakyRelu ? 0.01f : 1.0f));
   }
   return a;
 }
@@ -58,8 +56,7 @@ absl::StatusOr<OpAttrs> BuildClip(OpKind op, int, const AttrMap&, const HostInpu
   return a;
 }
 
-absl::StatusOr<Descs> InferClip(OpKind op, absl::Span<const TensorDesc> in,
-                                const OpAttrs& attrs) {
+absl::StatusOr<Descs> InferClip(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   const ClipAttrs* a;
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));

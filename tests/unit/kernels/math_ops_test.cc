@@ -135,7 +135,8 @@ TEST_P(MathOpsTest, ClipWithOnlyAMaxAndNaN) {
   EXPECT_EQ(c.max, 0.5f);
   const HostTensor x = HostTensor::Of<float>({5}, {-100.0f, 0.25f, 0.5f, 7.0f, NAN});
   const auto got = Run(OpKind::kClip, {x}, *attrs, 0, 0);
-  EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>({5}, {-100.0f, 0.25f, 0.5f, 0.5f, NAN}), 0, 0));
+  EXPECT_TRUE(
+      AllClose(got[0], HostTensor::Of<float>({5}, {-100.0f, 0.25f, 0.5f, 0.5f, NAN}), 0, 0));
 }
 
 TEST_P(MathOpsTest, PReluBroadcastsSlopeOverChannels) {
@@ -219,10 +220,10 @@ TEST_P(MathOpsTest, VariadicMaxOverFourBroadcastInputs) {
       low[i] = std::min(low[i], v[off]);
     }
   }
-  EXPECT_TRUE(AllClose(Run(OpKind::kMax, in, NoAttrs{}, 0, 0)[0], HostTensor::Of<float>(out, want),
-                       0, 0));
-  EXPECT_TRUE(AllClose(Run(OpKind::kMin, in, NoAttrs{}, 0, 0)[0], HostTensor::Of<float>(out, low),
-                       0, 0));
+  EXPECT_TRUE(
+      AllClose(Run(OpKind::kMax, in, NoAttrs{}, 0, 0)[0], HostTensor::Of<float>(out, want), 0, 0));
+  EXPECT_TRUE(
+      AllClose(Run(OpKind::kMin, in, NoAttrs{}, 0, 0)[0], HostTensor::Of<float>(out, low), 0, 0));
 }
 
 TEST_P(MathOpsTest, MinMaxPropagateNaN) {
@@ -243,9 +244,9 @@ TEST_P(MathOpsTest, ComparisonsAndLogicTreatAnyNonzeroByteAsTrue) {
               ElementsAre(0, 1, 1, 0));
   EXPECT_THAT(Run(OpKind::kNot, {a}, NoAttrs{}, 0, 0)[0].Values<uint8_t>(),
               ElementsAre(1, 0, 0, 0));
-  const HostTensor w = Run(OpKind::kWhere,
-                           {a, HostTensor::Of<int32_t>({1}, {7}), HostTensor::Of<int32_t>({}, {-1})},
-                           NoAttrs{}, 0, 0)[0];
+  const HostTensor w =
+      Run(OpKind::kWhere, {a, HostTensor::Of<int32_t>({1}, {7}), HostTensor::Of<int32_t>({}, {-1})},
+          NoAttrs{}, 0, 0)[0];
   EXPECT_THAT(w.Values<int32_t>(), ElementsAre(-1, 7, 7, 7));
 }
 
@@ -272,9 +273,8 @@ TEST_P(MathOpsTest, WhereBroadcastsThreeWaysOnLargerShapes) {
 }
 
 TEST(MathOpsErrors, BroadcastingRules) {
-  const std::string msg =
-      InferMessage(OpKind::kMax, {{DType::kFp32, {2, 3}}, {DType::kFp32, {3}}, {DType::kFp32, {4}}},
-                   NoAttrs{});
+  const std::string msg = InferMessage(
+      OpKind::kMax, {{DType::kFp32, {2, 3}}, {DType::kFp32, {3}}, {DType::kFp32, {4}}}, NoAttrs{});
   EXPECT_THAT(msg, AllOf(HasSubstr("Max"), HasSubstr("[4]")));
   EXPECT_EQ(InferCode(OpKind::kMin, {}, NoAttrs{}), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(InferCode(OpKind::kMin, {{DType::kFp32, {2}}, {DType::kInt64, {2}}}, NoAttrs{}),
@@ -300,10 +300,10 @@ TEST(MathOpsErrors, BroadcastingRules) {
   EXPECT_EQ(InferCode(OpKind::kWhere,
                       {{DType::kBool, {2}}, {DType::kBytes, {2}}, {DType::kBytes, {2}}}, NoAttrs{}),
             absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(InferMessage(OpKind::kWhere,
-                           {{DType::kBool, {3}}, {DType::kFp32, {2}}, {DType::kFp32, {2}}},
-                           NoAttrs{}),
-              HasSubstr("Where"));
+  EXPECT_THAT(
+      InferMessage(OpKind::kWhere, {{DType::kBool, {3}}, {DType::kFp32, {2}}, {DType::kFp32, {2}}},
+                   NoAttrs{}),
+      HasSubstr("Where"));
 }
 
 // --- Reductions, ArgMax, TopK, CumSum, LogSoftmax ----------------------------------------
@@ -416,9 +416,8 @@ TEST_P(MathOpsTest, CumSumLongAxesAndIntegerWrap) {
   constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
   const auto wrap = Run(OpKind::kCumSum, {HostTensor::Of<int32_t>({3}, {kMax, 1, 1})},
                         CumSumAttrs{0, false, false}, 0, 0);
-  EXPECT_THAT(wrap[0].Values<int32_t>(),
-              ElementsAre(kMax, std::numeric_limits<int32_t>::min(),
-                          std::numeric_limits<int32_t>::min() + 1));
+  EXPECT_THAT(wrap[0].Values<int32_t>(), ElementsAre(kMax, std::numeric_limits<int32_t>::min(),
+                                                     std::numeric_limits<int32_t>::min() + 1));
 }
 
 TEST_P(MathOpsTest, LogSoftmaxWideRowsAndInnerAxes) {
@@ -468,11 +467,11 @@ TEST(MathOpsErrors, ReductionAndAxisRules) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(BuildOpAttrs(OpKind::kTopK, 13, {},
-                         HostInputs({std::nullopt, HostValue::OfInts({1, 2})}))
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      BuildOpAttrs(OpKind::kTopK, 13, {}, HostInputs({std::nullopt, HostValue::OfInts({1, 2})}))
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   auto topk = BuildOpAttrs(OpKind::kTopK, 13, {{"largest", int64_t{0}}},
                            HostInputs({std::nullopt, HostValue::OfInts({3})}));
   ASSERT_TRUE(topk.ok()) << topk.status();
@@ -481,8 +480,8 @@ TEST(MathOpsErrors, ReductionAndAxisRules) {
   EXPECT_FALSE(std::get<TopKAttrs>(*topk).largest);
   EXPECT_THAT(InferMessage(OpKind::kTopK, {{DType::kFp32, {2, 3}}}, TopKAttrs{4, -1, true, true}),
               AllOf(HasSubstr("TopK"), HasSubstr("[2,3]")));
-  auto topk_out = InferOutputs(OpKind::kTopK, {{DType::kInt32, {2, 5, 3}}},
-                               TopKAttrs{2, 1, true, true});
+  auto topk_out =
+      InferOutputs(OpKind::kTopK, {{DType::kInt32, {2, 5, 3}}}, TopKAttrs{2, 1, true, true});
   ASSERT_TRUE(topk_out.ok());
   EXPECT_EQ((*topk_out)[0], (TensorDesc{DType::kInt32, {2, 2, 3}}));
   EXPECT_EQ((*topk_out)[1], (TensorDesc{DType::kInt64, {2, 2, 3}}));
@@ -502,8 +501,7 @@ TEST(MathOpsErrors, ReductionAndAxisRules) {
             absl::StatusCode::kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, MathOpsTest, ::testing::ValuesIn(TestDevices()),
-                         DeviceTestName);
+INSTANTIATE_TEST_SUITE_P(Devices, MathOpsTest, ::testing::ValuesIn(TestDevices()), DeviceTestName);
 
 }  // namespace
 }  // namespace ndserve::kernels::testing
