@@ -84,6 +84,11 @@ using OpAttrs = std::variant<
     NoAttrs, GemmAttrs, SoftmaxAttrs, LayerNormAttrs, GatherAttrs, ReduceAttrs, ConcatAttrs,
     ReshapeAttrs, FlattenAttrs, TransposeAttrs, SqueezeAttrs, UnsqueezeAttrs,
     // kernels/attrs/math.h
+    ActivationAttrs,
+    ClipAttrs,
+    ArgMaxAttrs,
+    TopKAttrs,
+    CumSumAttrs,
 
     // kernels/attrs/data.h
     SliceAttrs,

@@ -41,6 +41,18 @@ BroadcastPlan MakeBroadcastPlan(ShapeSpan out, ShapeSpan a, ShapeSpan b) {
   return plan;
 }
 
+BroadcastPlan MakeBroadcastPlan(ShapeSpan out, ShapeSpan a, ShapeSpan b, ShapeSpan c) {
+  BroadcastPlan plan;
+  plan.dims.assign(out.begin(), out.end());
+  plan.a_strides = BroadcastStrides(a, out);
+  plan.b_strides = BroadcastStrides(b, out);
+  plan.c_strides = BroadcastStrides(c, out);
+  plan.numel = NumElements(out);
+  Shape* strides[] = {&plan.a_strides, &plan.b_strides, &plan.c_strides};
+  MergeDims(plan.dims, strides);
+  return plan;
+}
+
 GemmPlan MakeGemmPlan(ShapeSpan a, ShapeSpan b, const GemmAttrs& attrs) {
   GemmPlan plan;
   plan.m = attrs.trans_a ? a[1] : a[0];

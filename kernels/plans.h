@@ -14,17 +14,20 @@
 
 namespace ndserve::kernels {
 
-// Elementwise walk over `out` reading up to two operands broadcast to it. Element i of the
-// output sits at multi-index (i0..in) of `dims`; operand x is read at sum(ik * x_strides[k]).
-// After merging, the innermost stride of each operand is 1 or 0 (broadcast).
+// Elementwise walk over `out` reading up to three operands broadcast to it. Element i of
+// the output sits at multi-index (i0..in) of `dims`; operand x is read at
+// sum(ik * x_strides[k]). After merging, the innermost stride of each operand is 1 or 0
+// (broadcast).
 struct BroadcastPlan {
   Shape dims;  // empty: a single element
   Shape a_strides;
   Shape b_strides;
+  Shape c_strides;  // only from the three-operand MakeBroadcastPlan (Where)
   int64_t numel = 0;
 };
 // `b` may be empty-ranked and unused (pass a_shape twice for a unary broadcast copy).
 BroadcastPlan MakeBroadcastPlan(ShapeSpan out, ShapeSpan a, ShapeSpan b);
+BroadcastPlan MakeBroadcastPlan(ShapeSpan out, ShapeSpan a, ShapeSpan b, ShapeSpan c);
 
 // C = alpha * op(A) * op(B): row-major M x K times K x N.
 struct GemmPlan {

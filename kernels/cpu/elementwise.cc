@@ -4,57 +4,27 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cpu/broadcast_loop.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/row_walker.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/plans.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
 
-template <typename T, typename Op>
-void BinaryLoop(const T* a, const T* b, T* out, const BroadcastPlan& p, Op op) {
-  if (p.numel == 0) return;
-  if (p.dims.empty()) {
-    out[0] = op(a[0], b[0]);
-    return;
-  }
-  const int64_t n = p.dims.back();
-  const int64_t sa = p.a_strides.back(), sb = p.b_strides.back();
-  RowWalker<2> walk(p.dims, {ShapeSpan(p.a_strides), ShapeSpan(p.b_strides)});
-  for (int64_t row = 0; row < p.numel / n; ++row, walk.Next()) {
-    const T* ra = a + walk.offset(0);
-    const T* rb = b + walk.offset(1);
-    T* ro = out + row * n;
-    // After merging, an operand's innermost stride is 1 or 0 (broadcast).
-    if (sa == 1 && sb == 1) {
-      for (int64_t i = 0; i < n; ++i) ro[i] = op(ra[i], rb[i]);
-    } else if (sa == 1) {
-      const T bv = rb[0];
-      for (int64_t i = 0; i < n; ++i) ro[i] = op(ra[i], bv);
-    } else if (sb == 1) {
-      const T av = ra[0];
-      for (int64_t i = 0; i < n; ++i) ro[i] = op(av, rb[i]);
-    } else {
-      const T v = op(ra[0], rb[0]);
-      for (int64_t i = 0; i < n; ++i) ro[i] = v;
-    }
-  }
-}
-
 template <typename Op>
 absl::Status Binary(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
   const BroadcastPlan p = MakeBroadcastPlan(out[0].shape, in[0].shape, in[1].shape);
   switch (in[0].dtype) {
     case DType::kFp32:
-      BinaryLoop(in[0].as<const float>(), in[1].as<const float>(), out[0].as<float>(), p, Op());
+      BroadcastBinary(in[0].as<const float>(), in[1].as<const float>(), out[0].as<float>(), p, Op());
       break;
     case DType::kInt32:
-      BinaryLoop(in[0].as<const int32_t>(), in[1].as<const int32_t>(), out[0].as<int32_t>(), p,
+      BroadcastBinary(in[0].as<const int32_t>(), in[1].as<const int32_t>(), out[0].as<int32_t>(), p,
                  Op());
       break;
     case DType::kInt64:
-      BinaryLoop(in[0].as<const int64_t>(), in[1].as<const int64_t>(), out[0].as<int64_t>(), p,
+      BroadcastBinary(in[0].as<const int64_t>(), in[1].as<const int64_t>(), out[0].as<int64_t>(), p,
                  Op());
       break;
     default:  // InferOutputs admits no other type

@@ -1,6 +1,303 @@
 """Per-op fixture cases of the math family (see OP_CASE_FAMILIES in tools/gen_models.py)."""
+import numpy as np
+
 from gen_models import OpCase, float_data, EXACT, ELEMENTWISE_MATH, GEMM_TOL, NORM_TOL, REDUCE_TOL  # noqa: F401
+
+# The family draws from its own generators (seeded here) instead of the shared `rng`, so
+# adding or changing a case here never shifts the data of the families generated after it.
+_SEED = 7100
+
+
+def _f64(x):
+    return x.astype(np.float64)
+
+
+def _unary_cases(add, gen):
+    x = float_data(gen(), (2, 3, 4), -5.0, 5.0)
+    x.flat[:6] = [0.0, -0.0, 0.5, -0.5, 2.0, -2.0]
+    pos = float_data(gen(), (3, 5), 0.01, 50.0)
+    pos.flat[0] = 1.0
+    add("sqrt", "Sqrt", 13, [("input", "X", np.concatenate([pos, np.zeros((1, 5), np.float32)]))],
+        [("Y", np.sqrt(np.concatenate([pos, np.zeros((1, 5), np.float32)])))], tol=ELEMENTWISE_MATH)
+    e = float_data(gen(), (4, 6), -10.0, 10.0)
+    e.flat[:3] = [0.0, -100.0, 80.0]
+    add("exp", "Exp", 13, [("input", "X", e)],
+        [("Y", np.exp(_f64(e)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    add("log", "Log", 13, [("input", "X", pos)],
+        [("Y", np.log(_f64(pos)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    nz = x.copy()
+    nz[nz == 0] = 0.25
+    add("reciprocal", "Reciprocal", 13, [("input", "X", nz)],
+        [("Y", (np.float32(1.0) / nz).astype(np.float32))])
+    big = x.copy()
+    big.flat[6:9] = [1e7 + 0.5, -3.5, 123456.75]
+    add("floor", "Floor", 13, [("input", "X", big)], [("Y", np.floor(big))])
+    add("ceil", "Ceil", 13, [("input", "X", big)], [("Y", np.ceil(big))])
+    add("neg_fp32", "Neg", 13, [("input", "X", x)], [("Y", -x)])
+    i64 = gen().integers(-(1 << 40), 1 << 40, size=(3, 4)).astype(np.int64)
+    add("neg_int64", "Neg", 13, [("input", "X", i64)], [("Y", -i64)])
+    i32 = gen().integers(-1000, 1000, size=(7,)).astype(np.int32)
+    add("abs_int32", "Abs", 13, [("input", "X", i32)], [("Y", np.abs(i32))])
+    add("abs_fp32", "Abs", 13, [("input", "X", x)], [("Y", np.abs(x))])
+    add("abs_empty", "Abs", 13, [("input", "X", np.zeros((0, 3), np.float32))],
+        [("Y", np.zeros((0, 3), np.float32))])
+
+
+def _activation_cases(add, gen):
+    x = float_data(gen(), (2, 3, 5), -6.0, 6.0)
+    x.flat[:4] = [0.0, -0.0, 3.0, -3.0]
+
+    def leaky(alpha):
+        return np.where(x < 0, np.float32(alpha) * x, x).astype(np.float32)
+
+    add("leakyrelu_default", "LeakyRelu", 13, [("input", "X", x)], [("Y", leaky(0.01))])
+    add("leakyrelu_alpha", "LeakyRelu", 16, [("input", "X", x)], [("Y", leaky(0.2))],
+        attrs={"alpha": ("float", 0.2)})
+
+    def elu(alpha):
+        return np.where(x < 0, alpha * np.expm1(_f64(x)), x).astype(np.float32)
+
+    add("elu_default", "Elu", 13, [("input", "X", x)], [("Y", elu(1.0))], tol=ELEMENTWISE_MATH)
+    add("elu_alpha", "Elu", 13, [("input", "X", x)], [("Y", elu(0.5))],
+        attrs={"alpha": ("float", 0.5)}, tol=ELEMENTWISE_MATH)
+
+    def hard_sigmoid(alpha, beta):
+        return np.clip(np.float64(np.float32(alpha)) * _f64(x) + np.float64(np.float32(beta)),
+                       0.0, 1.0)
+
+    add("hardsigmoid_default", "HardSigmoid", 13, [("input", "X", x)],
+        [("Y", hard_sigmoid(0.2, 0.5).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    add("hardsigmoid_alpha_beta", "HardSigmoid", 13, [("input", "X", x)],
+        [("Y", hard_sigmoid(0.5, 0.3).astype(np.float32))],
+        attrs={"alpha": ("float", 0.5), "beta": ("float", 0.3)}, tol=ELEMENTWISE_MATH)
+    add("hardswish", "HardSwish", 14, [("input", "X", x)],
+        [("Y", (_f64(x) * hard_sigmoid(1.0 / 6.0, 0.5)).astype(np.float32))],
+        tol=ELEMENTWISE_MATH)
+
+    # Clip: min and max are optional inputs read on the host (initializers).
+    lo, hi = np.array(-1.5, np.float32), np.array(2.0, np.float32)
+    add("clip_min_max", "Clip", 13,
+        [("input", "input", x), ("const", "min", lo), ("const", "max", hi)],
+        [("output", np.clip(x, lo, hi))])
+    add("clip_min_only", "Clip", 13, [("input", "input", x), ("const", "min", lo)],
+        [("output", np.maximum(x, lo))])
+    add("clip_no_bounds", "Clip", 13, [("input", "input", x)], [("output", x.copy())])
+    # min > max: every element becomes max (min(max(x, min), max)).
+    add("clip_min_above_max", "Clip", 13,
+        [("input", "input", x), ("const", "min", np.array(1.0, np.float32)),
+         ("const", "max", np.array(-1.0, np.float32))],
+        [("output", np.full_like(x, -1.0))])
+
+    # PRelu: slope broadcasts to X (unidirectionally).
+    img = float_data(gen(), (2, 3, 4, 4))
+    for tag, shape in [("channel", (3, 1, 1)), ("scalar", (1,)), ("full", (2, 3, 4, 4)),
+                       ("last_dim", (4,))]:
+        slope = float_data(gen(), shape, 0.0, 0.5)
+        add(f"prelu_{tag}", "PRelu", 16, [("input", "X", img), ("const", "slope", slope)],
+            [("Y", np.where(img < 0, img * slope, img).astype(np.float32))])
+
+
+def _binary_cases(add, gen):
+    r = gen()
+    base = float_data(r, (2, 3, 4), 0.1, 3.0)
+    ex = float_data(r, (4,), -2.0, 2.0)
+    add("pow_fp32_bcast", "Pow", 13, [("input", "X", base), ("input", "Y", ex)],
+        [("Z", np.power(_f64(base), _f64(ex)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    neg = float_data(r, (2, 4), -3.0, 3.0)
+    iex = np.array([[-2], [3]], np.int64)
+    add("pow_int64_exponent", "Pow", 15, [("input", "X", neg), ("input", "Y", iex)],
+        [("Z", np.power(_f64(neg), _f64(iex)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    add("pow_scalar_square", "Pow", 13,
+        [("input", "X", neg), ("const", "Y", np.array(2.0, np.float32))],
+        [("Z", (_f64(neg) ** 2).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    i32 = np.array([0, 1, 3, 2], np.int32)
+    add("pow_int32_exponent", "Pow", 13, [("input", "X", neg), ("input", "Y", i32)],
+        [("Z", np.power(_f64(neg), _f64(i32)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+
+    # Min / Max: variadic with numpy broadcasting.
+    a, b, c = float_data(r, (2, 3, 4)), float_data(r, (3, 1)), float_data(r, (4,))
+    b.flat[0] = a.flat[0]  # a tie
+    for op, fn in (("Min", np.minimum), ("Max", np.maximum)):
+        low = op.lower()
+        add(f"{low}_one_input", op, 13, [("input", "data_0", a)], [(low, a.copy())])
+        add(f"{low}_two_bcast", op, 13, [("input", "data_0", a), ("input", "data_1", b)],
+            [(low, fn(a, b))])
+        add(f"{low}_three_bcast", op, 13,
+            [("input", "data_0", b), ("input", "data_1", a), ("const", "data_2", c)],
+            [(low, fn(fn(b, a), c))])
+    i64a = r.integers(-(1 << 40), 1 << 40, size=(3, 4)).astype(np.int64)
+    i64b = r.integers(-(1 << 40), 1 << 40, size=(4,)).astype(np.int64)
+    add("max_int64", "Max", 13, [("input", "data_0", i64a), ("input", "data_1", i64b)],
+        [("max", np.maximum(i64a, i64b))])
+    i32a = r.integers(-50, 50, size=(2, 1, 3)).astype(np.int32)
+    i32b = r.integers(-50, 50, size=(4, 1)).astype(np.int32)
+    add("min_int32", "Min", 13, [("input", "data_0", i32a), ("input", "data_1", i32b)],
+        [("min", np.minimum(i32a, i32b))])
+
+    # Comparisons: BOOL out, with ties.
+    x = np.round(float_data(r, (3, 4), -2.0, 2.0))
+    y = np.round(float_data(r, (4,), -2.0, 2.0))
+    for op, fn in (("Equal", np.equal), ("Less", np.less), ("Greater", np.greater)):
+        add(f"{op.lower()}_fp32_bcast", op, 13, [("input", "A", x), ("input", "B", y)],
+            [("C", fn(x, y))])
+    ia = r.integers(-3, 3, size=(2, 3)).astype(np.int64)
+    ib = r.integers(-3, 3, size=(2, 1)).astype(np.int64)
+    for op, fn in (("Equal", np.equal), ("Less", np.less), ("Greater", np.greater)):
+        add(f"{op.lower()}_int64", op, 13, [("input", "A", ia), ("input", "B", ib)],
+            [("C", fn(ia, ib))])
+    ja = r.integers(-3, 3, size=(5,)).astype(np.int32)
+    add("less_int32_scalar", "Less", 13,
+        [("input", "A", ja), ("const", "B", np.array(0, np.int32))], [("C", ja < 0)])
+    ba = np.array([[True, False, True], [False, False, True]])
+    bb = np.array([True, False, False])
+    add("equal_bool", "Equal", 13, [("input", "A", ba), ("input", "B", bb)], [("C", ba == bb)])
+
+    # Logic.
+    add("not", "Not", 13, [("input", "X", ba)], [("Y", np.logical_not(ba))])
+    bc = np.array([[True], [False]])
+    add("and_bcast", "And", 13, [("input", "A", ba), ("input", "B", bc)],
+        [("C", np.logical_and(ba, bc))])
+    add("or_bcast", "Or", 13, [("input", "A", ba), ("input", "B", bb)],
+        [("C", np.logical_or(ba, bb))])
+
+    # Where: three-way broadcasting, several element sizes.
+    cond = r.integers(0, 2, size=(2, 1, 4)).astype(np.bool_)
+    wx, wy = float_data(r, (3, 1)), float_data(r, (1, 3, 4))
+    add("where_fp32_bcast3", "Where", 16,
+        [("input", "condition", cond), ("input", "X", wx), ("input", "Y", wy)],
+        [("output", np.where(cond, wx, wy))])
+    lx = r.integers(-(1 << 40), 1 << 40, size=(2, 3, 4)).astype(np.int64)
+    add("where_int64_scalar_y", "Where", 13,
+        [("input", "condition", cond), ("input", "X", lx),
+         ("const", "Y", np.array(-1, np.int64))],
+        [("output", np.where(cond, lx, np.int64(-1)))])
+    add("where_bool_values", "Where", 13,
+        [("input", "condition", ba), ("input", "X", bb), ("input", "Y", np.logical_not(ba))],
+        [("output", np.where(ba, bb, np.logical_not(ba)))])
+    hx = float_data(r, (4,)).astype(np.float16)
+    add("where_fp16", "Where", 13,
+        [("input", "condition", cond), ("input", "X", hx), ("input", "Y", np.float16(0.5) * hx)],
+        [("output", np.where(cond, hx, np.float16(0.5) * hx))])
+    add("where_empty", "Where", 13,
+        [("input", "condition", np.zeros((0, 4), np.bool_)), ("input", "X", wy[0, :1]),
+         ("input", "Y", np.zeros((1, 4), np.float32))],
+        [("output", np.zeros((0, 4), np.float32))])
+
+
+def _log_softmax(x, axis):
+    x = _f64(x)
+    m = x.max(axis=axis, keepdims=True)
+    return (x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))).astype(np.float32)
+
+
+def _topk(x, k, axis, largest):
+    # Stable sort on the key gives ties in index order; NaN-free data.
+    key = -x if largest else x
+    idx = np.argsort(key, axis=axis, kind="stable")
+    idx = np.take(idx, np.arange(k), axis=axis)
+    return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
+
+
+def _cumsum(x, axis, exclusive, reverse):
+    y = np.flip(x, axis) if reverse else x
+    s = np.cumsum(y, axis=axis, dtype=x.dtype)
+    if exclusive:
+        s = np.concatenate([np.zeros_like(np.take(s, [0], axis=axis)),
+                            np.take(s, np.arange(s.shape[axis] - 1), axis=axis)], axis=axis)
+    return np.flip(s, axis) if reverse else s
+
+
+def _reduce_cases(add, gen):
+    r = gen()
+    x = float_data(r, (2, 3, 4))
+    for op, fn in (("ReduceMax", np.max), ("ReduceMin", np.min)):
+        low = op.lower()
+        add(f"{low}_axis1_keepdims", op, 13, [("input", "data", x)],
+            [("reduced", fn(x, axis=1, keepdims=True))], attrs={"axes": ("ints", [1])})
+        add(f"{low}_axes02_nokeep", op, 17, [("input", "data", x)],
+            [("reduced", fn(x, axis=(0, 2)))],
+            attrs={"axes": ("ints", [0, -1]), "keepdims": ("int", 0)})
+        add(f"{low}_all_default", op, 13, [("input", "data", x)],
+            [("reduced", fn(x, axis=(0, 1, 2), keepdims=True))])
+    i64 = r.integers(-(1 << 40), 1 << 40, size=(3, 5)).astype(np.int64)
+    add("reducemax_int64_last", "ReduceMax", 13, [("input", "data", i64)],
+        [("reduced", i64.max(axis=-1))], attrs={"axes": ("ints", [-1]), "keepdims": ("int", 0)})
+    add("reducemin_int64_first", "ReduceMin", 13, [("input", "data", i64)],
+        [("reduced", i64.min(axis=0, keepdims=True))], attrs={"axes": ("ints", [0])})
+
+    # LogSoftmax.
+    s = float_data(r, (2, 3, 5), -4.0, 4.0)
+    add("logsoftmax_last_axis", "LogSoftmax", 13, [("input", "input", s)],
+        [("output", _log_softmax(s, -1))], tol=ELEMENTWISE_MATH)
+    add("logsoftmax_axis1", "LogSoftmax", 13, [("input", "input", s)],
+        [("output", _log_softmax(s, 1))], attrs={"axis": ("int", 1)}, tol=ELEMENTWISE_MATH)
+    big = np.array([[1000.0, 999.0, -1000.0, 0.0], [-50.0, -50.0, -50.0, -50.0]], np.float32)
+    add("logsoftmax_large_values", "LogSoftmax", 13, [("input", "input", big)],
+        [("output", _log_softmax(big, -1))], tol=ELEMENTWISE_MATH)
+
+    # ArgMax, with ties.
+    t = np.round(float_data(r, (3, 4, 5), -3.0, 3.0))
+    add("argmax_default_axis0", "ArgMax", 13, [("input", "data", t)],
+        [("reduced", np.argmax(t, axis=0)[None].astype(np.int64))])
+    add("argmax_last_nokeep", "ArgMax", 13, [("input", "data", t)],
+        [("reduced", np.argmax(t, axis=-1).astype(np.int64))],
+        attrs={"axis": ("int", -1), "keepdims": ("int", 0)})
+    last = t.shape[1] - 1 - np.argmax(np.flip(t, axis=1), axis=1)
+    add("argmax_select_last_index", "ArgMax", 13, [("input", "data", t)],
+        [("reduced", last[:, None, :].astype(np.int64))],
+        attrs={"axis": ("int", 1), "select_last_index": ("int", 1)})
+    ti = r.integers(-3, 3, size=(4, 6)).astype(np.int64)
+    add("argmax_int64", "ArgMax", 13, [("input", "data", ti)],
+        [("reduced", np.argmax(ti, axis=1)[:, None].astype(np.int64))],
+        attrs={"axis": ("int", 1)})
+
+    # TopK: K is an initializer; ties break by lower index.
+    tk = np.round(float_data(r, (3, 8), -4.0, 4.0))
+    for tag, k, axis, largest, attrs in [
+        ("largest_last_axis", 3, -1, True, {}),
+        ("smallest", 4, 1, False, {"largest": ("int", 0), "axis": ("int", 1)}),
+        ("axis0", 2, 0, True, {"axis": ("int", 0)}),
+        ("k_zero", 0, -1, True, {}),
+        ("k_all_unsorted", 8, -1, True, {"sorted": ("int", 0)}),
+    ]:
+        v, i = _topk(tk, k, axis, largest)
+        add(f"topk_{tag}", "TopK", 13,
+            [("input", "X", tk), ("const", "K", np.array([k], np.int64))],
+            [("Values", v), ("Indices", i)], attrs=attrs)
+    t3 = r.integers(-5, 5, size=(2, 6, 3)).astype(np.int64)
+    v, i = _topk(t3, 2, 1, True)
+    add("topk_int64_middle_axis", "TopK", 13,
+        [("input", "X", t3), ("const", "K", np.array([2], np.int64))],
+        [("Values", v), ("Indices", i)], attrs={"axis": ("int", 1)})
+
+    # CumSum: axis is an initializer.
+    c = float_data(r, (3, 4))
+    for tag, axis, excl, rev in [("axis0", 0, 0, 0), ("axis1_exclusive", 1, 1, 0),
+                                 ("reverse", 1, 0, 1), ("exclusive_reverse", 0, 1, 1)]:
+        attrs = {}
+        if excl:
+            attrs["exclusive"] = ("int", 1)
+        if rev:
+            attrs["reverse"] = ("int", 1)
+        add(f"cumsum_{tag}", "CumSum", 14,
+            [("input", "x", c), ("const", "axis", np.array(axis, np.int64))],
+            [("y", _cumsum(c, axis, excl, rev))], attrs=attrs, tol=REDUCE_TOL)
+    ci = r.integers(-100, 100, size=(2, 3, 4)).astype(np.int32)
+    add("cumsum_int32_negative_axis", "CumSum", 13,
+        [("input", "x", ci), ("const", "axis", np.array(-2, np.int32))],
+        [("y", _cumsum(ci, 1, 0, 0))], tol=REDUCE_TOL)
 
 
 def cases(add, rng):
     """Adds this family's OpCases: add(name, op, opset, inputs, outputs, attrs=, tol=)."""
+    del rng  # see _SEED
+    seed = [_SEED]
+
+    def gen():
+        seed[0] += 1
+        return np.random.default_rng(seed[0])
+
+    _unary_cases(add, gen)
+    _activation_cases(add, gen)
+    _binary_cases(add, gen)
+    _reduce_cases(add, gen)

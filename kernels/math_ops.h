@@ -1,0 +1,150 @@
+#ifndef NDSERVE_KERNELS_MATH_OPS_H_
+#define NDSERVE_KERNELS_MATH_OPS_H_
+
+// Scalar functors of the math family's elementwise ops (unary math and activations,
+// PRelu, Pow, Min/Max, comparisons, logic, Where), shared by the CPU loops and the CUDA
+// kernels so both devices define edge cases (NaN, integer overflow, min > max) the same
+// way. Plain C++17 (nvcc compiles it). BOOL elements are bytes: any nonzero byte reads as
+// true, results are 0 or 1. Stateless or plain values; thread-safe.
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/elementwise_ops.h"  // NDS_HD_OP
+
+namespace ndserve::kernels {
+
+// --- Unary FP32 math ----------------------------------------------------------------------
+struct SqrtOp {
+  NDS_HD_OP float operator()(float x) const { return sqrtf(x); }
+};
+struct ExpOp {
+  NDS_HD_OP float operator()(float x) const { return expf(x); }
+};
+struct LogOp {
+  NDS_HD_OP float operator()(float x) const { return logf(x); }
+};
+struct ReciprocalOp {
+  NDS_HD_OP float operator()(float x) const { return 1.0f / x; }
+};
+struct FloorOp {
+  NDS_HD_OP float operator()(float x) const { return floorf(x); }
+};
+struct CeilOp {
+  NDS_HD_OP float operator()(float x) const { return ceilf(x); }
+};
+// Integer negation and absolute value wrap at the type's minimum (as two's complement
+// hardware does) instead of being undefined.
+struct NegOp {
+  template <typename T>
+  NDS_HD_OP T operator()(T x) const {
+    if constexpr (std::is_integral<T>::value) {
+      using U = typename std::make_unsigned<T>::type;
+      return static_cast<T>(U(0) - static_cast<U>(x));
+    } else {
+      return -x;
+    }
+  }
+};
+struct AbsOp {
+  template <typename T>
+  NDS_HD_OP T operator()(T x) const {
+    if constexpr (std::is_integral<T>::value) {
+      return x < 0 ? NegOp()(x) : x;
+    } else {
+      return fabsf(x);
+    }
+  }
+};
+
+// --- Activations with attributes (ActivationAttrs, ClipAttrs) -----------------------------
+struct LeakyReluOp {
+  float alpha;
+  NDS_HD_OP float operator()(float x) const { return x < 0.0f ? alpha * x : x; }
+};
+struct EluOp {
+  float alpha;
+  NDS_HD_OP float operator()(float x) const { return x < 0.0f ? alpha * expm1f(x) : x; }
+};
+// NaN stays NaN: both comparisons are false for it.
+struct HardSigmoidOp {
+  float alpha, beta;
+  NDS_HD_OP float operator()(float x) const {
+    const float v = alpha * x + beta;
+    return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+  }
+};
+struct HardSwishOp {
+  NDS_HD_OP float operator()(float x) const { return x * HardSigmoidOp{1.0f / 6.0f, 0.5f}(x); }
+};
+// min(max(x, lo), hi): with lo > hi every element becomes hi; NaN stays NaN.
+struct ClipOp {
+  float lo, hi;
+  NDS_HD_OP float operator()(float x) const {
+    const float v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+  }
+};
+
+// --- Binary ---------------------------------------------------------------------------
+// PRelu: x where x >= 0, slope * x below.
+struct PReluOp {
+  NDS_HD_OP float operator()(float x, float slope) const { return x < 0.0f ? slope * x : x; }
+};
+// FP32 base, FP32 or integer exponent. Evaluated in double and rounded once, as numpy
+// does for an integer exponent, so x^2 and friends are exact.
+struct PowOp {
+  template <typename E>
+  NDS_HD_OP float operator()(float base, E exponent) const {
+    return static_cast<float>(pow(static_cast<double>(base), static_cast<double>(exponent)));
+  }
+};
+// Min and Max propagate NaN (numpy's minimum/maximum).
+struct MinOp {
+  template <typename T>
+  NDS_HD_OP T operator()(T a, T b) const {
+    return (a != a || a < b) ? a : b;
+  }
+};
+struct MaxOp {
+  template <typename T>
+  NDS_HD_OP T operator()(T a, T b) const {
+    return (a != a || a > b) ? a : b;
+  }
+};
+struct EqualOp {
+  template <typename T>
+  NDS_HD_OP uint8_t operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct LessOp {
+  template <typename T>
+  NDS_HD_OP uint8_t operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct GreaterOp {
+  template <typename T>
+  NDS_HD_OP uint8_t operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct AndOp {
+  NDS_HD_OP uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) & (b != 0); }
+};
+struct OrOp {
+  NDS_HD_OP uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) | (b != 0); }
+};
+struct NotOp {
+  NDS_HD_OP uint8_t operator()(uint8_t a) const { return a == 0; }
+};
+// Equal on BOOL compares truth values, not bytes.
+struct BoolEqualOp {
+  NDS_HD_OP uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) == (b != 0); }
+};
+
+}  // namespace ndserve::kernels
+
+#endif  // NDSERVE_KERNELS_MATH_OPS_H_

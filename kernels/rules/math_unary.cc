@@ -1,0 +1,94 @@
+// Rules of the math family's unary ops: Neg and Abs (FP32, INT32, INT64), the activations
+// with attributes (LeakyRelu, Elu, HardSigmoid, HardSwish), Clip (bounds from host
+// inputs), PRelu (slope broadcast to X) and Not (BOOL). The FP32-only unary math (Sqrt,
+// Exp, Log, Reciprocal, Floor, Ceil) shares the Unary rules of rules/elementwise.cc.
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/op_rules.h"
+#include "kernels/rules/rule_util.h"
+
+namespace ndserve::kernels::rules {
+
+absl::StatusOr<OpAttrs> BuildSignedUnary(OpKind op, int opset, const AttrMap& attrs,
+                                         const HostInputs& host) {
+  return NoAttrsRule(op, opset, attrs, host);
+}
+
+absl::StatusOr<Descs> InferSignedUnary(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32, DType::kInt32, DType::kInt64}));
+  return Descs{in[0]};
+}
+
+absl::StatusOr<OpAttrs> BuildActivation(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
+  ActivationAttrs a;
+  if (op == OpKind::kHardSwish) {  // fixed HardSigmoid parameters
+    a.alpha = 1.0f / 6.0f;
+    a.beta = 0.5f;
+  } else if (op == OpKind::kHardSigmoid) {
+    NDS_ASSIGN_OR_RETURN(a.alpha, GetAttr<float>(op, attrs, "alpha", 0.2f));
+    NDS_ASSIGN_OR_RETURN(a.beta, GetAttr<float>(op, attrs, "beta", 0.5f));
+  } else {  // LeakyRelu, Elu
+    NDS_ASSIGN_OR_RETURN(
+        a.alpha, GetAttr<float>(op, attrs, "alpha", op == OpKind::kLeakyRelu ? 0.01f : 1.0f));
+  }
+  return a;
+}
+
+absl::StatusOr<Descs> InferActivation(OpKind op, absl::Span<const TensorDesc> in,
+                                      const OpAttrs& attrs) {
+  const ActivationAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
+  return Descs{in[0]};
+}
+
+absl::StatusOr<OpAttrs> BuildClip(OpKind op, int, const AttrMap&, const HostInputs& host) {
+  ClipAttrs a;
+  NDS_ASSIGN_OR_RETURN(std::optional<double> lo, host.Scalar(op, 1, "min"));
+  NDS_ASSIGN_OR_RETURN(std::optional<double> hi, host.Scalar(op, 2, "max"));
+  if (lo.has_value()) a.min = static_cast<float>(*lo);
+  if (hi.has_value()) a.max = static_cast<float>(*hi);
+  if (std::isnan(a.min) || std::isnan(a.max)) return Invalid(op, "a bound is NaN");
+  return a;
+}
+
+absl::StatusOr<Descs> InferClip(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
+  const ClipAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
+  return Descs{in[0]};
+}
+
+absl::StatusOr<OpAttrs> BuildPRelu(OpKind op, int opset, const AttrMap& attrs,
+                                   const HostInputs& host) {
+  return NoAttrsRule(op, opset, attrs, host);
+}
+
+absl::StatusOr<Descs> InferPRelu(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "X", {DType::kFp32}));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[1], "slope", {DType::kFp32}));
+  if (!IsUnidirectionallyBroadcastable(in[1].shape, in[0].shape)) {
+    return Invalid(op, absl::StrCat("slope ", ShapeToString(in[1].shape),
+                                    " does not broadcast to X ", ShapeToString(in[0].shape)));
+  }
+  return Descs{in[0]};
+}
+
+absl::StatusOr<OpAttrs> BuildNot(OpKind op, int opset, const AttrMap& attrs,
+                                 const HostInputs& host) {
+  return NoAttrsRule(op, opset, attrs, host);
+}
+
+absl::StatusOr<Descs> InferNot(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kBool}));
+  return Descs{in[0]};
+}
+
+}  // namespace ndserve::kernels::rules
