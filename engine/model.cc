@@ -12,6 +12,7 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Create(std::string name, int64_t v
                                                      Device device, MemorySystem* memory) {
   std::shared_ptr<Model> model(new Model(std::move(name), version, std::move(graph),
                                          std::move(signature), std::move(config), device));
+  model->memory_ = memory;
   NDS_ASSIGN_OR_RETURN(
       model->manager_,
       memory->NewBaseManager(device, ManagerLevel::kModel,

@@ -50,6 +50,9 @@ class Model {
   // The array of graph().initializers()[index].
   const NDArray& initializer(int index) const { return initializers_[index]; }
   const std::shared_ptr<NDManager>& manager() const { return manager_; }
+  // The memory system the model lives in (borrowed): where a request on a GPU opens the
+  // host-side scope of its shape arithmetic.
+  MemorySystem* memory() const { return memory_; }
   uint64_t parameter_bytes() const { return parameter_bytes_; }
 
   // Closes the model manager and, with it, every predictor and context under it. Callers
@@ -72,6 +75,7 @@ class Model {
   Graph graph_;
   const ModelSignature signature_;
   const ModelConfig config_;
+  MemorySystem* memory_ = nullptr;
   std::shared_ptr<NDManager> manager_;
   std::vector<NDArray> initializers_;
   uint64_t parameter_bytes_ = 0;

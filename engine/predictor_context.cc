@@ -121,8 +121,8 @@ void PredictorContext::ReleaseScratch() {
 absl::Status PredictorContext::EnsureHostManager() {
   if (host_manager_ != nullptr) return absl::OkStatus();
   NDS_ASSIGN_OR_RETURN(host_manager_,
-                       NDManager::NewBaseManager(Device::Cpu(), ManagerLevel::kContext,
-                                                 absl::StrCat(manager_->name(), "/host")));
+                       model_.memory()->NewBaseManager(Device::Cpu(), ManagerLevel::kContext,
+                                                       absl::StrCat(manager_->name(), "/host")));
   return absl::OkStatus();
 }
 
