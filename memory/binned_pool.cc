@@ -26,17 +26,34 @@ std::size_t BinnedPool::RoundedSize(std::size_t bytes) {
   return SizeClasses::RoundUp(bytes);
 }
 
-// The thread-cache hit is the hot path: a few dozen instructions, no shared lock. No
-// leak bookkeeping: caches exist only at debug level 0.
+// The thread-cache hit is the hot path: a few dozen instructions, no shared lock, and
+// no call that would make it save registers. No leak bookkeeping: caches exist only at
+// debug level 0.
 absl::StatusOr<Block> BinnedPool::AllocateBlock(std::size_t bytes, absl::string_view owner) {
   if (ThreadCache* cache = CacheFor(bytes); cache != nullptr) {
-    if (Block block = cache->Take(bytes); !block.empty()) return block;
+    if (Block block = cache->TryTake(bytes); !block.empty()) return block;
   }
+  return AllocateMissed(bytes, owner);
+}
+
+absl::StatusOr<Block> BinnedPool::AllocateMissed(std::size_t bytes, absl::string_view owner) {
+  // A thread's first request of a cacheable size creates its cache, which is empty
+  // yet: this request still goes to the lists.
+  if (Cacheable(bytes) && caches_->MineIfCreated() == nullptr) caches_->Mine();
   return Pool::AllocateBlock(bytes, owner);
 }
 
 void BinnedPool::FreeBlock(const Block& block) {
-  if (ThreadCache* cache = CacheFor(block.size); cache != nullptr && cache->Put(block)) return;
+  if (ThreadCache* cache = CacheFor(block.size); cache != nullptr && cache->TryPut(block)) return;
+  FreeMissed(block);
+}
+
+void BinnedPool::FreeMissed(const Block& block) {
+  // A thread that frees before it ever allocated (a consumer of another thread's
+  // blocks) creates its cache here.
+  if (Cacheable(block.size) && caches_->MineIfCreated() == nullptr) {
+    if (ThreadCache* cache = caches_->Mine(); cache != nullptr && cache->TryPut(block)) return;
+  }
   Pool::FreeBlock(block);
 }
 

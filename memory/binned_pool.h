@@ -48,12 +48,19 @@ class BinnedPool final : public Pool, private ThreadCacheOwner {
   std::uint64_t FrontAllocatedBytes() const override;
   void AbsorbThreadCache(ThreadCache& cache) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache.mu);
 
-  // This thread's cache if blocks of `bytes` (1..ThreadCache::kMaxBytes) may pass
-  // through one, else null.
-  ThreadCache* CacheFor(std::size_t bytes) {
-    if (caches_ == nullptr || bytes - 1 >= ThreadCache::kMaxBytes) return nullptr;
-    return caches_->Mine();
+  // Whether blocks of `bytes` pass through thread caches: caches on, 1..kMaxBytes.
+  bool Cacheable(std::size_t bytes) const {
+    return caches_ != nullptr && bytes - 1 < ThreadCache::kMaxBytes;
   }
+  // This thread's cache if blocks of `bytes` pass through one and the thread has
+  // created it, else null.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE ThreadCache* CacheFor(std::size_t bytes) const {
+    return Cacheable(bytes) ? caches_->MineIfCreated() : nullptr;
+  }
+  // The paths past a thread-cache miss, out of line so that the hit needs no frame.
+  ABSL_ATTRIBUTE_NOINLINE absl::StatusOr<Block> AllocateMissed(std::size_t bytes,
+                                                               absl::string_view owner);
+  ABSL_ATTRIBUTE_NOINLINE void FreeMissed(const Block& block);
   // Blocks a thread cache held go back on their lists (whole class blocks, which the
   // lists keep: nothing goes to the device).
   void PushHeld(const std::vector<Block>& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -60,27 +60,35 @@ class alignas(64) ThreadCache {
       : owner_(owner), capacity_(capacity_bytes) {}
 
   // Owner thread. A block for `bytes` (1..kMaxBytes) if one of its class is held,
-  // else an empty Block.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE Block Take(std::size_t bytes) {
+  // else an empty Block. Never waits: while a reader (Stats, Reclaim) holds the cache
+  // the owner goes to the shared lists instead, as on a miss.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Block TryTake(std::size_t bytes) {
     const int c = ClassOf(bytes);
     const std::size_t size = ClassBytes(c);
-    SpinLockHolder lock(&mu);
+    if (!mu.TryLock()) return Block{};
     Bin& bin = bins_[c];
-    if (bin.count == 0) return Block{};
+    if (bin.count == 0) {
+      mu.Unlock();
+      return Block{};
+    }
     void* ptr = bin.slots[--bin.count];
     held_ -= size;
     allocated_.store(allocated_.load(std::memory_order_relaxed) + size,
                      std::memory_order_relaxed);
     requested_ += bytes;
     ++alloc_count_;
+    mu.Unlock();
     return Block{ptr, bytes, size, nullptr};
   }
 
   // Owner thread. Keeps a freed block if its class has room and the byte budget
-  // allows; false sends it to the pool's shared lists.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE bool Put(const Block& block) {
-    SpinLockHolder lock(&mu);
-    return PutLocked(block);
+  // allows; false sends it to the pool's shared lists (so does a reader holding the
+  // cache: the owner never waits).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool TryPut(const Block& block) {
+    if (!mu.TryLock()) return false;
+    const bool kept = PutLocked(block);
+    mu.Unlock();
+    return kept;
   }
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool PutLocked(const Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (block.size > kMaxBytes || held_ + block.size > capacity_) return false;
@@ -170,10 +178,15 @@ class ThreadCacheSet {
   ThreadCacheSet& operator=(const ThreadCacheSet&) = delete;
 
   // The calling thread's cache, created on first use; null when the thread is exiting.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE ThreadCache* Mine() {
-    const ThreadCacheSlot& s = tls_thread_cache_slots[slot_];
-    if (s.serial == serial_) return s.cache;
+  ThreadCache* Mine() {
+    if (ThreadCache* cache = MineIfCreated(); cache != nullptr) return cache;
     return Register();
+  }
+  // The calling thread's cache if it has one already, else null: the hot path, a
+  // thread-local load and a compare.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE ThreadCache* MineIfCreated() const {
+    const ThreadCacheSlot& s = tls_thread_cache_slots[slot_];
+    return s.serial == serial_ ? s.cache : nullptr;
   }
 
   // Moves every live cache's blocks into `held` (memory pressure, Reclaim). The
