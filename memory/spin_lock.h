@@ -30,12 +30,12 @@ class ABSL_LOCKABLE SpinLock {
   }
   // Takes the lock if it is free right now; never waits.
   bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    if (locked_.load(std::memory_order_relaxed)) return false;
     if (__libc_single_threaded) {
       locked_.store(true, std::memory_order_relaxed);
       return true;
     }
-    return !locked_.load(std::memory_order_relaxed) &&
-           !locked_.exchange(true, std::memory_order_acquire);
+    return !locked_.exchange(true, std::memory_order_acquire);
   }
   void Unlock() ABSL_UNLOCK_FUNCTION() { locked_.store(false, std::memory_order_release); }
 
