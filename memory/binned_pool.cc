@@ -26,9 +26,9 @@ std::size_t BinnedPool::RoundedSize(std::size_t bytes) {
   return SizeClasses::RoundUp(bytes);
 }
 
-// The thread-cache hit is the hot path: a few dozen instructions, no shared lock, and
-// no call that would make it save registers. No leak bookkeeping: caches exist only at
-// debug level 0.
+// The thread-cache hit is the hot path: a few dozen instructions and no shared lock;
+// everything past a miss is out of line, so the hit saves next to no registers. No leak
+// bookkeeping: caches exist only at debug level 0.
 absl::StatusOr<Block> BinnedPool::AllocateBlock(std::size_t bytes, absl::string_view owner) {
   if (ThreadCache* cache = CacheFor(bytes); cache != nullptr) {
     if (Block block = cache->TryTake(bytes); !block.empty()) return block;

@@ -57,7 +57,8 @@ class BinnedPool final : public Pool, private ThreadCacheOwner {
   ABSL_ATTRIBUTE_ALWAYS_INLINE ThreadCache* CacheFor(std::size_t bytes) const {
     return Cacheable(bytes) ? caches_->MineIfCreated() : nullptr;
   }
-  // The paths past a thread-cache miss, out of line so that the hit needs no frame.
+  // The paths past a thread-cache miss, out of line so that the hit needs next to no
+  // frame.
   ABSL_ATTRIBUTE_NOINLINE absl::StatusOr<Block> AllocateMissed(std::size_t bytes,
                                                                absl::string_view owner);
   ABSL_ATTRIBUTE_NOINLINE void FreeMissed(const Block& block);

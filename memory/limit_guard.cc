@@ -12,8 +12,7 @@ absl::Status LimitGuard::Reserve(std::uint64_t bytes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("pool limit of ", FormatBytes(limit_), " reached"));
     }
-  } while (!reserved_.compare_exchange_weak(reserved, reserved + bytes,
-                                            std::memory_order_relaxed));
+  } while (!reserved_.compare_exchange_weak(reserved, reserved + bytes, std::memory_order_relaxed));
   return absl::OkStatus();
 }
 

@@ -56,9 +56,8 @@ Pool::Pool(PoolKind kind, std::unique_ptr<DeviceAllocator> allocator, PoolOption
 Pool::~Pool() {
   SpinLockHolder lock(&mu_);
   if (const std::uint64_t live = stats_.live_allocations(); live != 0) {
-    LOG(ERROR) << "pool '" << name() << "' on " << device().ToString() << " destroyed with "
-               << live << " live allocations (" << FormatBytes(stats_.allocated_bytes())
-               << "); they leak";
+    LOG(ERROR) << "pool '" << name() << "' on " << device().ToString() << " destroyed with " << live
+               << " live allocations (" << FormatBytes(stats_.allocated_bytes()) << "); they leak";
   }
 }
 

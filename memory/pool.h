@@ -11,8 +11,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "memory/block.h"
 #include "memory/device_allocator.h"
 #include "memory/leak_tracker.h"
@@ -57,10 +57,12 @@ struct PoolOptions {
 //    synchronizes that work before Free (the predictor does so when a request's
 //    context closes), so a freed block may be handed out again at once.
 //  - Limit: reserved bytes never exceed limit_bytes; cached bytes count.
-//  - Failure: Allocate escalates cache -> device -> reclaim own cache -> reclaim
-//    hooks -> RESOURCE_EXHAUSTED with a memory status in the message. Never aborts.
+//  - Failure: Allocate escalates cache -> device -> reclaim own cache (front layer
+//    flushed first) -> reclaim hooks -> RESOURCE_EXHAUSTED with a memory status in
+//    the message. Never aborts.
 //  - Thread-safe: any thread may call any method. One short lock guards the free
-//    lists and counters; it is never held across a device call or a hook. A pool may
+//    lists and counters (the reserved bytes are LimitGuard's own atomic); it is never
+//    held across a device call or a hook. A pool may
 //    put a front layer before its lists (the binned pool's per-thread caches): blocks
 //    in it count as cached, Reclaim and memory pressure flush it into the lists, and
 //    Stats adds its counts in, so the numbers stay exact whenever no call is in
@@ -72,9 +74,10 @@ struct PoolOptions {
 // reserved bytes), StatsTracker (counters and peak), LeakTracker (debug levels 1-2).
 // This class keeps the contract, the shared-list path and the escalation ladder
 // (docs/design.md §3). Subclasses implement the caching policy through the Do* hooks
-// below, all called with mu_ held, may put a front layer before it by overriding the
-// virtual Allocate/Free paths and the Front* hooks, and must call ReleaseAllCached()
-// from their destructor.
+// below, all called with mu_ held, and must call ReleaseAllCached() from their
+// destructor. A subclass with a front layer overrides AllocateBlock, FreeBlock,
+// FreeBlocks, FlushFront, FrontAllocatedBytes and Stats; the base knows nothing else
+// about it.
 class Pool {
  public:
   // Frees some engine-held memory back into the pool when it runs dry; returns the

@@ -1,6 +1,5 @@
 #include "memory/thread_cache.h"
 
-
 namespace ndserve {
 
 thread_local constinit ThreadCacheSlot tls_thread_cache_slots[kThreadCacheSlots] = {};
@@ -65,8 +64,8 @@ void ThreadCache::DrainLocked(std::vector<Block>* out) {
 }
 
 void ThreadCache::RetireLocked() {
-  // The pool cannot go away meanwhile: its shutdown takes every cache's lock to
-  // detach it, and we hold this one.
+  // The owner cannot go away meanwhile: its ThreadCacheSet's destructor takes every
+  // cache's lock to detach it, and we hold this one.
   if (owner_ != nullptr) owner_->AbsorbThreadCache(*this);
   retired_ = true;
 }
@@ -85,8 +84,7 @@ std::unique_ptr<ThreadCacheSet> ThreadCacheSet::Create(ThreadCacheOwner* owner,
   return std::unique_ptr<ThreadCacheSet>(new ThreadCacheSet(owner, capacity_per_thread, slot));
 }
 
-ThreadCacheSet::ThreadCacheSet(ThreadCacheOwner* owner, std::size_t capacity_per_thread,
-                               int slot)
+ThreadCacheSet::ThreadCacheSet(ThreadCacheOwner* owner, std::size_t capacity_per_thread, int slot)
     : owner_(owner),
       capacity_(capacity_per_thread),
       slot_(slot),

@@ -39,7 +39,8 @@ class ThreadCacheOwner {
 // object to a ThreadCacheSet and the thread that uses it, jointly.
 // Thread-safety: the owning thread takes and puts; any thread may drain it or read its
 // counters while holding `mu` (that is how Reclaim and Stats reach idle threads'
-// caches). `mu` is uncontended except while such a reader holds it.
+// caches). The owning thread only try-locks `mu`: while a reader holds it, the owner
+// uses the pool's shared lists instead of waiting.
 //
 // Its counts are this thread's contribution to the pool's totals since the last fold
 // (AllocationCounts: a thread that frees blocks another thread allocated goes
@@ -56,6 +57,8 @@ class alignas(64) ThreadCache {
   static int ClassOf(std::size_t bytes) { return SizeClasses::Of(bytes); }
   static std::size_t ClassBytes(int c) { return SizeClasses::Bytes(c); }
 
+  // `owner` absorbs the cache when its thread exits (null: nobody does). The cache
+  // keeps at most `capacity_bytes` of blocks.
   ThreadCache(ThreadCacheOwner* owner, std::size_t capacity_bytes)
       : owner_(owner), capacity_(capacity_bytes) {}
 
@@ -109,8 +112,8 @@ class alignas(64) ThreadCache {
   void DrainLocked(std::vector<Block>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   AllocationCounts CountsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return AllocationCounts{allocated_.load(std::memory_order_relaxed), requested_,
-                            alloc_count_, free_count_};
+    return AllocationCounts{allocated_.load(std::memory_order_relaxed), requested_, alloc_count_,
+                            free_count_};
   }
   // Returns the counts and zeroes them (the pool took them into its own).
   AllocationCounts FoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
