@@ -185,9 +185,10 @@ class Pool {
   absl::StatusOr<Block> TryAllocate(std::size_t bytes);
   // Takes `segment_bytes` from the device within the limit; reserves before the call.
   absl::StatusOr<void*> AcquireSegment(std::size_t segment_bytes);
-  // After an allocation from the lists or the device, outside mu_: the peak check.
+  // After an allocation from the lists or the device, outside mu_: the peak check
+  // (the peak is the one part of the tracker that needs no lock).
   void NotePeak(std::uint64_t shared_allocated) {
-    stats_.NotePeak(shared_allocated + FrontAllocatedBytes());
+    ABSL_TS_UNCHECKED_READ(stats_).NotePeak(shared_allocated + FrontAllocatedBytes());
   }
   void ReleaseSegments(absl::Span<const Segment> segments, ReclaimReason reason,
                        bool count_as_reclaim);

@@ -194,12 +194,12 @@ class ThreadCacheSet {
 
   // Moves every live cache's blocks into `held` (memory pressure, Reclaim). The
   // caches' counts stay: those blocks were cached and stay cached.
-  void DrainAll(std::vector<Block>* held);
+  void DrainAll(std::vector<Block>* held) ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Calls `read(counts)` with the sum of every live cache's counts while the set and
   // all its caches are locked, so that `read` can take the pool's own counters under
   // the pool's lock and get one snapshot consistent with every thread.
   template <typename Read>
-  void ReadCounts(Read&& read) {
+  void ReadCounts(Read&& read) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     AllocationCounts sum;
     for (const std::shared_ptr<ThreadCache>& cache : LockAll()) {
       sum += cache->CountsLocked();
