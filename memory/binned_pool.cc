@@ -12,6 +12,7 @@ BinnedPool::BinnedPool(std::unique_ptr<DeviceAllocator> allocator, PoolOptions o
   if (options.thread_cache_bytes > 0 && options.debug_level == 0) {
     caches_ = ThreadCacheSet::Create(this, options.thread_cache_bytes);
   }
+  if (caches_ != nullptr) DeclareFrontLayer();
 }
 
 BinnedPool::~BinnedPool() {
@@ -32,6 +33,8 @@ std::size_t BinnedPool::RoundedSize(std::size_t bytes) {
 absl::StatusOr<Block> BinnedPool::AllocateBlock(std::size_t bytes, absl::string_view owner) {
   if (ThreadCache* cache = CacheFor(bytes); cache != nullptr) {
     if (Block block = cache->TryTake(bytes); !block.empty()) return block;
+  } else if (caches_ == nullptr) {
+    return Pool::AllocateBlock(bytes, owner);
   }
   return AllocateMissed(bytes, owner);
 }
@@ -44,7 +47,11 @@ absl::StatusOr<Block> BinnedPool::AllocateMissed(std::size_t bytes, absl::string
 }
 
 void BinnedPool::FreeBlock(const Block& block) {
-  if (ThreadCache* cache = CacheFor(block.size); cache != nullptr && cache->TryPut(block)) return;
+  if (ThreadCache* cache = CacheFor(block.size); cache != nullptr) {
+    if (cache->TryPut(block)) return;
+  } else if (caches_ == nullptr) {
+    return Pool::FreeBlock(block);
+  }
   FreeMissed(block);
 }
 
@@ -73,14 +80,13 @@ void BinnedPool::FreeBlocks(absl::Span<const Block> blocks) {
   FreeToLists(rest);
 }
 
-bool BinnedPool::FlushFront() {
-  if (caches_ == nullptr) return false;
+void BinnedPool::FlushFront() {
+  if (caches_ == nullptr) return;  // shut down already (the destructor's Reclaim)
   std::vector<Block> held;
   caches_->DrainAll(&held);
   // Counts stay: a held block was cached in the thread's view and stays cached.
   SpinLockHolder lock(&mu_);
   PushHeld(held);
-  return true;
 }
 
 std::uint64_t BinnedPool::FrontAllocatedBytes() const {

@@ -44,7 +44,7 @@ class BinnedPool final : public Pool, private ThreadCacheOwner {
   absl::StatusOr<Block> AllocateBlock(std::size_t bytes, absl::string_view owner) override;
   void FreeBlock(const Block& block) override;
   void FreeBlocks(absl::Span<const Block> blocks) override;
-  bool FlushFront() override;
+  void FlushFront() override;
   std::uint64_t FrontAllocatedBytes() const override;
   void AbsorbThreadCache(ThreadCache& cache) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache.mu);
 

@@ -73,10 +73,10 @@ absl::StatusOr<Block> Pool::AllocateBlock(std::size_t bytes, absl::string_view o
     // The shared-list hit: one lock, no device call, no Status built.
     SpinLockHolder lock(&mu_);
     block = DoTakeCached(bytes);
-    if (!block.empty()) shared_allocated = stats_.CountAllocation(block);
+    if (!block.empty()) shared_allocated = CountAllocation(block);
   }
   if (!block.empty()) {
-    NotePeak(shared_allocated);
+    if (has_front_layer_) NotePeakWithFront(shared_allocated);
   } else {
     absl::StatusOr<Block> slow = AllocateSlow(bytes);
     if (!slow.ok()) return slow.status();
@@ -89,7 +89,8 @@ absl::StatusOr<Block> Pool::AllocateBlock(std::size_t bytes, absl::string_view o
 absl::StatusOr<Block> Pool::AllocateSlow(std::size_t bytes) {
   // Escalation ladder of docs/design.md §3; each rung runs only if the one above failed.
   absl::StatusOr<Block> block = TryAllocate(bytes);
-  if (!block.ok() && absl::IsResourceExhausted(block.status()) && FlushFront()) {
+  if (!block.ok() && absl::IsResourceExhausted(block.status()) && has_front_layer_) {
+    FlushFront();
     // The front layer (another thread's cache) may hold just the block needed.
     block = TryAllocate(bytes);
   }
@@ -125,10 +126,10 @@ absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
     {
       SpinLockHolder lock(&mu_);
       block = DoTakeCached(bytes);
-      if (!block.empty()) shared_allocated = stats_.CountAllocation(block);
+      if (!block.empty()) shared_allocated = CountAllocation(block);
     }
     if (!block.empty()) {
-      NotePeak(shared_allocated);
+      if (has_front_layer_) NotePeakWithFront(shared_allocated);
       return block;
     }
   }
@@ -147,9 +148,9 @@ absl::StatusOr<Block> Pool::TryAllocate(std::size_t bytes) {
     SpinLockHolder lock(&mu_);
     stats_.CountDeviceAllocation();
     block = DoAdoptSegment(Segment{*ptr, segment_bytes}, bytes);
-    shared_allocated = stats_.CountAllocation(block);
+    shared_allocated = CountAllocation(block);
   }
-  NotePeak(shared_allocated);
+  if (has_front_layer_) NotePeakWithFront(shared_allocated);
   return block;
 }
 
@@ -192,7 +193,7 @@ void Pool::FreeToLists(absl::Span<const Block* const> blocks) {
 }
 
 std::uint64_t Pool::Reclaim(std::uint64_t target_bytes, ReclaimReason reason) {
-  FlushFront();
+  if (has_front_layer_) FlushFront();
   std::vector<Segment> segments;
   {
     SpinLockHolder lock(&mu_);

@@ -75,9 +75,9 @@ struct PoolOptions {
 // This class keeps the contract, the shared-list path and the escalation ladder
 // (docs/design.md §3). Subclasses implement the caching policy through the Do* hooks
 // below, all called with mu_ held, and must call ReleaseAllCached() from their
-// destructor. A subclass with a front layer overrides AllocateBlock, FreeBlock,
-// FreeBlocks, FlushFront, FrontAllocatedBytes and Stats; the base knows nothing else
-// about it.
+// destructor. A subclass with a front layer declares it (DeclareFrontLayer) and
+// overrides AllocateBlock, FreeBlock, FreeBlocks, FlushFront, FrontAllocatedBytes and
+// Stats; the base knows nothing else about it.
 class Pool {
  public:
   // Frees some engine-held memory back into the pool when it runs dry; returns the
@@ -129,9 +129,12 @@ class Pool {
   virtual absl::StatusOr<Block> AllocateBlock(std::size_t bytes, absl::string_view owner);
   virtual void FreeBlock(const Block& block);
   virtual void FreeBlocks(absl::Span<const Block> blocks);
-  // Moves every block the front layer holds into the shared lists; false when the
-  // pool has no front layer. Called without mu_ (before Reclaim, under pressure).
-  virtual bool FlushFront() { return false; }
+  // From the constructor of a pool that has a front layer: only then does the base
+  // call the two hooks below (pools without one pay no virtual call for them).
+  void DeclareFrontLayer() { has_front_layer_ = true; }
+  // Moves every block the front layer holds into the shared lists. Called without
+  // mu_ (before Reclaim, under pressure).
+  virtual void FlushFront() {}
   // Allocated bytes the front layer counts that the pool's own counters do not yet
   // hold (may be a moment old): added in for the peak.
   virtual std::uint64_t FrontAllocatedBytes() const { return 0; }
@@ -185,9 +188,17 @@ class Pool {
   absl::StatusOr<Block> TryAllocate(std::size_t bytes);
   // Takes `segment_bytes` from the device within the limit; reserves before the call.
   absl::StatusOr<void*> AcquireSegment(std::size_t segment_bytes);
-  // After an allocation from the lists or the device, outside mu_: the peak check
-  // (the peak is the one part of the tracker that needs no lock).
-  void NotePeak(std::uint64_t shared_allocated) {
+  // Counts a block the lists or the device served; returns the pool's own allocated
+  // bytes after it. Without a front layer those are all there is, so the peak is
+  // exact and checked right here.
+  std::uint64_t CountAllocation(const Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::uint64_t allocated = stats_.CountAllocation(block);
+    if (!has_front_layer_) stats_.NotePeak(allocated);
+    return allocated;
+  }
+  // With a front layer: the peak check after an allocation from the lists or the
+  // device, outside mu_ (the peak is the one part of the tracker that needs no lock).
+  void NotePeakWithFront(std::uint64_t shared_allocated) {
     ABSL_TS_UNCHECKED_READ(stats_).NotePeak(shared_allocated + FrontAllocatedBytes());
   }
   void ReleaseSegments(absl::Span<const Segment> segments, ReclaimReason reason,
@@ -199,6 +210,7 @@ class Pool {
   LimitGuard limit_;
   StatsTracker stats_ ABSL_GUARDED_BY(mu_);
   LeakTracker leaks_;
+  bool has_front_layer_ = false;  // set before the pool is shared, then constant
 
   mutable absl::Mutex hooks_mu_;
   std::vector<ReclaimHook> hooks_ ABSL_GUARDED_BY(hooks_mu_);

@@ -30,8 +30,9 @@ class ABSL_LOCKABLE SpinLock {
   }
   // Takes the lock if it is free right now; never waits.
   bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
-    if (locked_.load(std::memory_order_relaxed)) return false;
     if (__libc_single_threaded) {
+      // Only this thread could hold it, but it may: a try-lock must still say so.
+      if (locked_.load(std::memory_order_relaxed)) return false;
       locked_.store(true, std::memory_order_relaxed);
       return true;
     }
