@@ -9,13 +9,6 @@ void StatsTracker::CountDeviceFrees(std::uint64_t segments, std::uint64_t bytes,
   (reason == ReclaimReason::kAdmin ? reclaimed_admin_ : reclaimed_pressure_) += bytes;
 }
 
-void StatsTracker::NotePeak(std::uint64_t allocated_bytes) const {
-  std::uint64_t peak = peak_.load(std::memory_order_relaxed);
-  while (allocated_bytes > peak &&
-         !peak_.compare_exchange_weak(peak, allocated_bytes, std::memory_order_relaxed)) {
-  }
-}
-
 void StatsTracker::Fill(const AllocationCounts& front, PoolStats* out) const {
   AllocationCounts all = counts_;
   all += front;

@@ -58,8 +58,14 @@ class StatsTracker {
   // A front layer's counts join the pool's (its thread is exiting, or it shuts down).
   void Absorb(const AllocationCounts& counts) { counts_ += counts; }
 
-  // Raises the peak to `allocated_bytes` if that is higher.
-  void NotePeak(std::uint64_t allocated_bytes) const;
+  // Raises the peak to `allocated_bytes` if that is higher. Inline: it runs on every
+  // allocation from the lists, and a call there makes the caller spill its Block.
+  void NotePeak(std::uint64_t allocated_bytes) const {
+    std::uint64_t peak = peak_.load(std::memory_order_relaxed);
+    while (allocated_bytes > peak &&
+           !peak_.compare_exchange_weak(peak, allocated_bytes, std::memory_order_relaxed)) {
+    }
+  }
   std::uint64_t peak_allocated_bytes() const { return peak_.load(std::memory_order_relaxed); }
 
   std::uint64_t allocated_bytes() const { return counts_.allocated; }
