@@ -67,7 +67,10 @@ absl::StatusOr<Block> Pool::AllocateBlock(std::size_t bytes, absl::string_view o
     // Before any rounding: near SIZE_MAX the pools' round-ups would wrap to zero.
     return OutOfMemory(bytes, absl::ResourceExhaustedError("larger than any device"));
   }
-  Block block;
+  // The block is built in the returned value itself: copying it into one afterwards
+  // costs the shared-list hit a store-forwarding stall.
+  absl::StatusOr<Block> result(Block{});
+  Block& block = *result;
   std::uint64_t shared_allocated = 0;
   {
     // The shared-list hit: one lock, no device call, no Status built.
@@ -83,7 +86,7 @@ absl::StatusOr<Block> Pool::AllocateBlock(std::size_t bytes, absl::string_view o
     block = *slow;
   }
   leaks_.Record(block.ptr, block.requested, owner);
-  return block;
+  return result;
 }
 
 absl::StatusOr<Block> Pool::AllocateSlow(std::size_t bytes) {
