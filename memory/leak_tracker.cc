@@ -35,7 +35,8 @@ void LeakTracker::RecordSlow(const void* ptr, std::uint64_t bytes, absl::string_
   Entry entry;
   entry.bytes = bytes;
   entry.owner = std::string(owner);
-  // Skip Record itself and Pool::Allocate: the first frame shown is the caller.
+  // Skip this frame (Record is inline): the trace starts in the pool's allocation
+  // path, a frame or three, and goes on into whoever asked.
   if (level_ >= 2) entry.depth = absl::GetStackTrace(entry.frames, kMaxFrames, 1);
   absl::MutexLock lock(&mu_);
   live_[reinterpret_cast<std::uintptr_t>(ptr)] = std::move(entry);

@@ -1,7 +1,6 @@
 #ifndef NDSERVE_MEMORY_POOL_H_
 #define NDSERVE_MEMORY_POOL_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -9,18 +8,18 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "memory/block.h"
 #include "memory/device_allocator.h"
 #include "memory/leak_tracker.h"
+#include "memory/limit_guard.h"
 #include "memory/pool_stats.h"
 #include "memory/spin_lock.h"
-#include "memory/thread_cache.h"
+#include "memory/stats_tracker.h"
 
 namespace ndserve {
 
@@ -58,19 +57,27 @@ struct PoolOptions {
 //    synchronizes that work before Free (the predictor does so when a request's
 //    context closes), so a freed block may be handed out again at once.
 //  - Limit: reserved bytes never exceed limit_bytes; cached bytes count.
-//  - Failure: Allocate escalates cache -> device -> reclaim own cache -> reclaim
-//    hooks -> RESOURCE_EXHAUSTED with a memory status in the message. Never aborts.
+//  - Failure: Allocate escalates cache -> device -> reclaim own cache (front layer
+//    flushed first) -> reclaim hooks -> RESOURCE_EXHAUSTED with a memory status in
+//    the message. Never aborts.
 //  - Thread-safe: any thread may call any method. One short lock guards the free
-//    lists and counters; it is never held across a device call or a hook. A pool may
-//    put per-thread caches in front of its lists (ThreadCache): blocks in them count
-//    as cached, Reclaim and memory pressure drain them from every thread, and Stats
-//    adds their counters in, so the numbers stay exact whenever no call is in flight.
-//    Peak allocated is the exception: with thread caches it is refreshed on every
-//    shared-list allocation and every Stats read, so a spike served wholly from
-//    thread caches between two of those may be missed (by at most what they held).
+//    lists and counters (the reserved bytes are LimitGuard's own atomic); it is never
+//    held across a device call or a hook. A pool may
+//    put a front layer before its lists (the binned pool's per-thread caches): blocks
+//    in it count as cached, Reclaim and memory pressure flush it into the lists, and
+//    Stats adds its counts in, so the numbers stay exact whenever no call is in
+//    flight. Peak allocated is the exception: with a front layer it is refreshed on
+//    every shared-list allocation and every Stats read, so a spike served wholly from
+//    the front layer between two of those may be missed (by at most what it held).
 //
-// Subclasses implement the caching policy through the Do* hooks below, all called
-// with mu_ held, and must call ReleaseAllCached() from their destructor.
+// The pool is built from parts, each in its own file: LimitGuard (the limit and the
+// reserved bytes), StatsTracker (counters and peak), LeakTracker (debug levels 1-2).
+// This class keeps the contract, the shared-list path and the escalation ladder
+// (docs/design.md §3). Subclasses implement the caching policy through the Do* hooks
+// below, all called with mu_ held, and must call ReleaseAllCached() from their
+// destructor. A subclass with a front layer declares it (DeclareFrontLayer) and
+// overrides AllocateBlock, FreeBlock, FreeBlocks, FlushFront, FrontAllocatedBytes and
+// Stats; the base knows nothing else about it.
 class Pool {
  public:
   // Frees some engine-held memory back into the pool when it runs dry; returns the
@@ -83,32 +90,22 @@ class Pool {
   Pool& operator=(const Pool&) = delete;
 
   // `owner` names who asked (a manager's name) in leak reports; ignored at level 0.
-  // Inline: the thread-cache hit is the hot path and costs a few dozen instructions.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE absl::StatusOr<Block> Allocate(std::size_t bytes,
-                                                              absl::string_view owner = {}) {
-    if (ThreadCache* cache = FrontCacheFor(bytes); cache != nullptr) {
-      if (Block block = cache->Take(bytes); !block.empty()) return block;
-    }
-    return AllocateShared(bytes, owner);
+  absl::StatusOr<Block> Allocate(std::size_t bytes, absl::string_view owner = {}) {
+    return AllocateBlock(bytes, owner);
   }
-  ABSL_ATTRIBUTE_ALWAYS_INLINE void Free(const Block& block) {
-    if (ThreadCache* cache = FrontCacheFor(block.size); cache != nullptr && cache->Put(block)) {
-      return;
-    }
-    FreeShared(block);
-  }
+  void Free(const Block& block) { FreeBlock(block); }
   // Frees several blocks under one lock acquisition (a closing scope returns all its
   // arrays at once). Same contract as Free for each block.
-  void FreeAll(absl::Span<const Block> blocks);
+  void FreeAll(absl::Span<const Block> blocks) { FreeBlocks(blocks); }
   // Returns cached memory to the device until at least `target_bytes` went back
   // (0 = everything cached). Returns the bytes released.
   std::uint64_t Reclaim(std::uint64_t target_bytes = 0,
                         ReclaimReason reason = ReclaimReason::kAdmin);
   void AddReclaimHook(ReclaimHook hook);
 
-  PoolStats Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  virtual PoolStats Stats() const;
   // Live allocations with owners (level >= 1) and stack traces (level 2).
-  std::vector<OutstandingAllocation> Outstanding() const;
+  std::vector<OutstandingAllocation> Outstanding() const { return leaks_.List(); }
   // The human-readable memory status paragraph (docs/design.md §3).
   std::string MemoryStatus(bool include_outstanding = true) const;
 
@@ -116,8 +113,8 @@ class Pool {
   absl::string_view name() const { return PoolKindName(kind_); }
   Device device() const { return allocator_->device(); }
   DeviceAllocator* allocator() const { return allocator_.get(); }
-  std::uint64_t limit_bytes() const { return options_.limit_bytes; }
-  int debug_level() const { return options_.debug_level; }
+  std::uint64_t limit_bytes() const { return limit_.limit_bytes(); }
+  int debug_level() const { return leaks_.level(); }
 
  protected:
   // A span of device memory exactly as the allocator returned it.
@@ -125,6 +122,32 @@ class Pool {
     void* ptr;
     std::size_t bytes;
   };
+
+  // The paths behind Allocate, Free and FreeAll: the shared lists, then the
+  // escalation. A pool with a front layer overrides them, serves what it can from
+  // the layer and calls these for the rest.
+  virtual absl::StatusOr<Block> AllocateBlock(std::size_t bytes, absl::string_view owner);
+  virtual void FreeBlock(const Block& block);
+  virtual void FreeBlocks(absl::Span<const Block> blocks);
+  // From the constructor of a pool that has a front layer: only then does the base
+  // call the two hooks below (pools without one pay no virtual call for them).
+  void DeclareFrontLayer() { has_front_layer_ = true; }
+  // Moves every block the front layer holds into the shared lists. Called without
+  // mu_ (before Reclaim, under pressure).
+  virtual void FlushFront() {}
+  // Allocated bytes the front layer counts that the pool's own counters do not yet
+  // hold (may be a moment old): added in for the peak.
+  virtual std::uint64_t FrontAllocatedBytes() const { return 0; }
+  // Stats with the front layer's not yet absorbed counts (`front`) added in. A pool
+  // with a front layer overrides Stats() to call this while that layer stands still.
+  PoolStats StatsWith(const AllocationCounts& front) const;
+  // A front layer hands its counts over for good (its thread is exiting).
+  void AbsorbFrontCounts(const AllocationCounts& counts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    stats_.Absorb(counts);
+  }
+  // Hands the blocks to the lists in one lock acquisition; segments the policy does
+  // not keep go back to the device after it. Leak records are the caller's to erase.
+  void FreeToLists(absl::Span<const Block* const> blocks);
 
   // Serve `bytes` (> 0) from the cache, or return an empty Block.
   virtual Block DoTakeCached(std::size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;
@@ -151,12 +174,6 @@ class Pool {
 
   // For subclass destructors: every cached segment goes back to the device.
   void ReleaseAllCached();
-  // For pools whose blocks up to ThreadCache::kMaxBytes come in its power-of-two
-  // classes (the binned pool): from its constructor, when options ask for them.
-  void EnableThreadCaches();
-  // From the destructor of such a pool, before ReleaseAllCached: every thread's
-  // cached blocks come back and later frees from those threads skip their caches.
-  void ShutdownThreadCaches() ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   static std::size_t RoundUp(std::size_t n, std::size_t multiple) {
     return (n + multiple - 1) / multiple * multiple;
@@ -165,57 +182,35 @@ class Pool {
   mutable SpinLock mu_;
 
  private:
-  friend class ThreadCache;
-
-  struct Counters {
-    // With thread caches these are the shared lists' part; each cache adds its own.
-    std::uint64_t allocated = 0, requested = 0, reserved = 0;
-    // Hits and live allocations are derived (alloc_count - misses, - free_count): fewer
-    // stores on the hot path.
-    std::uint64_t alloc_count = 0, free_count = 0, misses = 0;
-    std::uint64_t device_allocs = 0, device_frees = 0, ooms = 0;
-    std::uint64_t reclaimed_admin = 0, reclaimed_pressure = 0;
-  };
-
-  // This thread's cache if blocks of `bytes` (1..ThreadCache::kMaxBytes) may pass
-  // through one, else null. Pools with thread caches never track leaks (see
-  // EnableThreadCaches), so a hit needs no leak bookkeeping.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE ThreadCache* FrontCacheFor(std::size_t bytes) {
-    if (front_ == nullptr || bytes - 1 >= ThreadCache::kMaxBytes) return nullptr;
-    return front_->Mine();
-  }
-  // Allocate and Free past the thread cache: the shared lists, then the escalation.
-  absl::StatusOr<Block> AllocateShared(std::size_t bytes, absl::string_view owner);
-  void FreeShared(const Block& block);
   // The escalation after a cache miss.
   absl::StatusOr<Block> AllocateSlow(std::size_t bytes);
   // One pass of cache -> device. RESOURCE_EXHAUSTED when neither has room.
   absl::StatusOr<Block> TryAllocate(std::size_t bytes);
   // Takes `segment_bytes` from the device within the limit; reserves before the call.
   absl::StatusOr<void*> AcquireSegment(std::size_t segment_bytes);
-  // Counts a block the shared lists or the device served; returns the shared part of
-  // allocated bytes after it.
-  std::uint64_t CountAllocated(const Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FreeToLists(const Block* const* blocks, std::size_t n);
-  void UpdatePeak(std::uint64_t allocated) const;
-  // With thread caches: the peak check after a shared-list allocation, outside mu_.
-  void NotePeak(std::uint64_t shared_allocated);
-  // Moves every thread cache's blocks into the shared lists (pressure, Reclaim).
-  void DrainThreadCaches() ABSL_NO_THREAD_SAFETY_ANALYSIS;
-  // A thread that owns `cache` is exiting: its blocks and counters join the pool's.
-  void AbsorbThreadCache(ThreadCache* cache) ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache->mu);
-  void TakeBackLocked(const std::vector<Block>& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts a block the lists or the device served; returns the pool's own allocated
+  // bytes after it. Without a front layer those are all there is, so the peak is
+  // exact and checked right here.
+  std::uint64_t CountAllocation(const Block& block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::uint64_t allocated = stats_.CountAllocation(block);
+    if (!has_front_layer_) stats_.NotePeak(allocated);
+    return allocated;
+  }
+  // With a front layer: the peak check after an allocation from the lists or the
+  // device, outside mu_ (the peak is the one part of the tracker that needs no lock).
+  void NotePeakWithFront(std::uint64_t shared_allocated) {
+    ABSL_TS_UNCHECKED_READ(stats_).NotePeak(shared_allocated + FrontAllocatedBytes());
+  }
   void ReleaseSegments(absl::Span<const Segment> segments, ReclaimReason reason,
                        bool count_as_reclaim);
   absl::Status OutOfMemory(std::size_t bytes, const absl::Status& cause);
 
   const PoolKind kind_;
   const std::unique_ptr<DeviceAllocator> allocator_;
-  const PoolOptions options_;
-  Counters counters_ ABSL_GUARDED_BY(mu_);
-  mutable std::atomic<std::uint64_t> peak_{0};
-  std::unique_ptr<ThreadCacheSet> front_;  // null: no thread caches
+  LimitGuard limit_;
+  StatsTracker stats_ ABSL_GUARDED_BY(mu_);
   LeakTracker leaks_;
+  bool has_front_layer_ = false;  // set before the pool is shared, then constant
 
   mutable absl::Mutex hooks_mu_;
   std::vector<ReclaimHook> hooks_ ABSL_GUARDED_BY(hooks_mu_);

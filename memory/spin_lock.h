@@ -28,6 +28,16 @@ class ABSL_LOCKABLE SpinLock {
     if (!locked_.exchange(true, std::memory_order_acquire)) return;
     LockContended();
   }
+  // Takes the lock if it is free right now; never waits.
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    if (__libc_single_threaded) {
+      // Only this thread could hold it, but it may: a try-lock must still say so.
+      if (locked_.load(std::memory_order_relaxed)) return false;
+      locked_.store(true, std::memory_order_relaxed);
+      return true;
+    }
+    return !locked_.exchange(true, std::memory_order_acquire);
+  }
   void Unlock() ABSL_UNLOCK_FUNCTION() { locked_.store(false, std::memory_order_release); }
 
  private:

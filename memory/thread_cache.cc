@@ -1,9 +1,5 @@
 #include "memory/thread_cache.h"
 
-#include <algorithm>
-
-#include "memory/pool.h"
-
 namespace ndserve {
 
 thread_local constinit ThreadCacheSlot tls_thread_cache_slots[kThreadCacheSlots] = {};
@@ -68,40 +64,45 @@ void ThreadCache::DrainLocked(std::vector<Block>* out) {
 }
 
 void ThreadCache::RetireLocked() {
-  // The pool cannot go away meanwhile: its shutdown takes every cache's lock to
-  // detach it, and we hold this one.
-  if (pool_ != nullptr) pool_->AbsorbThreadCache(this);
+  // The owner cannot go away meanwhile: its ThreadCacheSet's destructor takes every
+  // cache's lock to detach it, and we hold this one.
+  if (owner_ != nullptr) owner_->AbsorbThreadCache(*this);
   retired_ = true;
 }
 
-ThreadCache::Counters ThreadCache::FoldLocked() {
-  Counters c = CountersLocked();
+AllocationCounts ThreadCache::FoldLocked() {
+  AllocationCounts c = CountsLocked();
   allocated_.store(0, std::memory_order_relaxed);
   requested_ = alloc_count_ = free_count_ = 0;
   return c;
 }
 
-std::unique_ptr<ThreadCacheSet> ThreadCacheSet::Create(Pool* pool,
+std::unique_ptr<ThreadCacheSet> ThreadCacheSet::Create(ThreadCacheOwner* owner,
                                                        std::size_t capacity_per_thread) {
   const int slot = ClaimSlot();
   if (slot < 0) return nullptr;
-  return std::unique_ptr<ThreadCacheSet>(new ThreadCacheSet(pool, capacity_per_thread, slot));
+  return std::unique_ptr<ThreadCacheSet>(new ThreadCacheSet(owner, capacity_per_thread, slot));
 }
 
-ThreadCacheSet::ThreadCacheSet(Pool* pool, std::size_t capacity_per_thread, int slot)
-    : pool_(pool),
+ThreadCacheSet::ThreadCacheSet(ThreadCacheOwner* owner, std::size_t capacity_per_thread, int slot)
+    : owner_(owner),
       capacity_(capacity_per_thread),
       slot_(slot),
       serial_(next_serial.fetch_add(1, std::memory_order_relaxed)) {}
 
 ThreadCacheSet::~ThreadCacheSet() {
-  Shutdown();
+  for (const std::shared_ptr<ThreadCache>& cache : LockAll()) {
+    owner_->AbsorbThreadCache(*cache);
+    // Its thread may live on; it must not hand the cache to a pool that is gone.
+    cache->Detach();
+  }
+  UnlockAll();
   ReleaseSlot(slot_);
 }
 
 ThreadCache* ThreadCacheSet::Register() {
   if (tls_exiting) return nullptr;
-  auto cache = std::make_shared<ThreadCache>(pool_, capacity_);
+  auto cache = std::make_shared<ThreadCache>(owner_, capacity_);
   {
     SpinLockHolder lock(&mu_);
     caches_.push_back(cache);
@@ -133,20 +134,16 @@ void ThreadCacheSet::UnlockAll() {
   mu_.Unlock();
 }
 
+void ThreadCacheSet::DrainAll(std::vector<Block>* held) {
+  for (const std::shared_ptr<ThreadCache>& cache : LockAll()) cache->DrainLocked(held);
+  UnlockAll();
+}
+
 std::uint64_t ThreadCacheSet::AllocatedRelaxed() {
   SpinLockHolder lock(&mu_);
   std::uint64_t sum = 0;
   for (const std::shared_ptr<ThreadCache>& cache : caches_) sum += cache->allocated_relaxed();
   return sum;
-}
-
-void ThreadCacheSet::Shutdown() {
-  SpinLockHolder lock(&mu_);
-  for (const std::shared_ptr<ThreadCache>& cache : caches_) {
-    SpinLockHolder cache_lock(&cache->mu);
-    cache->Detach();
-  }
-  caches_.clear();
 }
 
 }  // namespace ndserve
