@@ -27,10 +27,11 @@ PredictorContext::PredictorContext(const Model& model, absl::Span<const kernels:
                                    kernels::GpuResources* gpu, std::shared_ptr<NDManager> manager)
     : model_(model),
       kernels_(kernels),
-      kernel_context_(kernel_context),
       gpu_(gpu),
       manager_(std::move(manager)),
-      slots_(model.graph().values().size()) {
+      slots_(model.graph().values().size()),
+      node_context_(kernel_context) {
+  node_context_.scratch = this;
   // Parameters are read in place from the (capped) model manager: a slot only holds a
   // handle, nothing is attached to this context for them.
   const Graph& graph = model.graph();
@@ -95,6 +96,25 @@ absl::StatusOr<kernels::TensorView> PredictorContext::View(int value) const {
   return view;
 }
 
+absl::StatusOr<void*> PredictorContext::Allocate(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(INT64_MAX)) {
+    return absl::ResourceExhaustedError(absl::StrCat("scratch of ", bytes, " bytes"));
+  }
+  const int64_t n = static_cast<int64_t>(bytes);
+  NDS_ASSIGN_OR_RETURN(NDArray block,
+                       manager_->Create(absl::MakeConstSpan(&n, 1), DType::kUint8, "scratch"));
+  NDS_ASSIGN_OR_RETURN(void* data, block.Data());
+  NotePeak();
+  // On a GPU the block stays attached to the context manager until Close frees it.
+  if (gpu_ == nullptr) scratch_.push_back(std::move(block));
+  return data;
+}
+
+void PredictorContext::ReleaseScratch() {
+  for (const NDArray& block : scratch_) NDManager::UnsafeFree(block).IgnoreError();
+  scratch_.clear();
+}
+
 void PredictorContext::NotePeak() { peak_bytes_ = std::max(peak_bytes_, manager_->bytes()); }
 
 absl::Status PredictorContext::Run() {
@@ -149,7 +169,9 @@ absl::Status PredictorContext::Run() {
         }
       }
       NotePeak();
-      NDS_RETURN_IF_ERROR(AtNode(kernels_[n](kernel_context_, inputs, outputs, node.attrs), node));
+      absl::Status ran = kernels_[n](node_context_, inputs, outputs, node.attrs);
+      ReleaseScratch();
+      NDS_RETURN_IF_ERROR(AtNode(ran, node));
       if (release_early) {
         for (const NDArray& a : ignored) NDManager::UnsafeFree(a).IgnoreError();
       }
@@ -192,6 +214,7 @@ absl::Status PredictorContext::Close() {
   if (gpu_ != nullptr) status = gpu_->Synchronize();
   // Drop the handles first so that nothing of this request is referenced afterwards.
   slots_.clear();
+  scratch_.clear();
   absl::Status closed = manager_->Close();
   if (status.ok()) status = closed;
   return status;

@@ -34,7 +34,7 @@ namespace ndserve::engine {
 // Ownership: owns the context manager (closed by Close or the destructor, after the
 // stream has drained). Borrows the model, the kernel table and the GPU resources, which
 // must outlive it. Not thread-safe: one request on one thread.
-class PredictorContext {
+class PredictorContext : private kernels::ScratchAllocator {
  public:
   // `kernels` holds the kernel of each graph node on this device; `gpu` is null on CPU.
   PredictorContext(const Model& model, absl::Span<const kernels::KernelFn> kernels,
@@ -61,6 +61,8 @@ class PredictorContext {
   // The most bytes the context held at once so far.
   uint64_t peak_bytes() const { return peak_bytes_; }
   NDManager& manager() const { return *manager_; }
+  // The working space every kernel call of Run gets (KernelContext::scratch).
+  kernels::ScratchAllocator& scratch() { return *this; }
 
   // Waits for queued GPU work, then closes the context manager. Idempotent.
   absl::Status Close();
@@ -71,15 +73,24 @@ class PredictorContext {
     kernels::Shape shape;  // this value's shape
   };
 
+  // kernels::ScratchAllocator: a byte array in the context manager, so working space is
+  // accounted to the request and bounded by the pool. On the CPU the blocks of a node go
+  // back to the pool once that node's kernel returned; on a GPU they stay until Close,
+  // like intermediates, because queued kernels may still use them.
+  absl::StatusOr<void*> Allocate(std::size_t bytes) override;
+  void ReleaseScratch();
+
   absl::StatusOr<kernels::TensorView> View(int value) const;
   void NotePeak();
 
   const Model& model_;
   const absl::Span<const kernels::KernelFn> kernels_;
-  const kernels::KernelContext& kernel_context_;
   kernels::GpuResources* const gpu_;
   std::shared_ptr<NDManager> manager_;
   std::vector<Slot> slots_;  // per graph value
+  // The predictor's kernel context with `scratch` pointing at this context.
+  kernels::KernelContext node_context_;
+  std::vector<NDArray> scratch_;  // blocks handed out to the current node (CPU)
   uint64_t peak_bytes_ = 0;
   bool closed_ = false;
 };
