@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "kernels/optional_inputs.h"
 
 namespace ndserve::engine {
 namespace {
@@ -116,6 +117,10 @@ absl::StatusOr<Graph> Graph::Build(GraphDef def) {
       NDS_ASSIGN_OR_RETURN(host_values[j], HostValueOf(def.initializers[it->second], rn.where));
     }
     while (!rn.inputs.empty() && rn.inputs.back().empty()) rn.inputs.pop_back();
+    if (kernels::AcceptsAbsentInputs(rn.op)) {  // see kernels/optional_inputs.h
+      nd.attrs[kernels::kPresentInputsAttr] = kernels::PresentInputsMask(nd.inputs);
+      std::erase(rn.inputs, std::string());
+    }
     for (int j = 0; j < static_cast<int>(rn.inputs.size()); ++j) {
       if (rn.inputs[j].empty()) {
         return absl::UnimplementedError(absl::StrFormat(

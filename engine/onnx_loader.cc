@@ -151,6 +151,17 @@ absl::StatusOr<kernels::AttrValue> ConvertAttribute(const onnx::AttributeProto& 
       return kernels::AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
     case AP::FLOATS:
       return kernels::AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+    case AP::STRINGS: {
+      // Lists of names (the recurrent ops' activations, which PyTorch always writes for
+      // RNN) arrive as one STRING of the items joined by ','; the rules that read one
+      // split it (kernels/rules/rnn.cc).
+      std::string joined;
+      for (const std::string& s : a.strings()) {
+        if (!joined.empty()) joined += ',';
+        joined += s;
+      }
+      return kernels::AttrValue(std::move(joined));
+    }
     default:
       return absl::UnimplementedError(
           absl::StrFormat("attribute '%s' has type %s, which is not supported", a.name(),

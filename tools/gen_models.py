@@ -28,7 +28,7 @@ FORMAT = """\
 #   model <path>                                ONNX file, relative to this file
 #   op <OpType>                                 (op cases) the node's op_type
 #   opset <N>                                   (op cases) default-domain opset of model
-#   attr <name> int|float|ints|floats <v>       (op cases) node attribute as in ONNX;
+#   attr <name> int|float|ints|floats|string <v> (op cases) node attribute as in ONNX;
 #                                               lists are comma-separated, no spaces
 #                                               (Cast's 'to' is the TensorProto enum)
 #   input <name> <DTYPE> <dims> <file>          graph input, fed at run time
@@ -566,6 +566,9 @@ def build_op_model(case):
 
 
 def attr_text(name, kind, value):
+    # A STRINGS attribute is stated as its items joined by ',', as the loader passes it on.
+    if kind == "strings":
+        return f"attr {name} string " + ",".join(value)
     if kind == "int":
         return f"attr {name} int {int(value)}"
     if kind == "float":
@@ -576,6 +579,9 @@ def attr_text(name, kind, value):
         return f"attr {name} floats " + ",".join(f"{float(v):.9g}" for v in value)
     if kind == "dtype":
         return f"attr {name} int {NP_TO_ONNX[value]}"
+    if kind == "string":
+        assert value and " " not in value, value
+        return f"attr {name} string {value}"
     raise ValueError(kind)
 
 
