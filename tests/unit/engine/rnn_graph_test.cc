@@ -60,7 +60,7 @@ GraphDef LstmGraph(bool lens) {
 }
 
 // Runs the graph on the CPU and returns its outputs as floats.
-std::vector<std::vector<float>> Run(GraphDef def) {
+std::vector<std::vector<float>> RunOnCpu(GraphDef def) {
   MemorySystem memory;
   absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
   EXPECT_TRUE(graph.ok()) << graph.status();
@@ -107,8 +107,8 @@ std::vector<std::vector<float>> Run(GraphDef def) {
 }
 
 TEST(RecurrentGraph, AbsentSequenceLensBetweenPresentInputs) {
-  const std::vector<std::vector<float>> got = Run(LstmGraph(/*lens=*/false));
-  const std::vector<std::vector<float>> want = Run(LstmGraph(/*lens=*/true));
+  const std::vector<std::vector<float>> got = RunOnCpu(LstmGraph(/*lens=*/false));
+  const std::vector<std::vector<float>> want = RunOnCpu(LstmGraph(/*lens=*/true));
   ASSERT_EQ(got.size(), 2u);
   ASSERT_EQ(want.size(), 2u);
   for (int o = 0; o < 2; ++o) {
