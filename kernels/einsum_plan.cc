@@ -34,8 +34,8 @@ absl::StatusOr<EinsumPlan> MakeEinsumPlan(const EinsumAttrs& a,
     const std::string& term = a.inputs[i];
     const ShapeSpan shape = inputs[i].shape;
     if (shape.size() != term.size()) {
-      return Invalid(a, absl::StrFormat("operand %d has shape %s, the equation gives it rank %d",
-                                        i, ShapeToString(shape), term.size()));
+      return Invalid(a, absl::StrFormat("operand %d has shape %s, the equation gives it rank %d", i,
+                                        ShapeToString(shape), term.size()));
     }
     for (std::size_t d = 0; d < term.size(); ++d) {
       int64_t& s = size[static_cast<unsigned char>(term[d])];

@@ -24,7 +24,7 @@
 namespace ndserve::kernels {
 
 struct EinsumOperand {
-  Shape perm;              // operand dims in GEMM order; empty when no copy is needed
+  Shape perm;               // operand dims in GEMM order; empty when no copy is needed
   bool transposed = false;  // A as [batch, K, M] / B as [batch, N, K]
 };
 

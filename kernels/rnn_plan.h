@@ -19,7 +19,7 @@ enum class RnnCell : uint8_t { kLstm, kGru, kRnn };
 struct RnnPlan {
   RnnCell cell = RnnCell::kRnn;
   int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1, gates = 1;
-  bool batch_major = false;  // layout 1
+  bool batch_major = false;   // layout 1
   bool reverse_only = false;  // direction "reverse": the only direction runs backwards
   bool linear_before_reset = false;
   float clip = 0.0f;
@@ -50,8 +50,8 @@ struct RnnPlan {
   }
 };
 
-inline RnnPlan MakeRnnPlan(RnnCell cell, const RecurrentAttrs& a,
-                           absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
+inline RnnPlan MakeRnnPlan(RnnCell cell, const RecurrentAttrs& a, absl::Span<const TensorView> in,
+                           absl::Span<const TensorView> out) {
   RnnPlan p;
   p.cell = cell;
   p.gates = cell == RnnCell::kLstm ? 4 : cell == RnnCell::kGru ? 3 : 1;
@@ -72,8 +72,7 @@ inline RnnPlan MakeRnnPlan(RnnCell cell, const RecurrentAttrs& a,
   p.w = f(kRnnW);
   p.r = f(kRnnR);
   p.b = f(kRnnB);
-  p.lens = slot[kRnnSequenceLens] < 0 ? nullptr
-                                       : in[slot[kRnnSequenceLens]].as<const int32_t>();
+  p.lens = slot[kRnnSequenceLens] < 0 ? nullptr : in[slot[kRnnSequenceLens]].as<const int32_t>();
   p.initial_h = f(kRnnInitialH);
   if (cell == RnnCell::kLstm) {
     p.initial_c = f(kRnnInitialC);

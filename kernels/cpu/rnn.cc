@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/rnn_plan.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -49,8 +49,8 @@ struct Work {
 
 absl::StatusOr<Work> TakeWork(absl::string_view op, const KernelContext& ctx, const RnnPlan& p) {
   const int64_t gh = p.gates * p.hidden;
-  const int64_t sizes[] = {p.seq * p.batch * gh, p.batch * gh, p.batch * p.hidden,
-                           p.batch * p.hidden, p.batch * p.hidden, gh};
+  const int64_t sizes[] = {p.seq * p.batch * gh, p.batch * gh,       p.batch * p.hidden,
+                           p.batch * p.hidden,   p.batch * p.hidden, gh};
   int64_t total = 0;
   for (int64_t s : sizes) total += (s + 63) / 64 * 64;  // keep each block 256-byte aligned
   if (ctx.scratch == nullptr) {

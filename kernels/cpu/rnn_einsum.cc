@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/row_walker.h"
 #include "kernels/einsum_plan.h"
 #include "kernels/plans.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::cpu {
 namespace {

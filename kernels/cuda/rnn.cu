@@ -26,8 +26,7 @@ __device__ __forceinline__ bool StepTime(const RnnStepArgs& a, int64_t b, int64_
   return true;
 }
 
-__global__ void AddBiasKernel(float* x, int64_t ld, const float* bias, int64_t rows,
-                              int64_t cols) {
+__global__ void AddBiasKernel(float* x, int64_t ld, const float* bias, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) {
     const int64_t row = i / cols, j = i - row * cols;
@@ -93,8 +92,8 @@ __global__ void StepKernel(RnnStepArgs a) {
       h = tanhf(ClipF(xw[j] + g[j], a.clip));
     }
     a.h[i] = h;
-    const int64_t y = a.batch_major ? (b * a.seq + t) * a.dirs + a.dir
-                                    : (t * a.dirs + a.dir) * a.batch + b;
+    const int64_t y =
+        a.batch_major ? (b * a.seq + t) * a.dirs + a.dir : (t * a.dirs + a.dir) * a.batch + b;
     a.y[y * H + j] = h;
   }
 }

@@ -1,8 +1,9 @@
-// LSTM, GRU and RNN on CUDA: the same plan as kernels/cpu/rnn.cc. Per direction, one
-// cuBLAS SGEMM projects every time step's input; then per step one SGEMM of the state
-// with R^T and one launch of the gate math (two SGEMMs and two launches for GRU with
-// linear_before_reset 0). Everything is queued on ctx.cuda_stream; working space comes
-// from ctx.scratch, whose blocks outlive the queued work (kernel_context.h).
+// LSTM, GRU and RNN on CUDA, the plan of kernels/cpu/rnn.cc: per direction one cuBLAS
+// SGEMM projects every time step's input, then per step one SGEMM of the state with R^T
+// and one launch of the gate math (two of each for GRU with linear_before_reset 0).
+// Einsum (at the end) follows kernels/cpu/rnn_einsum.cc. Everything is queued on
+// ctx.cuda_stream; working space comes from ctx.scratch, whose blocks outlive the queued
+// work (kernel_context.h).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -11,13 +12,13 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/rnn_launchers.h"
 #include "kernels/einsum_plan.h"
 #include "kernels/plans.h"
 #include "kernels/rnn_plan.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::gpu {
 namespace {
@@ -35,22 +36,21 @@ absl::Status GemmNT(absl::string_view op, cublasHandle_t handle, int64_t m, int6
                     int64_t ldc) {
   if (m == 0 || n == 0) return absl::OkStatus();
   const float one = 1.0f, zero = 0.0f;
-  return Cublas(cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
-                            static_cast<int>(m), static_cast<int>(k), &one, b,
-                            static_cast<int>(std::max<int64_t>(ldb, 1)), a,
-                            static_cast<int>(std::max<int64_t>(lda, 1)), &zero, c,
-                            static_cast<int>(ldc)),
-                op);
+  return Cublas(
+      cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                  static_cast<int>(k), &one, b, static_cast<int>(std::max<int64_t>(ldb, 1)), a,
+                  static_cast<int>(std::max<int64_t>(lda, 1)), &zero, c, static_cast<int>(ldc)),
+      op);
 }
 
 // Copies `batch` vectors of `hidden` floats between a dense [batch, hidden] state and a
 // state tensor's slice of one direction (rows `pitch` floats apart).
 absl::Status CopyRows(absl::string_view op, float* dst, int64_t dst_pitch, const float* src,
                       int64_t src_pitch, int64_t hidden, int64_t batch, cudaStream_t stream) {
-  return CudaStatus(cudaMemcpy2DAsync(dst, dst_pitch * sizeof(float), src,
-                                      src_pitch * sizeof(float), hidden * sizeof(float), batch,
-                                      cudaMemcpyDeviceToDevice, stream),
-                    absl::StrCat(op, " state copy"));
+  return CudaStatus(
+      cudaMemcpy2DAsync(dst, dst_pitch * sizeof(float), src, src_pitch * sizeof(float),
+                        hidden * sizeof(float), batch, cudaMemcpyDeviceToDevice, stream),
+      absl::StrCat(op, " state copy"));
 }
 
 absl::Status RunRecurrent(absl::string_view op, RnnCell cell, const KernelContext& ctx,
@@ -64,7 +64,8 @@ absl::Status RunRecurrent(absl::string_view op, RnnCell cell, const KernelContex
         p.seq * p.batch, gh, p.input));
   }
   if (ctx.cublas_handle == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(op, ": the CUDA context has no cuBLAS handle"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, ": the CUDA context has no cuBLAS handle"));
   }
   if (ctx.scratch == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(op, ": the kernel context has no scratch"));
@@ -84,8 +85,8 @@ absl::Status RunRecurrent(absl::string_view op, RnnCell cell, const KernelContex
   auto rounded = [&](int64_t n) { return (n + round - 1) / round * round; };
   const int64_t xw_n = rounded(p.seq * p.batch * gh), gates_n = rounded(p.batch * gh),
                 state_n = rounded(p.batch * H);
-  NDS_ASSIGN_OR_RETURN(void* block, ctx.scratch->Allocate((xw_n + gates_n + 3 * state_n) *
-                                                          sizeof(float)));
+  NDS_ASSIGN_OR_RETURN(void* block,
+                       ctx.scratch->Allocate((xw_n + gates_n + 3 * state_n) * sizeof(float)));
   float* xw = static_cast<float*>(block);
   float* gates = xw + xw_n;
   float* h = gates + gates_n;
@@ -106,8 +107,8 @@ absl::Status RunRecurrent(absl::string_view op, RnnCell cell, const KernelContex
       NDS_RETURN_IF_ERROR(
           CudaStatus(LaunchRnnAddBias(xw, gh, wb, rows, gh, stream), "bias launch"));
       // GRU's Rbh with linear_before_reset sits inside r (.) (H Rh^T + Rbh): not folded.
-      NDS_RETURN_IF_ERROR(CudaStatus(
-          LaunchRnnAddBias(xw, gh, rb, rows, lbr ? 2 * H : gh, stream), "bias launch"));
+      NDS_RETURN_IF_ERROR(
+          CudaStatus(LaunchRnnAddBias(xw, gh, rb, rows, lbr ? 2 * H : gh, stream), "bias launch"));
     }
     for (auto [init, state] : {std::pair{p.initial_h, h}, std::pair{p.initial_c, c}}) {
       if (state == c && cell != RnnCell::kLstm) continue;
@@ -115,8 +116,8 @@ absl::Status RunRecurrent(absl::string_view op, RnnCell cell, const KernelContex
         NDS_RETURN_IF_ERROR(CudaStatus(
             cudaMemsetAsync(state, 0, p.batch * H * sizeof(float), stream), "state memset"));
       } else {
-        NDS_RETURN_IF_ERROR(CopyRows(op, state, H, init + p.StateOffset(dir, 0), state_pitch, H,
-                                     p.batch, stream));
+        NDS_RETURN_IF_ERROR(
+            CopyRows(op, state, H, init + p.StateOffset(dir, 0), state_pitch, H, p.batch, stream));
       }
     }
     RnnStepArgs args;
@@ -147,8 +148,8 @@ absl::Status RunRecurrent(absl::string_view op, RnnCell cell, const KernelContex
           GemmNT(op, handle, p.batch, gru && !lbr ? 2 * H : gh, H, h, H, r, H, gates, gh));
       if (gru && !lbr) {
         NDS_RETURN_IF_ERROR(CudaStatus(LaunchGruResetStep(args, stream), "GRU reset launch"));
-        NDS_RETURN_IF_ERROR(GemmNT(op, handle, p.batch, H, H, rh, H, r + 2 * H * H, H,
-                                   gates + 2 * H, gh));
+        NDS_RETURN_IF_ERROR(
+            GemmNT(op, handle, p.batch, H, H, rh, H, r + 2 * H * H, H, gates + 2 * H, gh));
       }
       NDS_RETURN_IF_ERROR(CudaStatus(LaunchRnnStep(args, stream), "step launch"));
     }
@@ -228,13 +229,13 @@ absl::Status Einsum(const KernelContext& ctx, absl::Span<const TensorView> in,
     NDS_ASSIGN_OR_RETURN(const float* b, Arrange(ctx, in[1], p.b));
     const float one = 1.0f, zero = 0.0f;
     NDS_RETURN_IF_ERROR(Cublas(
-        cublasSgemmStridedBatched(
-            static_cast<cublasHandle_t>(ctx.cublas_handle),
-            p.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, p.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
-            static_cast<int>(p.n), static_cast<int>(p.m), static_cast<int>(p.k), &one, b,
-            static_cast<int>(p.b.transposed ? p.k : p.n), p.k * p.n, a,
-            static_cast<int>(p.a.transposed ? p.m : p.k), p.m * p.k, &zero, c,
-            static_cast<int>(p.n), p.m * p.n, static_cast<int>(p.batch)),
+        cublasSgemmStridedBatched(static_cast<cublasHandle_t>(ctx.cublas_handle),
+                                  p.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  p.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p.n),
+                                  static_cast<int>(p.m), static_cast<int>(p.k), &one, b,
+                                  static_cast<int>(p.b.transposed ? p.k : p.n), p.k * p.n, a,
+                                  static_cast<int>(p.a.transposed ? p.m : p.k), p.m * p.k, &zero, c,
+                                  static_cast<int>(p.n), p.m * p.n, static_cast<int>(p.batch)),
         "Einsum"));
   }
   if (!p.out_perm.empty()) {

@@ -20,11 +20,11 @@ enum class RnnCellCode : int { kLstm, kGru, kRnn };
 // their state. Pointers that the op does not have are null.
 struct RnnStepArgs {
   RnnCellCode cell = RnnCellCode::kRnn;
-  const float* xw = nullptr;  // [seq * batch, gates * hidden] projections plus biases
-  float* gates = nullptr;     // [batch, gates * hidden] recurrent products of this step
-  float* h = nullptr;         // [batch, hidden] state, updated in place
-  float* c = nullptr;         // [batch, hidden] LSTM cell state
-  float* rh = nullptr;        // [batch, hidden] GRU r (.) H (linear_before_reset 0)
+  const float* xw = nullptr;    // [seq * batch, gates * hidden] projections plus biases
+  float* gates = nullptr;       // [batch, gates * hidden] recurrent products of this step
+  float* h = nullptr;           // [batch, hidden] state, updated in place
+  float* c = nullptr;           // [batch, hidden] LSTM cell state
+  float* rh = nullptr;          // [batch, hidden] GRU r (.) H (linear_before_reset 0)
   const float* peep = nullptr;  // [3 * hidden] LSTM peepholes i, o, f
   const float* rbh = nullptr;   // [hidden] GRU Rbh when linear_before_reset is 1
   float* y = nullptr;           // Y, written at this step's time for running entries

@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/op_rules.h"
 #include "kernels/optional_inputs.h"
@@ -64,13 +64,12 @@ absl::Status CheckActivations(OpKind op, const AttrMap& attrs) {
       (absl::EqualsIgnoreCase(*names, defaults) || absl::EqualsIgnoreCase(*names, twice))) {
     return absl::OkStatus();
   }
-  return absl::UnimplementedError(absl::StrCat(
-      OpKindName(op), ": activations ", names.has_value() ? *names : "with alpha/beta",
-      " are not supported; only the defaults (", defaults, ")"));
+  return absl::UnimplementedError(
+      absl::StrCat(OpKindName(op), ": activations ", names.has_value() ? *names : "with alpha/beta",
+                   " are not supported; only the defaults (", defaults, ")"));
 }
 
-absl::Status CheckShape(OpKind op, const TensorDesc& t, absl::string_view what,
-                        const Shape& want) {
+absl::Status CheckShape(OpKind op, const TensorDesc& t, absl::string_view what, const Shape& want) {
   if (t.shape == want) return absl::OkStatus();
   return Invalid(op, absl::StrCat(what, " has shape ", ShapeToString(t.shape), ", expected ",
                                   ShapeToString(want)));
@@ -172,8 +171,8 @@ absl::StatusOr<Descs> InferRecurrent(OpKind op, absl::Span<const TensorDesc> in,
     NDS_RETURN_IF_ERROR(CheckShape(op, *lens, "sequence_lens", {batch}));
   }
   const Shape state = a->layout == 0 ? Shape{d, batch, h} : Shape{batch, d, h};
-  for (auto [position, name] : {std::pair{kRnnInitialH, "initial_h"},
-                                std::pair{kRnnInitialC, "initial_c"}}) {
+  for (auto [position, name] :
+       {std::pair{kRnnInitialH, "initial_h"}, std::pair{kRnnInitialC, "initial_c"}}) {
     if (const TensorDesc* s = input(position)) {
       NDS_RETURN_IF_ERROR(CheckDType(op, *s, name, {DType::kFp32}));
       NDS_RETURN_IF_ERROR(CheckShape(op, *s, name, state));

@@ -59,7 +59,8 @@ absl::StatusOr<OpAttrs> BuildEinsum(OpKind op, int, const AttrMap& attrs, const 
     a.output = eq.substr(arrow + 2);
     for (std::size_t i = 0; i < a.output.size(); ++i) {
       const char c = a.output[i];
-      if (!IsLetter(c)) return invalid(absl::StrCat("output '", a.output, "' is not a letter term"));
+      if (!IsLetter(c))
+        return invalid(absl::StrCat("output '", a.output, "' is not a letter term"));
       if (a.output.find(c, i + 1) != std::string::npos) {
         return invalid(absl::StrCat("output letter '", std::string(1, c), "' repeats"));
       }

@@ -25,7 +25,8 @@ constexpr int64_t kSeq = 3, kBatch = 2, kInput = 3, kHidden = 4;
 
 std::string FloatBytes(int64_t n, float scale, float shift) {
   std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>((i * 37 + 11) % 17) / 17 + shift;
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = scale * static_cast<float>((i * 37 + 11) % 17) / 17 + shift;
   return std::string(reinterpret_cast<const char*>(v.data()), n * sizeof(float));
 }
 
@@ -42,20 +43,24 @@ GraphDef LstmGraph(bool lens) {
   def.outputs.push_back({"y_c", DType::kFp32, {1, kBatch, kHidden}});
   def.initializers.push_back(
       {"W", DType::kFp32, {1, 4 * kHidden, kInput}, FloatBytes(4 * kHidden * kInput, 1, -0.5f)});
-  def.initializers.push_back({"R", DType::kFp32, {1, 4 * kHidden, kHidden},
+  def.initializers.push_back({"R",
+                              DType::kFp32,
+                              {1, 4 * kHidden, kHidden},
                               FloatBytes(4 * kHidden * kHidden, 0.8f, -0.4f)});
   def.initializers.push_back(
       {"B", DType::kFp32, {1, 8 * kHidden}, FloatBytes(8 * kHidden, 0.5f, -0.25f)});
   std::string lens_name;
   if (lens) {
     const int32_t v[kBatch] = {kSeq, kSeq};
-    def.initializers.push_back({"lens", DType::kInt32, {kBatch},
+    def.initializers.push_back({"lens",
+                                DType::kInt32,
+                                {kBatch},
                                 std::string(reinterpret_cast<const char*>(v), sizeof(v))});
     lens_name = "lens";
   }
   kernels::AttrMap attrs = {{"hidden_size", kHidden}};
-  def.nodes.push_back({"lstm", "LSTM", "", {"x", "W", "R", "B", lens_name, "h0", "c0"},
-                       {"", "y_h", "y_c"}, attrs});
+  def.nodes.push_back(
+      {"lstm", "LSTM", "", {"x", "W", "R", "B", lens_name, "h0", "c0"}, {"", "y_h", "y_c"}, attrs});
   return def;
 }
 
@@ -74,8 +79,8 @@ std::vector<std::vector<float>> RunOnCpu(GraphDef def) {
     EXPECT_TRUE(fn.ok()) << fn.status();
     kernels.push_back(fn.value_or(nullptr));
   }
-  absl::StatusOr<std::shared_ptr<Model>> model = Model::Create(
-      "lstm", 1, *std::move(graph), sig, ModelConfig(), Device::Cpu(), &memory);
+  absl::StatusOr<std::shared_ptr<Model>> model =
+      Model::Create("lstm", 1, *std::move(graph), sig, ModelConfig(), Device::Cpu(), &memory);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return {};
   absl::StatusOr<std::shared_ptr<NDManager>> manager =

@@ -51,7 +51,8 @@ TEST(EinsumRules, OperandsMustMatchTheEquation) {
   EXPECT_TRUE(Infer("ij,jk->ik", {m34, m45}).ok());
   const absl::Status rank = Infer("bij,bjk->bik", {m34, m45});
   EXPECT_EQ(rank.code(), absl::StatusCode::kInvalidArgument) << rank;
-  EXPECT_THAT(std::string(rank.message()), HasSubstr("Einsum 'bij,bjk->bik': operand 0 has shape [3,4]"));
+  EXPECT_THAT(std::string(rank.message()),
+              HasSubstr("Einsum 'bij,bjk->bik': operand 0 has shape [3,4]"));
   const absl::Status size = Infer("ij,jk->ik", {m34, m55});
   EXPECT_EQ(size.code(), absl::StatusCode::kInvalidArgument) << size;
   EXPECT_THAT(std::string(size.message()), HasSubstr("letter 'j' has size 4 and 5"));

@@ -46,21 +46,27 @@ TEST(RecurrentRules, AttributeErrorsNameTheOp) {
       {{}, absl::StatusCode::kInvalidArgument, "hidden_size"},
       {{{"hidden_size", int64_t{0}}}, absl::StatusCode::kInvalidArgument, "hidden_size"},
       {{{"hidden_size", int64_t{4}}, {"direction", std::string("sideways")}},
-       absl::StatusCode::kInvalidArgument, "sideways"},
+       absl::StatusCode::kInvalidArgument,
+       "sideways"},
       {{{"hidden_size", int64_t{4}}, {"layout", int64_t{2}}},
-       absl::StatusCode::kInvalidArgument, "layout"},
-      {{{"hidden_size", int64_t{4}}, {"clip", -1.0f}}, absl::StatusCode::kInvalidArgument,
-       "clip"},
+       absl::StatusCode::kInvalidArgument,
+       "layout"},
+      {{{"hidden_size", int64_t{4}}, {"clip", -1.0f}}, absl::StatusCode::kInvalidArgument, "clip"},
       {{{"hidden_size", int64_t{4}}, {"activations", std::string("Relu,Tanh,Tanh")}},
-       absl::StatusCode::kUnimplemented, "activations Relu,Tanh,Tanh"},
+       absl::StatusCode::kUnimplemented,
+       "activations Relu,Tanh,Tanh"},
       {{{"hidden_size", int64_t{4}}, {"activation_alpha", std::vector<float>{1.0f}}},
-       absl::StatusCode::kUnimplemented, "activations"},
+       absl::StatusCode::kUnimplemented,
+       "activations"},
       {{{"hidden_size", int64_t{4}}, {"input_forget", int64_t{1}}},
-       absl::StatusCode::kUnimplemented, "input_forget"},
+       absl::StatusCode::kUnimplemented,
+       "input_forget"},
       {{{"hidden_size", int64_t{4}}, {kPresentInputsAttr, int64_t{0b101}}},
-       absl::StatusCode::kInvalidArgument, "X, W and R"},
+       absl::StatusCode::kInvalidArgument,
+       "X, W and R"},
       {{{"hidden_size", int64_t{4}}, {kPresentInputsAttr, int64_t{0x1ff}}},
-       absl::StatusCode::kInvalidArgument, "more than 8"},
+       absl::StatusCode::kInvalidArgument,
+       "more than 8"},
   };
   for (const BadAttrs& c : cases) {
     absl::StatusOr<OpAttrs> a = BuildOpAttrs(OpKind::kLSTM, 14, c.attrs);
@@ -78,11 +84,12 @@ TEST(RecurrentRules, DefaultActivationsMayBeNamed) {
                     .ok())
         << names;
   }
-  EXPECT_TRUE(
-      BuildOpAttrs(OpKind::kRNN, 14, {{"hidden_size", int64_t{4}}, {"activations", std::string("Tanh")}})
-          .ok());
+  EXPECT_TRUE(BuildOpAttrs(OpKind::kRNN, 14,
+                           {{"hidden_size", int64_t{4}}, {"activations", std::string("Tanh")}})
+                  .ok());
   const absl::Status relu =
-      BuildOpAttrs(OpKind::kRNN, 14, {{"hidden_size", int64_t{4}}, {"activations", std::string("Relu")}})
+      BuildOpAttrs(OpKind::kRNN, 14,
+                   {{"hidden_size", int64_t{4}}, {"activations", std::string("Relu")}})
           .status();
   EXPECT_EQ(relu.code(), absl::StatusCode::kUnimplemented) << relu;
   EXPECT_THAT(std::string(relu.message()), HasSubstr("RNN: activations Relu"));
@@ -102,7 +109,8 @@ TEST(RecurrentRules, ShapeAndTypeErrors) {
     in[1] = RandomTensor({1, 3 * kHidden, kInput}, 7);  // a GRU's W
     const absl::Status s = infer(in);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(s.message()), HasSubstr("LSTM: W has shape [1,12,3], expected [1,16,3]"));
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("LSTM: W has shape [1,12,3], expected [1,16,3]"));
   }
   {
     std::vector<HostTensor> in = good;
@@ -134,7 +142,8 @@ TEST(RecurrentKernels, AbsentSequenceLensBeforePresentStates) {
   ASSERT_TRUE(want.ok()) << want.status();
 
   AttrMap attrs = LstmAttrs();
-  attrs[kPresentInputsAttr] = PresentInputsMask(std::vector<std::string>{"X", "W", "R", "B", "", "h0", "c0"});
+  attrs[kPresentInputsAttr] =
+      PresentInputsMask(std::vector<std::string>{"X", "W", "R", "B", "", "h0", "c0"});
   const std::vector<HostTensor> present = {all[0], all[1], all[2], all[3], all[5], all[6]};
   auto got = runner.Run(OpKind::kLSTM, present, MustBuild(OpKind::kLSTM, attrs), 3);
   ASSERT_TRUE(got.ok()) << got.status();
@@ -148,7 +157,8 @@ TEST(RecurrentKernels, AbsentInitialHBeforeInitialC) {
   all[5] = HostTensor::Of<float>({1, kBatch, kHidden}, std::vector<float>(kBatch * kHidden, 0));
 
   AttrMap attrs = LstmAttrs();
-  attrs[kPresentInputsAttr] = PresentInputsMask(std::vector<std::string>{"X", "W", "R", "", "", "", "c0"});
+  attrs[kPresentInputsAttr] =
+      PresentInputsMask(std::vector<std::string>{"X", "W", "R", "", "", "", "c0"});
   const std::vector<HostTensor> no_bias = {all[0], all[1], all[2], all[6]};
   all[3] = HostTensor::Of<float>({1, 8 * kHidden}, std::vector<float>(8 * kHidden, 0));
   auto want = runner.Run(OpKind::kLSTM, all, MustBuild(OpKind::kLSTM, LstmAttrs()), 3);
@@ -168,7 +178,8 @@ TEST(RecurrentKernels, MaskAndInputCountMustAgree) {
   DeviceRunner runner(Device::Cpu());
   const std::vector<HostTensor> all = LstmInputs();
   AttrMap attrs = LstmAttrs();
-  attrs[kPresentInputsAttr] = PresentInputsMask(std::vector<std::string>{"X", "W", "R", "B", "", "h0"});
+  attrs[kPresentInputsAttr] =
+      PresentInputsMask(std::vector<std::string>{"X", "W", "R", "B", "", "h0"});
   auto got = runner.Run(OpKind::kLSTM, all, MustBuild(OpKind::kLSTM, attrs), 1);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << got.status();
   EXPECT_THAT(std::string(got.status().message()), HasSubstr("LSTM"));
@@ -221,10 +232,9 @@ TEST(RecurrentKernels, WorkingSpaceComesFromScratch) {
 // h1 r + b).
 TEST(RecurrentKernels, RnnByHand) {
   DeviceRunner runner(Device::Cpu());
-  const std::vector<HostTensor> in = {HostTensor::Of<float>({2, 1, 1}, {0.5f, -1.0f}),
-                                      HostTensor::Of<float>({1, 1, 1}, {2.0f}),
-                                      HostTensor::Of<float>({1, 1, 1}, {0.5f}),
-                                      HostTensor::Of<float>({1, 2}, {0.25f, -0.5f})};
+  const std::vector<HostTensor> in = {
+      HostTensor::Of<float>({2, 1, 1}, {0.5f, -1.0f}), HostTensor::Of<float>({1, 1, 1}, {2.0f}),
+      HostTensor::Of<float>({1, 1, 1}, {0.5f}), HostTensor::Of<float>({1, 2}, {0.25f, -0.5f})};
   auto got = runner.Run(OpKind::kRNN, in, MustBuild(OpKind::kRNN, LstmAttrs(1)), 2);
   ASSERT_TRUE(got.ok()) << got.status();
   const float h1 = std::tanh(0.5f * 2.0f - 0.25f);
