@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "kernels/optional_inputs.h"
 #include "kernels/dispatch.h"
 #include "kernels/shape_inference.h"
 
@@ -176,6 +177,8 @@ absl::Status GraphBuilder::ResolveOps() {
     rn.op = *op;
     rn.attr_map = std::move(nd.attrs);
     rn.num_inputs = static_cast<int>(nd.inputs.size());
+    // Taken before the names move out of nd.inputs below.
+    const int64_t present_inputs = kernels::PresentInputsMask(nd.inputs);
     const kernels::OpInfo& info = kernels::GetOpInfo(rn.op);
     for (int j = 0; j < rn.num_inputs; ++j) {
       std::string& in = nd.inputs[j];
@@ -186,6 +189,10 @@ absl::Status GraphBuilder::ResolveOps() {
       }
     }
     while (!rn.inputs.empty() && rn.inputs.back().empty()) rn.inputs.pop_back();
+    if (kernels::AcceptsAbsentInputs(rn.op)) {  // see kernels/optional_inputs.h
+      rn.attr_map[kernels::kPresentInputsAttr] = present_inputs;
+      std::erase(rn.inputs, std::string());
+    }
     for (int j = 0; j < static_cast<int>(rn.inputs.size()); ++j) {
       if (rn.inputs[j].empty()) {
         return absl::UnimplementedError(absl::StrFormat(

@@ -169,6 +169,16 @@ absl::StatusOr<kernels::AttrValue> ConvertAttribute(const onnx::AttributeProto& 
               absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(init.bytes.data()),
                                   init.bytes.size())));
       return kernels::AttrValue(std::move(v));
+    case AP::STRINGS: {
+      // Lists of names (the recurrent ops' activations, which PyTorch always writes for
+      // RNN) arrive as one STRING of the items joined by ','; the rules that read one
+      // split it (kernels/rules/rnn.cc).
+      std::string joined;
+      for (const std::string& s : a.strings()) {
+        if (!joined.empty()) joined += ',';
+        joined += s;
+      }
+      return kernels::AttrValue(std::move(joined));
     }
     default:
       return absl::UnimplementedError(

@@ -104,6 +104,7 @@ using OpAttrs = std::variant<
     // kernels/attrs/conv.h
 
     // kernels/attrs/rnn.h
+    RecurrentAttrs, EinsumAttrs,
 
     CastAttrs>;
 

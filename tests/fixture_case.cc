@@ -60,7 +60,9 @@ absl::StatusOr<FixtureAttr> ParseAttr(absl::string_view type, absl::string_view 
   } else if (type == "floats") {
     std::vector<float> v;
     if (ParseList(value, &v)) return FixtureAttr(std::move(v));
-  } else if (type == "string") {
+  } else if (type == "string" || type == "strings") {
+    // A list of strings is one string of the items joined by ',', as the ONNX loader
+    // passes it on (engine/onnx_loader.cc).
     return FixtureAttr(std::string(value));
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown attr type '", type, "'"));

@@ -4,7 +4,7 @@
 // The fixture manifest (case.txt) that tools/gen_models.py writes next to every op and
 // model fixture under tests/fixtures, read one way for every test binary. The grammar is
 // in each case.txt's own header:
-//   model <path> | op <OpType> | opset <N> | attr <name> int|float|ints|floats|string <v> |
+//   model <path> | op <OpType> | opset <N> | attr <name> int|float|ints|floats|string|strings <v> |
 //   attr <name> tensor <DTYPE> <dims> <v,...> |
 //   input|const|output <name> <DTYPE> <dims> <file> | tolerance <atol> <rtol> |
 //   output_tolerance <name> <atol> <rtol>   (one output's own bound; PyTorch fixtures)

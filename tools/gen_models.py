@@ -29,7 +29,7 @@ FORMAT = """\
 #   model <path>                                ONNX file, relative to this file
 #   op <OpType>                                 (op cases) the node's op_type
 #   opset <N>                                   (op cases) default-domain opset of model
-#   attr <name> int|float|ints|floats <v>       (op cases) node attribute as in ONNX;
+#   attr <name> int|float|ints|floats|string <v> (op cases) node attribute as in ONNX;
 #                                               lists are comma-separated, no spaces
 #                                               (Cast's 'to' is the TensorProto enum)
 #   attr <name> string <v>                      (op cases) STRING attribute (no spaces)
@@ -578,6 +578,9 @@ def build_op_model(case):
 
 
 def attr_text(name, kind, value):
+    # A STRINGS attribute is stated as its items joined by ',', as the loader passes it on.
+    if kind == "strings":
+        return f"attr {name} string " + ",".join(value)
     if kind == "int":
         return f"attr {name} int {int(value)}"
     if kind == "float":

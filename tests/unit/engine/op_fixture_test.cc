@@ -103,6 +103,10 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       // Convolution, pooling, normalization, resizing
 
       // Recurrent ops and Einsum
+      {"LSTM", {2e-5, 1e-4}},
+      {"GRU", {2e-5, 1e-4}},
+      {"RNN", {2e-5, 1e-4}},
+      {"Einsum", {1e-5, 1e-4}},
 
   };
   return *table;

@@ -12,10 +12,17 @@
 #include "engine/model.h"
 #include "gtest/gtest.h"
 #include "kernels/dispatch.h"
+#include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 
 namespace ndserve::engine {
 namespace {
+
+// Outlives every model of this file (Model::Create borrows it).
+MemorySystem* TestMemory() {
+  static MemorySystem* memory = new MemorySystem();
+  return memory;
+}
 
 // x FP32[2,3] -> Relu -> y, on the CPU.
 std::shared_ptr<Model> ReluModel() {
@@ -31,7 +38,7 @@ std::shared_ptr<Model> ReluModel() {
   sig.inputs.assign(graph->inputs().begin(), graph->inputs().end());
   sig.outputs.assign(graph->outputs().begin(), graph->outputs().end());
   absl::StatusOr<std::shared_ptr<Model>> model =
-      Model::Create("relu", 1, *std::move(graph), sig, ModelConfig(), Device::Cpu());
+      Model::Create("relu", 1, *std::move(graph), sig, ModelConfig(), Device::Cpu(), TestMemory());
   EXPECT_TRUE(model.ok()) << model.status();
   return model.value_or(nullptr);
 }
