@@ -169,6 +169,7 @@ absl::StatusOr<kernels::AttrValue> ConvertAttribute(const onnx::AttributeProto& 
               absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(init.bytes.data()),
                                   init.bytes.size())));
       return kernels::AttrValue(std::move(v));
+    }
     case AP::STRINGS: {
       // Lists of names (the recurrent ops' activations, which PyTorch always writes for
       // RNN) arrive as one STRING of the items joined by ','; the rules that read one
