@@ -1,5 +1,6 @@
 #include "memory/nd_array.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_join.h"
@@ -11,6 +12,13 @@ namespace internal {
 SpinLock& TransferLock() {
   static SpinLock* lock = new SpinLock();
   return *lock;
+}
+
+void TransferGracePeriod() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (TransferLock().IsLocked()) {
+    SpinLockHolder wait(&TransferLock());
+  }
 }
 
 namespace {
