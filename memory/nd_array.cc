@@ -15,6 +15,8 @@ SpinLock& TransferLock() {
 }
 
 void TransferGracePeriod() {
+  // With one thread there is no other reader to wait for (and no fence to pay).
+  if (__libc_single_threaded) return;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (TransferLock().IsLocked()) {
     SpinLockHolder wait(&TransferLock());

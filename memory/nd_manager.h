@@ -169,7 +169,7 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   std::string DebugDump() const;
   ManagerNodeInfo DebugInfo() const;
 
-  // Use NewSubManager or a MemorySystem; public only for std::make_shared.
+  // Use NewSubManager or a MemorySystem; public only for std::allocate_shared.
   NDManager(PrivateTag, std::uint64_t uid, ManagerLevel level, Device device, Pool* pool,
             internal::LevelCounters* counters, absl::string_view name, NDManager* parent);
   ~NDManager();

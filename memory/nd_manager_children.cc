@@ -23,6 +23,63 @@ int ThisThreadsShard(int shards) {
   return static_cast<int>(mine % static_cast<unsigned>(shards));
 }
 
+// Every request opens and closes a context manager; its object and shared_ptr control
+// block (one allocation, through allocate_shared) come from a small per-thread free list
+// instead of malloc. A block released on another thread joins that thread's list. The
+// list is trivially destructible, so a manager dropped during thread or process teardown
+// (after the reaper ran) still finds it, sees `dead` and frees directly.
+template <typename T>
+class RecyclingAllocator {
+ public:
+  using value_type = T;
+  RecyclingAllocator() = default;
+  template <typename U>
+  RecyclingAllocator(const RecyclingAllocator<U>& /*other*/) {}  // NOLINT: rebinding
+
+  T* allocate(std::size_t n) {
+    FreeList& list = free_list_;
+    if (n == 1 && list.count > 0) return static_cast<T*>(list.items[--list.count]);
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) {
+    FreeList& list = free_list_;
+    if (n == 1 && !list.dead && list.count < kCached) {
+      if (ABSL_PREDICT_FALSE(!list.registered)) {
+        list.registered = true;
+        [[maybe_unused]] Reaper& reaper = reaper_;  // constructs it: runs at thread exit
+      }
+      list.items[list.count++] = p;
+      return;
+    }
+    std::allocator<T>().deallocate(p, n);
+  }
+  friend bool operator==(const RecyclingAllocator&, const RecyclingAllocator&) { return true; }
+
+ private:
+  static constexpr int kCached = 32;
+  struct FreeList {
+    void* items[kCached];
+    int count;
+    bool registered;
+    bool dead;
+  };
+  struct Reaper {
+    ~Reaper() {
+      while (free_list_.count > 0) {
+        std::allocator<T>().deallocate(static_cast<T*>(free_list_.items[--free_list_.count]), 1);
+      }
+      free_list_.dead = true;
+    }
+  };
+  static thread_local FreeList free_list_;  // zero-initialized
+  static thread_local Reaper reaper_;
+};
+
+template <typename T>
+thread_local typename RecyclingAllocator<T>::FreeList RecyclingAllocator<T>::free_list_;
+template <typename T>
+thread_local typename RecyclingAllocator<T>::Reaper RecyclingAllocator<T>::reaper_;
+
 }  // namespace
 
 NDManager::ChildShard* NDManager::Shards() {
@@ -53,8 +110,9 @@ absl::StatusOr<std::shared_ptr<NDManager>> NDManager::NewSubManager(
     return absl::InvalidArgumentError(
         "a new manager needs a level other than system (model, predictor, context, ...)");
   }
-  auto child = std::make_shared<NDManager>(PrivateTag{}, NextUid(), child_level, device_, pool_,
-                                           counters_, name, this);
+  auto child =
+      std::allocate_shared<NDManager>(RecyclingAllocator<NDManager>(), PrivateTag{}, NextUid(),
+                                      child_level, device_, pool_, counters_, name, this);
   if (ABSL_PREDICT_FALSE(!AddChild(child))) {
     // Never in the tree: mark it closed so its destructor does nothing.
     {
