@@ -1,5 +1,6 @@
 #include "memory/nd_array.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_join.h"
@@ -11,6 +12,15 @@ namespace internal {
 SpinLock& TransferLock() {
   static SpinLock* lock = new SpinLock();
   return *lock;
+}
+
+void TransferGracePeriod() {
+  // With one thread there is no other reader to wait for (and no fence to pay).
+  if (__libc_single_threaded) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (TransferLock().IsLocked()) {
+    SpinLockHolder wait(&TransferLock());
+  }
 }
 
 namespace {

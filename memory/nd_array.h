@@ -105,9 +105,19 @@ ArrayState* NewState();
 
 // Serializes moves of arrays between managers (Attach, TempAttachAll, Ret, UnsafeFree,
 // returning borrowed arrays) and the lookups that follow an array to its manager.
-// Taken before any manager lock, never while holding one. Closing managers pass
-// through it once, so a pointer read from ArrayState::owner under it stays valid.
+// Taken before any manager lock, never while holding one. Closing managers wait out its
+// current holder (TransferGracePeriod), so a pointer read from ArrayState::owner under
+// it stays valid while the lock is held.
 SpinLock& TransferLock();
+
+// Returns once nobody can still be using a pointer to a manager that they read from
+// ArrayState::owner under TransferLock(), given that the caller has already stored a
+// different owner (or null) into every array that named that manager. Readers hold
+// the lock for as long as they use the pointer and load owner with seq_cst; so if the
+// lock is free after the caller's stores and a fence, every earlier reader is done and
+// every later one reads the new owner. Only when the lock is held does this wait for
+// it: a closing request scope then touches no line that other threads write.
+void TransferGracePeriod();
 
 // Reference counting with the same single-thread shortcut as SpinLock: while the
 // process has one thread, a plain load/store replaces the locked read-modify-write.
@@ -120,6 +130,13 @@ inline void Ref(ArrayState* state) {
 }
 void DeleteState(ArrayState* state);
 inline void Unref(ArrayState* state) {
+  // The last reference (typically a handle dropped after its scope closed): nobody else
+  // can take a new one, so no read-modify-write is needed. Acquire pairs with the other
+  // holders' releasing decrements.
+  if (state->refs.load(std::memory_order_acquire) == 1) {
+    DeleteState(state);
+    return;
+  }
   if (__libc_single_threaded) {
     const std::int32_t left = state->refs.load(std::memory_order_relaxed) - 1;
     state->refs.store(left, std::memory_order_relaxed);

@@ -21,9 +21,11 @@ using internal::BorrowInfo;
 using internal::FreedBy;
 using internal::TransferLock;
 
-// Process-wide, unique, increasing per thread. Threads take ranges so that opening a
-// context does not bounce one counter's cache line between cores.
-std::uint64_t NextUid() {
+}  // namespace
+
+// Threads take ranges so that opening a context does not bounce one counter's cache line
+// between cores.
+std::uint64_t NDManager::NextUid() {
   static std::atomic<std::uint64_t> next{1};
   constexpr std::uint64_t kRange = 64;
   thread_local std::uint64_t current = 0, end = 0;
@@ -33,6 +35,8 @@ std::uint64_t NextUid() {
   }
   return current++;
 }
+
+namespace {
 
 // Locks two managers' locks in uid order (a single one if they are the same). Callers
 // hold TransferLock(), so these pairs never interleave with each other anyway; the
@@ -97,6 +101,7 @@ NDManager::~NDManager() {
   if (close_state_.load(std::memory_order_acquire) != kClosed && !is_system()) {
     Close().IgnoreError();
   }
+  delete[] child_shards_.load(std::memory_order_acquire);
 }
 
 std::string NDManager::name() const {
@@ -113,39 +118,6 @@ std::shared_ptr<NDManager> NDManager::NewSystemManager(Device device, Pool* pool
                                      counters, absl::string_view(), nullptr);
 }
 
-absl::StatusOr<std::shared_ptr<NDManager>> NDManager::NewSubManager(
-    std::optional<ManagerLevel> level, absl::string_view name) {
-  const ManagerLevel child_level = level.value_or(level_);
-  if (child_level == ManagerLevel::kSystem) {
-    // Only the per-device root is "system"; a second one would confuse the metrics.
-    return absl::InvalidArgumentError(
-        "a new manager needs a level other than system (model, predictor, context, ...)");
-  }
-  auto child = std::make_shared<NDManager>(PrivateTag{}, NextUid(), child_level, device_, pool_,
-                                           counters_, name, this);
-  bool refused = false;
-  {
-    SpinLockHolder lock(&mu_);
-    if (closed_) {
-      refused = true;
-    } else {
-      child->index_in_parent_ = children_.size();
-      children_.push_back(child);
-    }
-  }
-  if (refused) {
-    // Never in the tree: mark it closed so its destructor does nothing.
-    {
-      SpinLockHolder lock(&child->mu_);
-      child->closed_ = true;
-    }
-    child->close_state_.store(kClosed, std::memory_order_release);
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot open a sub-manager under closed manager '", this->name(), "'"));
-  }
-  return child;
-}
-
 absl::StatusOr<std::shared_ptr<NDManager>> NDManager::ManagerOf(const NDArray& array) {
   if (array.state_ == nullptr) return absl::FailedPreconditionError("use of a null NDArray handle");
   std::shared_ptr<NDManager> manager;
@@ -153,10 +125,13 @@ absl::StatusOr<std::shared_ptr<NDManager>> NDManager::ManagerOf(const NDArray& a
     in_transit = false;
     {
       SpinLockHolder transfer(&TransferLock());
-      NDManager* owner = array.state_->owner.load(std::memory_order_acquire);
+      // seq_cst, as every owner read that dereferences the manager: see
+      // TransferGracePeriod.
+      NDManager* owner = array.state_->owner.load(std::memory_order_seq_cst);
       if (owner == nullptr) break;
-      // Under TransferLock an owner read here cannot finish closing (Close passes through
-      // the lock), so the object is alive; lock() fails only if it is being destroyed.
+      // Under TransferLock an owner read here cannot finish closing (Close's grace period
+      // waits for the lock), so the object is alive; lock() fails only if it is being
+      // destroyed.
       SpinLockHolder lock(&owner->mu_);
       if (owner->closed_ && array.state_->borrow != nullptr) {
         in_transit = true;  // on its way back to its lender; see where it lands
@@ -175,21 +150,6 @@ absl::StatusOr<std::shared_ptr<NDManager>> NDManager::SubManagerOf(const NDArray
   absl::StatusOr<std::shared_ptr<NDManager>> owner = ManagerOf(array);
   if (!owner.ok()) return owner.status();
   return (*owner)->NewSubManager(std::nullopt, name);
-}
-
-std::shared_ptr<NDManager> NDManager::RemoveChild(NDManager* child) {
-  SpinLockHolder lock(&mu_);
-  // A closing parent has taken its list already and closes the child itself.
-  if (closed_) return nullptr;
-  const std::size_t index = child->index_in_parent_;
-  if (index >= children_.size() || children_[index].get() != child) return nullptr;
-  std::shared_ptr<NDManager> removed = std::move(children_[index]);
-  if (index + 1 != children_.size()) {
-    children_[index] = std::move(children_.back());
-    children_[index]->index_in_parent_ = index;
-  }
-  children_.pop_back();
-  return removed;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -317,7 +277,7 @@ absl::Status NDManager::Move(const NDArray& array, NDManager* to, MoveKind kind)
     if (attempt > 0) std::this_thread::yield();
     outcome = Outcome::kDone;
     SpinLockHolder transfer(&TransferLock());
-    NDManager* from = state->owner.load(std::memory_order_relaxed);
+    NDManager* from = state->owner.load(std::memory_order_seq_cst);
     if (from == nullptr) {
       outcome = Outcome::kFreed;
       continue;
@@ -407,7 +367,7 @@ absl::Status NDManager::UnsafeFree(const NDArray& array) {
     in_transit = false;
     {
       SpinLockHolder transfer(&TransferLock());
-      NDManager* from = state->owner.load(std::memory_order_relaxed);
+      NDManager* from = state->owner.load(std::memory_order_seq_cst);
       if (from == nullptr) break;
       SpinLockHolder lock(&from->mu_);
       if (!from->closed_) {
@@ -473,7 +433,7 @@ absl::Status NDManager::CloseImpl() {
   // live until Close is done with it.
   std::shared_ptr<NDManager> parents_reference;
   ResourceList resources;
-  std::vector<std::shared_ptr<NDManager>> children;
+  ChildShard* shards = nullptr;
   bool already = false;
   {
     SpinLockHolder lock(&mu_);
@@ -482,8 +442,8 @@ absl::Status NDManager::CloseImpl() {
     } else {
       closed_ = true;
       resources.swap(resources_);
-      children.swap(children_);
       bytes_ = 0;
+      shards = child_shards_.load(std::memory_order_relaxed);
     }
   }
   if (already) {
@@ -494,8 +454,11 @@ absl::Status NDManager::CloseImpl() {
   }
   // Children first: what they borrowed from us comes back (and is freed below or, since
   // we are closed, freed by them).
-  for (const std::shared_ptr<NDManager>& child : children) child->Close().IgnoreError();
-  children.clear();
+  if (shards != nullptr) {
+    for (const std::shared_ptr<NDManager>& child : TakeChildren(shards)) {
+      child->Close().IgnoreError();
+    }
+  }
 
   // Nothing moves arrays in or out of a closed manager, so the list is ours alone; the
   // borrow fields were last written under mu_, which we have taken since.
@@ -519,9 +482,9 @@ absl::Status NDManager::CloseImpl() {
 
   if (parent_ != nullptr) parents_reference = parent_->RemoveChild(this);
   // Grace period: anyone who read a pointer to this manager from an array under the
-  // transfer lock is done with it once we get the lock, so our caller may drop the
-  // last reference after we return.
-  { SpinLockHolder transfer(&TransferLock()); }
+  // transfer lock is done with it once this returns (every array we held names another
+  // owner or none by now), so our caller may drop the last reference after we return.
+  internal::TransferGracePeriod();
   close_state_.store(kClosed, std::memory_order_release);
   return absl::OkStatus();
 }

@@ -77,10 +77,11 @@ struct ManagerNodeInfo {
 // OutputScope::In(scope) instead of relying on the borrow.
 //
 // Thread-safety: every method may be called from any thread. Many contexts may open,
-// fill and close under one predictor at once. Each manager has one SpinLock, held for a
-// few instructions (an uncontended absl::Mutex costs several times a whole Create on
-// the pool's hot path); moves of arrays between managers go through one process-wide
-// lock (see nd_array.h). Closing a manager while another thread still works with its
+// fill and close under one predictor at once. Each manager has one SpinLock for its
+// arrays and one per shard of its child list (ChildShard), each held for a few
+// instructions (an uncontended absl::Mutex costs several times a whole Create on the
+// pool's hot path); moves of arrays between managers go through one process-wide lock
+// (see nd_array.h). Closing a manager while another thread still works with its
 // arrays is a caller bug that the freed-memory check reports, not something the
 // manager prevents.
 class NDManager : public std::enable_shared_from_this<NDManager> {
@@ -168,7 +169,7 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   std::string DebugDump() const;
   ManagerNodeInfo DebugInfo() const;
 
-  // Use NewSubManager or a MemorySystem; public only for std::make_shared.
+  // Use NewSubManager or a MemorySystem; public only for std::allocate_shared.
   NDManager(PrivateTag, std::uint64_t uid, ManagerLevel level, Device device, Pool* pool,
             internal::LevelCounters* counters, absl::string_view name, NDManager* parent);
   ~NDManager();
@@ -190,14 +191,40 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   // violation is counted).
   absl::Status RefusalError(bool closed, absl::string_view what);
   void ReturnBorrowed(const ResourceList& borrowed) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // The open children, spread over kChildShards lists, each with its own lock on its own
+  // cache line: threads that open and close contexts under one predictor at once pick
+  // different shards (by thread), so a request touches no line another thread writes.
+  // Lists are intrusive (prev_sibling_/next_sibling_ in the child), so registering a
+  // child allocates nothing. A shard's `closed` is set by its manager's Close, which
+  // takes the list; a child added before that is closed by it, later ones are refused.
+  struct alignas(64) ChildShard {
+    SpinLock mu;
+    bool closed ABSL_GUARDED_BY(mu) = false;
+    NDManager* head ABSL_GUARDED_BY(mu) = nullptr;
+    std::size_t count ABSL_GUARDED_BY(mu) = 0;
+  };
+  static constexpr int kChildShards = 8;
+  // This manager's shards, made when its first child opens (most managers never have
+  // one); null if it closed before that.
+  ChildShard* Shards();
+  // Links `child` into this thread's shard with the list's reference to it. False if
+  // this manager is closed (or closing) and refuses children.
+  bool AddChild(const std::shared_ptr<NDManager>& child);
   // Takes `child` out of the open list and hands back the list's reference (null if this
   // manager is closing and closes it itself).
   std::shared_ptr<NDManager> RemoveChild(NDManager* child);
+  // For Close, with the shards it found: refuses further children and hands over every
+  // open one.
+  std::vector<std::shared_ptr<NDManager>> TakeChildren(ChildShard* shards);
+  // The open children now (for the dump and the level sums).
+  std::vector<std::shared_ptr<NDManager>> ChildrenSnapshot() const;
   // Adds this subtree's gauges (live managers, arrays, bytes per level): summed when
   // someone asks, so opening a scope or creating an array updates no shared counter.
   void AccumulateLevels(ManagerLevelSnapshot* snapshot) const;
   // For MemorySystem: the root of `device`'s tree over `pool`, and its close when the
   // memory system dies (the one Close a system manager takes).
+  // Process-wide, unique, increasing per thread.
+  static std::uint64_t NextUid();
   static std::shared_ptr<NDManager> NewSystemManager(Device device, Pool* pool,
                                                      internal::LevelCounters* counters);
   void CloseSystem();
@@ -220,14 +247,21 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   NDManager* const parent_;
   const std::string name_;
   std::atomic<int> close_state_{kOpen};
-  std::size_t index_in_parent_ = 0;  // guarded by parent_->mu_
+  // Owned array of kChildShards (see ChildShard), or null. Set once, under mu_.
+  std::atomic<ChildShard*> child_shards_{nullptr};
+  // This manager's place in its parent's shard `shard_in_parent_`, guarded by that
+  // shard's lock; parents_reference_ is the parent's hold on it while it is open (what
+  // keeps an open child alive when its callers dropped their pointers).
+  NDManager* prev_sibling_ = nullptr;
+  NDManager* next_sibling_ = nullptr;
+  std::shared_ptr<NDManager> parents_reference_;
+  int shard_in_parent_ = 0;
 
   mutable SpinLock mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool capped_ ABSL_GUARDED_BY(mu_) = false;
   std::uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   ResourceList resources_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::shared_ptr<NDManager>> children_ ABSL_GUARDED_BY(mu_);
 };
 
 // Where an op puts its outputs. An op takes one and calls Resolve(inputs) once, then

@@ -28,26 +28,20 @@ std::uint64_t NDManager::bytes() const {
   return bytes_;
 }
 
-std::size_t NDManager::child_count() const {
-  SpinLockHolder lock(&mu_);
-  return children_.size();
-}
-
 bool NDManager::Holds(const NDArray& array) const {
   return array.state_ != nullptr && array.state_->owner.load(std::memory_order_acquire) == this;
 }
 
 ManagerNodeInfo NDManager::DebugInfo() const {
   ManagerNodeInfo info;
-  std::vector<std::shared_ptr<NDManager>> children;
   {
     SpinLockHolder lock(&mu_);
     info.capped = capped_;
     info.closed = closed_;
     info.resource_count = static_cast<std::int64_t>(resources_.size());
     info.bytes = bytes_;
-    children = children_;
   }
+  const std::vector<std::shared_ptr<NDManager>> children = ChildrenSnapshot();
   info.name = name();
   info.uid = uid_;
   info.level = level_;
@@ -76,7 +70,6 @@ std::string NDManager::DebugDump() const {
 }
 
 void NDManager::AccumulateLevels(ManagerLevelSnapshot* snapshot) const {
-  std::vector<std::shared_ptr<NDManager>> children;
   {
     SpinLockHolder lock(&mu_);
     ManagerLevelCounts& counts = (*snapshot)[level_];
@@ -84,8 +77,8 @@ void NDManager::AccumulateLevels(ManagerLevelSnapshot* snapshot) const {
     ++counts.live_managers;
     counts.attached_resources += static_cast<std::int64_t>(resources_.size());
     counts.attached_bytes += static_cast<std::int64_t>(bytes_);
-    children = children_;
   }
+  const std::vector<std::shared_ptr<NDManager>> children = ChildrenSnapshot();
   for (const auto& child : children) child->AccumulateLevels(snapshot);
 }
 

@@ -25,7 +25,7 @@ class ABSL_LOCKABLE SpinLock {
       locked_.store(true, std::memory_order_relaxed);
       return;
     }
-    if (!locked_.exchange(true, std::memory_order_acquire)) return;
+    if (!locked_.exchange(true, std::memory_order_seq_cst)) return;
     LockContended();
   }
   // Takes the lock if it is free right now; never waits.
@@ -39,6 +39,11 @@ class ABSL_LOCKABLE SpinLock {
     return !locked_.exchange(true, std::memory_order_acquire);
   }
   void Unlock() ABSL_UNLOCK_FUNCTION() { locked_.store(false, std::memory_order_release); }
+  // Whether some thread holds the lock at this instant. Taking it is a sequentially
+  // consistent exchange (the same instruction as an acquire one on x86), so that a
+  // thread that stores, fences and then sees the lock free knows that the next holder
+  // sees its store (the transfer grace period in nd_array.h relies on it).
+  bool IsLocked() const { return locked_.load(std::memory_order_acquire); }
 
  private:
   // Out of line: keeps the uncontended path a handful of instructions at every caller.
@@ -48,7 +53,7 @@ class ABSL_LOCKABLE SpinLock {
         // Yield once the holder has clearly been descheduled (only 2 cores here).
         if (++spins > 64) std::this_thread::yield();
       }
-      if (!locked_.exchange(true, std::memory_order_acquire)) return;
+      if (!locked_.exchange(true, std::memory_order_seq_cst)) return;
     }
   }
 

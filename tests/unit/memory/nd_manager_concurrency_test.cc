@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -140,6 +141,79 @@ TEST_F(NDManagerConcurrencyTest, ContextsOpenAttachAndCloseUnderOnePredictor) {
             attach_attempts);
   ASSERT_TRUE(predictor->Close().ok());
   ASSERT_TRUE(model->Close().ok());
+  ExpectBackTo(baseline);
+}
+
+// More threads than the parent's child list has shards open contexts, other threads close
+// some of them, the parent closes the rest: the list, the dump and the level counts see
+// exactly the open ones throughout, wherever they were opened or closed.
+TEST_F(NDManagerConcurrencyTest, ChildrenOfManyThreadsAreListedAndClosedAnywhere) {
+  const Baseline baseline = TakeBaseline();
+  constexpr int kOpeners = 12;
+  constexpr int kEach = 3;
+  std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
+  std::vector<std::vector<std::shared_ptr<NDManager>>> opened(kOpeners);
+  std::vector<std::vector<NDArray>> arrays(kOpeners);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kOpeners; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        absl::StatusOr<std::shared_ptr<NDManager>> ctx =
+            predictor->NewSubManager(ManagerLevel::kContext);
+        ASSERT_TRUE(ctx.ok()) << ctx.status();
+        absl::StatusOr<NDArray> a = (*ctx)->Create({4 + i}, DType::kFp32);
+        ASSERT_TRUE(a.ok()) << a.status();
+        opened[t].push_back(*ctx);
+        arrays[t].push_back(*a);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  threads.clear();
+
+  std::set<std::uint64_t> uids;
+  for (const auto& contexts : opened) {
+    for (const auto& ctx : contexts) uids.insert(ctx->uid());
+  }
+  ASSERT_EQ(uids.size(), static_cast<std::size_t>(kOpeners * kEach));
+  auto listed = [&] {
+    std::set<std::uint64_t> out;
+    for (const ManagerNodeInfo& child : predictor->DebugInfo().children) out.insert(child.uid);
+    return out;
+  };
+  EXPECT_EQ(predictor->child_count(), uids.size());
+  EXPECT_EQ(listed(), uids);
+  EXPECT_EQ(memory_.LevelCounts()[ManagerLevel::kContext].live_managers -
+                baseline.levels[ManagerLevel::kContext].live_managers,
+            kOpeners * kEach);
+
+  // Each thread closes the first two contexts another thread opened.
+  for (int t = 0; t < kOpeners; ++t) {
+    threads.emplace_back([&, t] {
+      const int owner = (t + 5) % kOpeners;
+      for (int i = 0; i < 2; ++i) ASSERT_TRUE(opened[owner][i]->Close().ok());
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::set<std::uint64_t> still_open;
+  for (int t = 0; t < kOpeners; ++t) {
+    for (int i = 0; i < kEach; ++i) {
+      EXPECT_EQ(opened[t][i]->closed(), i < 2);
+      EXPECT_EQ(arrays[t][i].valid(), i >= 2);
+      if (i >= 2) still_open.insert(opened[t][i]->uid());
+    }
+  }
+  EXPECT_EQ(predictor->child_count(), still_open.size());
+  EXPECT_EQ(listed(), still_open);
+
+  ASSERT_TRUE(predictor->Close().ok());
+  EXPECT_EQ(predictor->child_count(), 0u);
+  for (int t = 0; t < kOpeners; ++t) {
+    for (int i = 0; i < kEach; ++i) {
+      EXPECT_TRUE(opened[t][i]->closed());
+      EXPECT_FALSE(arrays[t][i].valid());
+    }
+  }
   ExpectBackTo(baseline);
 }
 

@@ -189,6 +189,21 @@ TEST_F(NDManagerTest, ClosingAChildTakesItOutOfTheTree) {
   ASSERT_TRUE(predictor->Close().ok());
 }
 
+TEST_F(NDManagerTest, AClosedParentRefusesChildrenWhetherOrNotItHadAny) {
+  std::shared_ptr<NDManager> had = Base(ManagerLevel::kPredictor);
+  std::shared_ptr<NDManager> child = Must(had->NewSubManager(ManagerLevel::kContext));
+  ASSERT_TRUE(child->Close().ok());
+  std::shared_ptr<NDManager> never = Base(ManagerLevel::kPredictor);
+  ASSERT_TRUE(had->Close().ok());
+  ASSERT_TRUE(never->Close().ok());
+  for (NDManager* parent : {had.get(), never.get()}) {
+    absl::Status status = parent->NewSubManager(ManagerLevel::kContext).status();
+    EXPECT_TRUE(absl::IsFailedPrecondition(status)) << status;
+    EXPECT_EQ(parent->child_count(), 0u);
+    EXPECT_TRUE(parent->DebugInfo().children.empty());
+  }
+}
+
 TEST_F(NDManagerTest, CloseThroughTheParentsLastReference) {
   std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
   NDManager* raw = nullptr;

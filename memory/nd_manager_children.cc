@@ -1,0 +1,207 @@
+// NDManager's tree: opening sub-managers and the sharded list of open children that a
+// parent closes, dumps and counts (nd_manager.h, ChildShard).
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/optimization.h"
+#include "absl/strings/str_cat.h"
+#include "memory/nd_manager.h"
+
+namespace ndserve {
+
+namespace {
+
+// Each thread adds its children to one shard of any parent, spread round-robin over
+// threads, so that two request threads never share a shard (and its cache line) while
+// there are no more of them than shards.
+int ThisThreadsShard(int shards) {
+  static std::atomic<unsigned> next{0};
+  thread_local const unsigned mine = next.fetch_add(1, std::memory_order_relaxed);
+  return static_cast<int>(mine % static_cast<unsigned>(shards));
+}
+
+// Every request opens and closes a context manager; its object and shared_ptr control
+// block (one allocation, through allocate_shared) come from a small per-thread free list
+// instead of malloc. A block released on another thread joins that thread's list. The
+// list is trivially destructible, so a manager dropped during thread or process teardown
+// (after the reaper ran) still finds it, sees `dead` and frees directly.
+template <typename T>
+class RecyclingAllocator {
+ public:
+  using value_type = T;
+  RecyclingAllocator() = default;
+  template <typename U>
+  RecyclingAllocator(const RecyclingAllocator<U>& /*other*/) {}  // NOLINT: rebinding
+
+  T* allocate(std::size_t n) {
+    FreeList& list = free_list_;
+    if (n == 1 && list.count > 0) return static_cast<T*>(list.items[--list.count]);
+    return std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, std::size_t n) {
+    FreeList& list = free_list_;
+    if (n == 1 && !list.dead && list.count < kCached) {
+      if (ABSL_PREDICT_FALSE(!list.registered)) {
+        list.registered = true;
+        [[maybe_unused]] Reaper& reaper = reaper_;  // constructs it: runs at thread exit
+      }
+      list.items[list.count++] = p;
+      return;
+    }
+    std::allocator<T>().deallocate(p, n);
+  }
+  friend bool operator==(const RecyclingAllocator&, const RecyclingAllocator&) { return true; }
+
+ private:
+  static constexpr int kCached = 32;
+  struct FreeList {
+    void* items[kCached];
+    int count;
+    bool registered;
+    bool dead;
+  };
+  struct Reaper {
+    ~Reaper() {
+      while (free_list_.count > 0) {
+        std::allocator<T>().deallocate(static_cast<T*>(free_list_.items[--free_list_.count]), 1);
+      }
+      free_list_.dead = true;
+    }
+  };
+  static thread_local FreeList free_list_;  // zero-initialized
+  static thread_local Reaper reaper_;
+};
+
+template <typename T>
+thread_local typename RecyclingAllocator<T>::FreeList RecyclingAllocator<T>::free_list_;
+template <typename T>
+thread_local typename RecyclingAllocator<T>::Reaper RecyclingAllocator<T>::reaper_;
+
+}  // namespace
+
+NDManager::ChildShard* NDManager::Shards() {
+  ChildShard* shards = child_shards_.load(std::memory_order_acquire);
+  if (ABSL_PREDICT_TRUE(shards != nullptr)) return shards;
+  auto* made = new ChildShard[kChildShards];
+  {
+    // Published under mu_ and only while open: a Close that found none under mu_ can
+    // rely on never getting any.
+    SpinLockHolder lock(&mu_);
+    if (!closed_) {
+      shards = child_shards_.load(std::memory_order_relaxed);
+      if (shards == nullptr) {
+        child_shards_.store(made, std::memory_order_release);
+        return made;
+      }
+    }
+  }
+  delete[] made;  // closed, or another thread made them first
+  return shards;
+}
+
+absl::StatusOr<std::shared_ptr<NDManager>> NDManager::NewSubManager(
+    std::optional<ManagerLevel> level, absl::string_view name) {
+  const ManagerLevel child_level = level.value_or(level_);
+  if (child_level == ManagerLevel::kSystem) {
+    // Only the per-device root is "system"; a second one would confuse the metrics.
+    return absl::InvalidArgumentError(
+        "a new manager needs a level other than system (model, predictor, context, ...)");
+  }
+  auto child =
+      std::allocate_shared<NDManager>(RecyclingAllocator<NDManager>(), PrivateTag{}, NextUid(),
+                                      child_level, device_, pool_, counters_, name, this);
+  if (ABSL_PREDICT_FALSE(!AddChild(child))) {
+    // Never in the tree: mark it closed so its destructor does nothing.
+    {
+      SpinLockHolder lock(&child->mu_);
+      child->closed_ = true;
+    }
+    child->close_state_.store(kClosed, std::memory_order_release);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open a sub-manager under closed manager '", this->name(), "'"));
+  }
+  return child;
+}
+
+bool NDManager::AddChild(const std::shared_ptr<NDManager>& child) {
+  ChildShard* shards = Shards();
+  if (shards == nullptr) return false;
+  const int index = ThisThreadsShard(kChildShards);
+  ChildShard& shard = shards[index];
+  SpinLockHolder lock(&shard.mu);
+  if (shard.closed) return false;
+  child->shard_in_parent_ = index;
+  child->parents_reference_ = child;
+  child->prev_sibling_ = nullptr;
+  child->next_sibling_ = shard.head;
+  if (shard.head != nullptr) shard.head->prev_sibling_ = child.get();
+  shard.head = child.get();
+  ++shard.count;
+  return true;
+}
+
+std::shared_ptr<NDManager> NDManager::RemoveChild(NDManager* child) {
+  // The child was added, so the shards exist and stay until this manager is destroyed.
+  ChildShard& shard = child_shards_.load(std::memory_order_acquire)[child->shard_in_parent_];
+  SpinLockHolder lock(&shard.mu);
+  // A closing parent has taken the list already and closes the child itself.
+  if (shard.closed) return nullptr;
+  if (child->prev_sibling_ != nullptr) {
+    child->prev_sibling_->next_sibling_ = child->next_sibling_;
+  } else {
+    shard.head = child->next_sibling_;
+  }
+  if (child->next_sibling_ != nullptr) child->next_sibling_->prev_sibling_ = child->prev_sibling_;
+  child->prev_sibling_ = child->next_sibling_ = nullptr;
+  --shard.count;
+  return std::move(child->parents_reference_);
+}
+
+std::vector<std::shared_ptr<NDManager>> NDManager::TakeChildren(ChildShard* shards) {
+  std::vector<std::shared_ptr<NDManager>> children;
+  for (int i = 0; i < kChildShards; ++i) {
+    ChildShard& shard = shards[i];
+    SpinLockHolder lock(&shard.mu);
+    shard.closed = true;
+    for (NDManager* child = shard.head; child != nullptr;) {
+      NDManager* next = child->next_sibling_;
+      child->prev_sibling_ = child->next_sibling_ = nullptr;
+      children.push_back(std::move(child->parents_reference_));
+      child = next;
+    }
+    shard.head = nullptr;
+    shard.count = 0;
+  }
+  return children;
+}
+
+std::vector<std::shared_ptr<NDManager>> NDManager::ChildrenSnapshot() const {
+  std::vector<std::shared_ptr<NDManager>> children;
+  ChildShard* shards = child_shards_.load(std::memory_order_acquire);
+  if (shards == nullptr) return children;
+  for (int i = 0; i < kChildShards; ++i) {
+    ChildShard& shard = shards[i];
+    SpinLockHolder lock(&shard.mu);
+    for (NDManager* child = shard.head; child != nullptr; child = child->next_sibling_) {
+      children.push_back(child->parents_reference_);
+    }
+  }
+  return children;
+}
+
+std::size_t NDManager::child_count() const {
+  ChildShard* shards = child_shards_.load(std::memory_order_acquire);
+  if (shards == nullptr) return 0;
+  std::size_t count = 0;
+  for (int i = 0; i < kChildShards; ++i) {
+    ChildShard& shard = shards[i];
+    SpinLockHolder lock(&shard.mu);
+    count += shard.count;
+  }
+  return count;
+}
+
+}  // namespace ndserve
