@@ -28,12 +28,18 @@ std::filesystem::path GraphDir(const std::string& name) {
   return SourceDir() / "tests/fixtures/graphs" / name;
 }
 
+// One memory system for every model these tests load; it outlives them all.
+MemorySystem* TestMemory() {
+  static MemorySystem* memory = new MemorySystem();
+  return memory;
+}
+
 std::shared_ptr<ServedModel> LoadGraphModel(const std::string& name) {
   ModelLoadSpec spec;
   spec.name = name;
   spec.model_path = (GraphDir(name) / "model.onnx").string();
   spec.device = Device::Cpu();
-  absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec);
+  absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, TestMemory());
   EXPECT_TRUE(served.ok()) << served.status();
   return served.value_or(nullptr);
 }
@@ -233,7 +239,7 @@ TEST(MetadataTest, DynamicAxesAreMinusOneUnderTheExportersNames) {
   EngineOptions options;
   options.model_repository = repo.path().string();
   options.device = Device::Cpu();
-  Engine engine(options);
+  Engine engine(options, TestMemory());
   ASSERT_TRUE(engine.LoadModel("exported").ok());
   absl::StatusOr<ModelMetadata> meta = engine.GetModelMetadata("exported");
   ASSERT_TRUE(meta.ok()) << meta.status();
