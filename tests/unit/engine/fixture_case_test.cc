@@ -79,7 +79,7 @@ TEST(FixtureCaseTest, ErrorsNameTheLine) {
   };
   for (const char* bad : {"input x FP32 [2,3] in_x.bin",  // 12 bytes, not 24
                           "input x NOPE [3] in_x.bin", "input x FP32 [3 in_x.bin",
-                          "attr a strings x", "attr a int 1.5", "tolerance a b", "frobnicate 1"}) {
+                          "attr a bytes x", "attr a int 1.5", "tolerance a b", "frobnicate 1"}) {
     const absl::Status s = error_for(bad);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad << ": " << s;
     EXPECT_NE(s.message().find(bad), std::string::npos) << s;
