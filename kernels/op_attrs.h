@@ -87,6 +87,9 @@ using OpAttrs = std::variant<
     // kernels/attrs/data.h
 
     // kernels/attrs/conv.h
+    ConvAttrs,
+    PoolAttrs,
+    BatchNormAttrs,
 
     // kernels/attrs/rnn.h
 

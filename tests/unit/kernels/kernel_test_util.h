@@ -5,6 +5,7 @@
 // (upload, run through the dispatch table, synchronize, download) and comparing with a
 // tolerance. Header-only because the test binary is built from *_test.cc files only.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -83,14 +84,60 @@ inline std::string DeviceTestName(const ::testing::TestParamInfo<Device>& info) 
   return info.param.is_cuda() ? absl::StrCat("cuda", info.param.ordinal) : "cpu";
 }
 
-// Runs kernels on one device with buffers from that device's raw allocator. Not
-// thread-safe.
+// The kernels' working space in tests (the engine's comes from the request's scope):
+// blocks from the device's raw allocator, all given back by Release, which the runner
+// calls once a run's outputs are downloaded (so queued CUDA work has finished with them).
+// An optional byte limit makes Allocate fail with RESOURCE_EXHAUSTED, as a full pool
+// would. Not thread-safe.
+class TestScratch : public ScratchAllocator {
+ public:
+  TestScratch() = default;
+  ~TestScratch() override { Release(); }
+  TestScratch(const TestScratch&) = delete;
+  TestScratch& operator=(const TestScratch&) = delete;
+
+  void set_allocator(DeviceAllocator* allocator) { allocator_ = allocator; }
+  void set_limit(std::size_t bytes) { limit_ = bytes; }
+
+  absl::StatusOr<void*> Allocate(std::size_t bytes) override {
+    if (allocator_ == nullptr) return absl::FailedPreconditionError("no scratch allocator");
+    if (held_ + bytes > limit_) {
+      return absl::ResourceExhaustedError(absl::StrCat("test scratch limit of ", limit_,
+                                                       " bytes reached (asked for ", bytes, ")"));
+    }
+    const std::size_t n = std::max<std::size_t>(bytes, 1);
+    NDS_ASSIGN_OR_RETURN(void* p, allocator_->Allocate(n));
+    blocks_.push_back({p, n});
+    held_ += bytes;
+    peak_ = std::max(peak_, held_);
+    return p;
+  }
+
+  void Release() {
+    for (auto& [ptr, bytes] : blocks_) allocator_->Deallocate(ptr, bytes);
+    blocks_.clear();
+    held_ = 0;
+  }
+  std::size_t held_bytes() const { return held_; }
+  // The most bytes held at once since construction.
+  std::size_t peak_bytes() const { return peak_; }
+
+ private:
+  DeviceAllocator* allocator_ = nullptr;
+  std::size_t limit_ = SIZE_MAX;
+  std::size_t held_ = 0, peak_ = 0;
+  std::vector<std::pair<void*, std::size_t>> blocks_;
+};
+
+// Runs kernels on one device with buffers from that device's raw allocator, and scratch
+// (TestScratch) from it too. Not thread-safe.
 class DeviceRunner {
  public:
   explicit DeviceRunner(Device device) : device_(device) {
     auto alloc = MakeDeviceAllocator(device);
     EXPECT_TRUE(alloc.ok()) << alloc.status();
     if (alloc.ok()) allocator_ = *std::move(alloc);
+    scratch_.set_allocator(allocator_.get());
     if (device.is_cuda()) {
       auto gpu = GpuResources::Create(device);
       EXPECT_TRUE(gpu.ok()) << gpu.status();
@@ -98,11 +145,17 @@ class DeviceRunner {
     }
   }
   ~DeviceRunner() {
+    scratch_.Release();
     for (auto& [ptr, bytes] : buffers_) allocator_->Deallocate(ptr, bytes);
   }
 
   Device device() const { return device_; }
-  KernelContext context() const { return gpu_ ? gpu_->context() : KernelContext::Cpu(); }
+  KernelContext context() {
+    KernelContext ctx = gpu_ ? gpu_->context() : KernelContext::Cpu();
+    ctx.scratch = &scratch_;
+    return ctx;
+  }
+  TestScratch& scratch() { return scratch_; }
 
   // A view over a fresh buffer holding `t` (or uninitialized, for outputs).
   absl::StatusOr<TensorView> Upload(const HostTensor& t) {
@@ -151,12 +204,19 @@ class DeviceRunner {
       NDS_ASSIGN_OR_RETURN(TensorView v, Allocate(d));
       out_views.push_back(v);
     }
-    NDS_RETURN_IF_ERROR(RunKernel(op, context(), in_views, out_views, attrs));
+    absl::Status run = RunKernel(op, context(), in_views, out_views, attrs);
+    if (gpu_ && !run.ok()) gpu_->Synchronize().IgnoreError();  // before scratch goes back
+    if (!run.ok()) {
+      scratch_.Release();
+      return run;
+    }
     std::vector<HostTensor> out;
     for (const TensorView& v : out_views) {
       NDS_ASSIGN_OR_RETURN(HostTensor t, Download(v));
       out.push_back(std::move(t));
     }
+    if (gpu_) NDS_RETURN_IF_ERROR(gpu_->Synchronize());
+    scratch_.Release();
     return out;
   }
 
@@ -183,6 +243,7 @@ class DeviceRunner {
   std::unique_ptr<DeviceAllocator> allocator_;
   std::unique_ptr<GpuResources> gpu_;
   std::vector<std::pair<void*, std::size_t>> buffers_;
+  TestScratch scratch_;  // after allocator_: released before the allocator goes
 };
 
 // Element i of a host tensor as double (FP16/BF16 through float, BOOL as 0/1).

@@ -93,6 +93,8 @@ absl::StatusOr<Fixture> LoadFixture(const fs::path& dir) {
           if (!absl::SimpleAtoi(items[i], &v[i])) return absl::InvalidArgumentError(line);
         }
         fx.attrs[w[1]] = v;
+      } else if (type == "string") {
+        fx.attrs[w[1]] = w[3];
       } else {
         return absl::InvalidArgumentError(absl::StrCat("unknown attr type: ", line));
       }
