@@ -90,6 +90,7 @@ using OpAttrs = std::variant<
     ConvAttrs,
     PoolAttrs,
     BatchNormAttrs,
+    ResizeAttrs,
 
     // kernels/attrs/rnn.h
 

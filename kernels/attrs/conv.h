@@ -45,6 +45,22 @@ struct BatchNormAttrs {
   float epsilon = 1e-5f;
 };
 
+enum class ResizeMode { kNearest, kLinear };
+// coordinate_transformation_mode: how an output coordinate maps back onto the input.
+enum class ResizeCoord { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric,
+                         kTfHalfPixelForNn };
+enum class ResizeNearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+
+// Resize (opset 13+). Exactly one of `scales` and `sizes` (host inputs 2 and 3) is set,
+// one value per dim of X; only the last two dims may change size (linear is bilinear).
+struct ResizeAttrs {
+  ResizeMode mode = ResizeMode::kNearest;
+  ResizeCoord coord = ResizeCoord::kHalfPixel;
+  ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  std::vector<float> scales;
+  std::vector<int64_t> sizes;
+};
+
 }  // namespace ndserve::kernels
 
 #endif  // NDSERVE_KERNELS_ATTRS_CONV_H_

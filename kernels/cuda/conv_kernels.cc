@@ -12,6 +12,7 @@
 #include "kernels/cuda/conv_launchers.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/resize_plan.h"
 #include "base/status_macros.h"
 
 namespace ndserve::kernels::gpu {
@@ -212,6 +213,22 @@ absl::Status BatchNormalization(const KernelContext& ctx, absl::Span<const Tenso
                       in[3].as<const float>(), in[4].as<const float>(), out[0].as<float>(), n, c,
                       inner, std::get<BatchNormAttrs>(attrs).epsilon, StreamOf(ctx)),
       "BatchNormalization launch");
+}
+
+absl::Status Resize(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const ResizeAttrs& a = std::get<ResizeAttrs>(attrs);
+  NDS_ASSIGN_OR_RETURN(const ResizePlan p, MakeResizePlan(a, in[0].shape));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  ResizeArgs args;
+  args.planes = p.planes;
+  args.in_h = p.in_h, args.in_w = p.in_w, args.out_h = p.out_h, args.out_w = p.out_w;
+  args.scale_h = p.scale_h, args.scale_w = p.scale_w;
+  args.coord = static_cast<int>(a.coord);
+  args.nearest = static_cast<int>(a.nearest);
+  args.linear = a.mode == ResizeMode::kLinear;
+  return CudaStatus(LaunchResize(in[0].as<const float>(), out[0].as<float>(), args, StreamOf(ctx)),
+                    "Resize launch");
 }
 
 }  // namespace ndserve::kernels::gpu

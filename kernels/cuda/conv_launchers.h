@@ -1,7 +1,8 @@
 #ifndef NDSERVE_KERNELS_CUDA_CONV_LAUNCHERS_H_
 #define NDSERVE_KERNELS_CUDA_CONV_LAUNCHERS_H_
 
-// Raw launchers of the conv family's .cu kernels (conv.cu, pool.cu, batch_norm.cu): plain
+// Raw launchers of the conv family's .cu kernels (conv.cu, pool.cu, batch_norm.cu,
+// resize.cu): plain
 // pointers and sizes in, the launch's cudaError_t out. Like launchers.h, no Abseil, so
 // nvcc stays fast; conv_kernels.cc plans and calls these. Each queues work on `stream`
 // and returns at once; nothing is launched for an empty output. Reentrant.
@@ -52,6 +53,16 @@ cudaError_t LaunchGlobalPool(const float* x, float* y, int64_t planes, int64_t p
 cudaError_t LaunchBatchNorm(const float* x, const float* scale, const float* bias,
                             const float* mean, const float* var, float* y, int64_t n, int64_t c,
                             int64_t inner, float epsilon, cudaStream_t stream);
+
+// Resize of `planes` planes from in_h x in_w to out_h x out_w; coord and nearest are the
+// ResizeCoord / ResizeNearest codes (kernels/resize_coord.h).
+struct ResizeArgs {
+  int64_t planes = 0, in_h = 1, in_w = 1, out_h = 1, out_w = 1;
+  float scale_h = 1.0f, scale_w = 1.0f;
+  int coord = 0, nearest = 0;
+  bool linear = false;
+};
+cudaError_t LaunchResize(const float* x, float* y, const ResizeArgs& args, cudaStream_t stream);
 
 }  // namespace ndserve::kernels::gpu
 

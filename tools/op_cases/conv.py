@@ -11,6 +11,8 @@ from gen_models import EXACT, GEMM_TOL, NORM_TOL, REDUCE_TOL, float_data  # noqa
 # Conv accumulates up to a few hundred products in another order than numpy.
 CONV_TOL = GEMM_TOL
 POOL_AVG_TOL = REDUCE_TOL
+# Nearest is exact; bilinear mixes four pixels with float weights.
+RESIZE_TOL = (1e-5, 1e-5)
 
 
 def _as_2d(x, spatial):
@@ -189,6 +191,66 @@ def batchnorm_ref(x, scale, b, mean, var, eps):
     return (y * scale.reshape(shape) + b.reshape(shape)).astype(np.float32)
 
 
+def _resize_axis(n_in, n_out, scale, mode, coord, nearest):
+    """Per output index: (i0, i1, w1) along one axis, in float32 as the kernels compute."""
+    f = np.float32
+    taps = []
+    for o in range(n_out):
+        x = f(o)
+        if coord == "half_pixel":
+            s = (x + f(0.5)) / f(scale) - f(0.5)
+        elif coord == "pytorch_half_pixel":
+            s = (x + f(0.5)) / f(scale) - f(0.5) if n_out > 1 else f(0)
+        elif coord == "align_corners":
+            s = f(0) if n_out == 1 else x * f(n_in - 1) / f(n_out - 1)
+        elif coord == "asymmetric":
+            s = x / f(scale)
+        else:  # tf_half_pixel_for_nn
+            s = (x + f(0.5)) / f(scale)
+        if mode == "nearest":
+            fl = np.floor(s)
+            half = s == fl + f(0.5)
+            if nearest == "round_prefer_floor":
+                i = fl if half else np.round(s)
+            elif nearest == "round_prefer_ceil":
+                i = fl + 1 if half else np.round(s)
+            elif nearest == "floor":
+                i = fl
+            else:
+                i = np.ceil(s)
+            i = min(max(int(i), 0), n_in - 1)
+            taps.append((i, i, 0.0))
+        else:
+            s = min(max(float(s), 0.0), float(n_in - 1))
+            i0 = int(np.floor(s))
+            taps.append((i0, min(i0 + 1, n_in - 1), s - i0))
+    return taps
+
+
+def resize_ref(x, mode, coord, nearest, scales, sizes):
+    """Resize over the last two dims (np.round is half-to-even, but exact halves never reach
+    it: they are decided by the nearest mode first)."""
+    xs = list(x.shape)
+    if sizes is not None:
+        out = list(sizes)
+        scales = [np.float32(o) / np.float32(i) for o, i in zip(out, xs)]
+    else:
+        out = [int(np.floor(i * float(np.float32(s)))) for i, s in zip(xs, scales)]
+    x3 = x.reshape((-1, 1 if x.ndim == 1 else xs[-2], xs[-1])).astype(np.float64)
+    hin, win = x3.shape[1], x3.shape[2]
+    hout = 1 if x.ndim == 1 else out[-2]
+    hs = scales[-2] if x.ndim > 1 else 1.0
+    rows = _resize_axis(hin, hout, hs, mode, coord, nearest)
+    cols = _resize_axis(win, out[-1], scales[-1], mode, coord, nearest)
+    y = np.zeros((x3.shape[0], hout, out[-1]))
+    for r, (r0, r1, wy) in enumerate(rows):
+        for c, (c0, c1, wx) in enumerate(cols):
+            top = x3[:, r0, c0] * (1 - wx) + x3[:, r0, c1] * wx
+            bottom = x3[:, r1, c0] * (1 - wx) + x3[:, r1, c1] * wx
+            y[:, r, c] = top * (1 - wy) + bottom * wy
+    return y.reshape(out).astype(np.float32)
+
+
 def _ints(v):
     return ("ints", list(v))
 
@@ -346,3 +408,36 @@ def cases(add, rng):
             [("input", "X", x), ("const", "scale", scale), ("const", "B", b),
              ("const", "input_mean", mean), ("const", "input_var", var)],
             [("Y", batchnorm_ref(x, scale, b, mean, var, eps))], attrs=attrs, tol=NORM_TOL)
+
+    # Resize (roi, scales, sizes are constants read on the host) ---------------------------
+    resize_cases = [
+        # name, x shape, mode, coordinate mode, nearest mode, scales or None, sizes or None
+        ("resize_nearest_asymmetric_floor", (1, 2, 4, 5), "nearest", "asymmetric", "floor",
+         [1.0, 1.0, 2.0, 2.0], None),
+        ("resize_nearest_half_pixel_sizes", (1, 2, 6, 5), "nearest", "half_pixel",
+         "round_prefer_floor", None, [1, 2, 9, 3]),
+        ("resize_nearest_align_corners_prefer_ceil", (2, 1, 4, 5), "nearest", "align_corners",
+         "round_prefer_ceil", [1.0, 1.0, 1.5, 2.5], None),
+        ("resize_nearest_tf_half_pixel_ceil", (1, 1, 5, 4), "nearest", "tf_half_pixel_for_nn",
+         "ceil", None, [1, 1, 3, 7]),
+        ("resize_linear_half_pixel_scales", (2, 3, 4, 5), "linear", "half_pixel", None,
+         [1.0, 1.0, 2.0, 2.0], None),
+        ("resize_linear_pytorch_half_pixel_sizes", (1, 2, 5, 6), "linear", "pytorch_half_pixel",
+         None, None, [1, 2, 1, 4]),
+        ("resize_linear_align_corners", (2, 1, 4, 5), "linear", "align_corners", None, None,
+         [2, 1, 7, 9]),
+        ("resize_linear_asymmetric_rank3", (2, 3, 6), "linear", "asymmetric", None,
+         [1.0, 2.0, 0.5], None),
+    ]
+    for name, xs, mode, coord, nearest, scales, sizes in resize_cases:
+        r = gen()
+        x = float_data(r, xs)
+        y = resize_ref(x, mode, coord, nearest or "round_prefer_floor", scales, sizes)
+        inputs = [("input", "X", x), ("const", "roi", np.zeros((0,), np.float32)),
+                  ("const", "scales", np.array(scales or [], np.float32))]
+        if sizes is not None:
+            inputs.append(("const", "sizes", np.array(sizes, np.int64)))
+        attrs = {"mode": ("string", mode), "coordinate_transformation_mode": ("string", coord)}
+        if nearest is not None:
+            attrs["nearest_mode"] = ("string", nearest)
+        add(name, "Resize", 13, inputs, [("Y", y)], attrs=attrs, tol=RESIZE_TOL)

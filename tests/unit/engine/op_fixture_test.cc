@@ -67,6 +67,7 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"GlobalMaxPool", {0, 0}},
       {"MaxPool", {0, 0}},
       {"AveragePool", {1e-5, 1e-5}},
+      {"Resize", {1e-5, 1e-5}},
 
       // Recurrent ops and Einsum
 
