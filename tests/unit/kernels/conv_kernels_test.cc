@@ -7,6 +7,7 @@
 // Tolerances: Conv / ConvTranspose 1e-5 + 1e-4 rel (sums of products in another order).
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -267,6 +268,52 @@ TEST(ConvRulesTest, PoolAndNormShapeErrors) {
                          {F32({2, 3, 4}), F32({3}), F32({3}), F32({4}), F32({3})},
                          BatchNormAttrs{}),
               inv, "input_mean");
+}
+
+TEST(ConvRulesTest, ResizeErrors) {
+  const auto inv = absl::StatusCode::kInvalidArgument;
+  const auto unimpl = absl::StatusCode::kUnimplemented;
+  auto scales = [](std::vector<double> v) {
+    HostValue h;
+    h.dtype = DType::kFp32;
+    h.shape = {static_cast<int64_t>(v.size())};
+    h.reals = std::move(v);
+    return HostInputs({std::nullopt, std::nullopt, std::move(h)});
+  };
+  ExpectError(BuildOpAttrs(OpKind::kResize, 13, {}).status(), inv, "scales");
+  ExpectError(
+      BuildOpAttrs(OpKind::kResize, 13, {{"mode", std::string("cubic")}}, scales({1, 1, 2, 2}))
+          .status(),
+      unimpl, "cubic");
+  ExpectError(BuildOpAttrs(OpKind::kResize, 13,
+                           {{"coordinate_transformation_mode", std::string("tf_crop_and_resize")}},
+                           scales({1, 1, 2, 2}))
+                  .status(),
+              unimpl, "tf_crop_and_resize");
+  ExpectError(
+      BuildOpAttrs(OpKind::kResize, 13, {{"nearest_mode", std::string("up")}}, scales({1, 2}))
+          .status(),
+      inv, "nearest_mode");
+  ResizeAttrs a;
+  a.scales = {1, 1, 2};
+  ExpectError(InferError(OpKind::kResize, {F32({1, 2, 3, 4})}, a), inv, "Resize");
+  a.scales = {1, 2, 2, 2};  // a channel dim may not change
+  ExpectError(InferError(OpKind::kResize, {F32({1, 2, 3, 4})}, a), unimpl, "Resize");
+  a.scales = {1, 1, 0, 2};
+  ExpectError(InferError(OpKind::kResize, {F32({1, 2, 3, 4})}, a), inv, "Resize");
+}
+
+TEST_P(ConvKernelsTest, ResizeNearestUpsampleRepeatsPixels) {
+  ResizeAttrs a;
+  a.coord = ResizeCoord::kAsymmetric;
+  a.nearest = ResizeNearest::kFloor;
+  a.sizes = {1, 1, 4, 6};
+  const auto got =
+      Run(OpKind::kResize, {HostTensor::Of<float>({1, 1, 2, 3}, {1, 2, 3, 4, 5, 6})}, a);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].Values<float>(),
+            std::vector<float>({1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3,  //
+                                4, 4, 5, 5, 6, 6, 4, 4, 5, 5, 6, 6}));
 }
 
 TEST(ConvRulesTest, GeometryOfAutoPadAndCeilMode) {
