@@ -80,8 +80,8 @@ absl::StatusOr<int> FuseConvBatchNorm(GraphDef* def) {
     for (std::size_t i = 1; i < bn.outputs.size(); ++i) extra_outputs |= !bn.outputs[i].empty();
     if (extra_outputs) continue;
     if (auto t = bn.attrs.find("training_mode");
-        t != bn.attrs.end() && !(std::holds_alternative<int64_t>(t->second) &&
-                                 std::get<int64_t>(t->second) == 0)) {
+        t != bn.attrs.end() &&
+        !(std::holds_alternative<int64_t>(t->second) && std::get<int64_t>(t->second) == 0)) {
       continue;
     }
     float epsilon = 1e-5f;

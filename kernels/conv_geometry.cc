@@ -45,10 +45,10 @@ absl::StatusOr<std::vector<Dim>> ReadDims(absl::string_view op, ShapeSpan x_spat
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": kernel has ", k_spatial.size(), " spatial dims, X has ", r));
   }
-  for (auto [name, v, n] : {std::tuple<const char*, const std::vector<int64_t>*, std::size_t>{
-                                "strides", &strides, r},
-                            {"pads", &pads, 2 * r},
-                            {"dilations", &dilations, r}}) {
+  for (auto [name, v, n] :
+       {std::tuple<const char*, const std::vector<int64_t>*, std::size_t>{"strides", &strides, r},
+        {"pads", &pads, 2 * r},
+        {"dilations", &dilations, r}}) {
     absl::Status s = CheckLength(op, name, *v, n);
     if (!s.ok()) return s;
   }
@@ -87,8 +87,8 @@ absl::Status ForwardDim(absl::string_view op, AutoPad auto_pad, bool ceil_mode, 
     const int64_t room = d.in + d.pad_begin + d.pad_end - span;
     if (room < 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: spatial dim %d of size %d (pads %d/%d) is smaller than the dilated kernel %d", op,
-          i, d.in, d.pad_begin, d.pad_end, span));
+          "%s: spatial dim %d of size %d (pads %d/%d) is smaller than the dilated kernel %d", op, i,
+          d.in, d.pad_begin, d.pad_end, span));
     }
     if (ceil_mode && auto_pad == AutoPad::kNotSet) {
       d.out = CeilDiv(room, d.stride) + 1;
@@ -133,9 +133,9 @@ absl::Status TransposeDim(absl::string_view op, AutoPad auto_pad, std::size_t i,
     if (auto_pad == AutoPad::kValid) d.pad_begin = d.pad_end = 0;
     d.out = full - d.pad_begin - d.pad_end;
     if (d.out < 0 || d.in == 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: spatial dim %d of size %d gives output size %d (pads %d/%d)", op, i, d.in,
-          d.out, d.pad_begin, d.pad_end));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: spatial dim %d of size %d gives output size %d (pads %d/%d)", op, i,
+                          d.in, d.out, d.pad_begin, d.pad_end));
     }
   }
   return absl::OkStatus();
@@ -169,10 +169,9 @@ absl::StatusOr<ConvGeometry> MakeConvGeometry(absl::string_view op, const ConvAt
   if (!attrs.kernel_shape.empty() &&
       !std::equal(attrs.kernel_shape.begin(), attrs.kernel_shape.end(), k_spatial.begin(),
                   k_spatial.end())) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": kernel_shape [",
-                                                   absl::StrJoin(attrs.kernel_shape, ","),
-                                                   "] differs from W's spatial dims ",
-                                                   ShapeToString(k_spatial)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": kernel_shape [", absl::StrJoin(attrs.kernel_shape, ","),
+                     "] differs from W's spatial dims ", ShapeToString(k_spatial)));
   }
   if (!transpose && (!attrs.output_padding.empty() || !attrs.output_shape.empty())) {
     return absl::InvalidArgumentError(
@@ -202,9 +201,9 @@ absl::StatusOr<ConvGeometry> MakeConvGeometry(absl::string_view op, const ConvAt
 absl::StatusOr<ConvGeometry> MakePoolGeometry(absl::string_view op, const PoolAttrs& attrs,
                                               ShapeSpan x_spatial) {
   if (attrs.kernel_shape.size() != x_spatial.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": kernel_shape has ", attrs.kernel_shape.size(), " values, X has ",
-                     x_spatial.size(), " spatial dims"));
+    return absl::InvalidArgumentError(absl::StrCat(op, ": kernel_shape has ",
+                                                   attrs.kernel_shape.size(), " values, X has ",
+                                                   x_spatial.size(), " spatial dims"));
   }
   absl::StatusOr<std::vector<Dim>> dims =
       ReadDims(op, x_spatial, attrs.kernel_shape, attrs.strides, attrs.pads, attrs.dilations);
@@ -213,9 +212,9 @@ absl::StatusOr<ConvGeometry> MakePoolGeometry(absl::string_view op, const PoolAt
     Dim& d = (*dims)[i];
     if (d.pad_begin >= (d.k - 1) * d.dil + 1 || d.pad_end >= (d.k - 1) * d.dil + 1) {
       // A window entirely in the padding has no input to pool.
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: pads %d/%d of spatial dim %d must be smaller than the kernel %d", op,
-          d.pad_begin, d.pad_end, i, (d.k - 1) * d.dil + 1));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: pads %d/%d of spatial dim %d must be smaller than the kernel %d", op,
+                          d.pad_begin, d.pad_end, i, (d.k - 1) * d.dil + 1));
     }
     absl::Status s = ForwardDim(op, attrs.auto_pad, attrs.ceil_mode, i, d);
     if (!s.ok()) return s;

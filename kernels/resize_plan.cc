@@ -13,9 +13,9 @@ absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& a, ShapeSpan x) {
   const bool by_sizes = !a.sizes.empty();
   const std::size_t given = by_sizes ? a.sizes.size() : a.scales.size();
   if (rank == 0 || given != rank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Resize: ", by_sizes ? "sizes" : "scales", " has ", given, " values, X ",
-        ShapeToString(x), " has rank ", rank));
+    return absl::InvalidArgumentError(absl::StrCat("Resize: ", by_sizes ? "sizes" : "scales",
+                                                   " has ", given, " values, X ", ShapeToString(x),
+                                                   " has rank ", rank));
   }
   ResizePlan p;
   std::vector<float> scales(rank);
@@ -30,18 +30,17 @@ absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& a, ShapeSpan x) {
       scales[d] = x[d] == 0 ? 1.0f : static_cast<float>(a.sizes[d]) / static_cast<float>(x[d]);
     } else {
       if (!(a.scales[d] > 0.0f)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Resize: scales must be positive, got [", absl::StrJoin(a.scales, ","),
-                         "]"));
+        return absl::InvalidArgumentError(absl::StrCat("Resize: scales must be positive, got [",
+                                                       absl::StrJoin(a.scales, ","), "]"));
       }
       scales[d] = a.scales[d];
-      p.out_shape[d] =
-          static_cast<int64_t>(std::floor(static_cast<double>(x[d]) * static_cast<double>(a.scales[d])));
+      p.out_shape[d] = static_cast<int64_t>(
+          std::floor(static_cast<double>(x[d]) * static_cast<double>(a.scales[d])));
     }
     if (d + 2 < rank && p.out_shape[d] != x[d]) {
-      return absl::UnimplementedError(absl::StrCat(
-          "Resize: only the last two dims may be resized; X ", ShapeToString(x), " to ",
-          ShapeToString(p.out_shape)));
+      return absl::UnimplementedError(
+          absl::StrCat("Resize: only the last two dims may be resized; X ", ShapeToString(x),
+                       " to ", ShapeToString(p.out_shape)));
     }
   }
   p.in_w = x[rank - 1];

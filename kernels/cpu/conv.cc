@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -27,11 +27,11 @@ struct Window {
 };
 
 Window ConvWindow(const ConvGeometry& g) {  // image = X, positions = Y
-  return {g.in_h,   g.in_w,   g.out_h, g.out_w, g.k_h,    g.k_w,
+  return {g.in_h,     g.in_w,     g.out_h, g.out_w, g.k_h,     g.k_w,
           g.stride_h, g.stride_w, g.dil_h, g.dil_w, g.pad_top, g.pad_left};
 }
 Window TransposeWindow(const ConvGeometry& g) {  // image = Y, positions = X
-  return {g.out_h,  g.out_w,  g.in_h,  g.in_w,  g.k_h,    g.k_w,
+  return {g.out_h,    g.out_w,    g.in_h,  g.in_w,  g.k_h,     g.k_w,
           g.stride_h, g.stride_w, g.dil_h, g.dil_w, g.pad_top, g.pad_left};
 }
 
@@ -119,8 +119,8 @@ absl::StatusOr<float*> Scratch(absl::string_view op, const KernelContext& ctx, i
 }
 
 // One image of a depthwise conv (one input channel per group, Mg outputs per group).
-void DepthwiseImage(const float* x, const float* wt, const float* bias, int64_t groups,
-                    int64_t mg, const Window& w, float* y) {
+void DepthwiseImage(const float* x, const float* wt, const float* bias, int64_t groups, int64_t mg,
+                    const Window& w, float* y) {
   const int64_t in_plane = w.img_h * w.img_w, out_plane = w.col_plane();
   for (int64_t m = 0; m < groups * mg; ++m) {
     const float* xc = x + (m / mg) * in_plane;
@@ -227,9 +227,9 @@ absl::Status ConvTranspose(const KernelContext& ctx, absl::Span<const TensorView
     for (int64_t gi = 0; gi < groups; ++gi) {
       const float* xg = x + (i * c + gi * cg) * p;
       // W_g is [cg x k] row-major; col = W_g^T [k x cg] * x_g [cg x p].
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(k),
-                  static_cast<int>(p), static_cast<int>(cg), 1.0f, wt + gi * cg * k,
-                  static_cast<int>(k), xg, static_cast<int>(p), 0.0f, col, static_cast<int>(p));
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(k), static_cast<int>(p),
+                  static_cast<int>(cg), 1.0f, wt + gi * cg * k, static_cast<int>(k), xg,
+                  static_cast<int>(p), 0.0f, col, static_cast<int>(p));
       Col2Im(col, mg, w, yi + gi * mg * g.out_plane());
     }
   }

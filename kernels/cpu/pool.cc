@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <limits>
 
+#include "base/status_macros.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::cpu {
 namespace {

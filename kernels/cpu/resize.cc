@@ -3,10 +3,10 @@
 // gather with them.
 #include <vector>
 
+#include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/resize_coord.h"
 #include "kernels/resize_plan.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -22,8 +22,8 @@ Taps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, float scale
   t.i1.resize(out_len);
   t.w1.resize(out_len);
   for (int64_t o = 0; o < out_len; ++o) {
-    const float x = ResizeSourceCoord(static_cast<int>(a.coord), static_cast<float>(o), scale,
-                                      in_len, out_len);
+    const float x =
+        ResizeSourceCoord(static_cast<int>(a.coord), static_cast<float>(o), scale, in_len, out_len);
     if (a.mode == ResizeMode::kNearest) {
       t.i0[o] = t.i1[o] = ResizeNearestIndex(static_cast<int>(a.nearest), x, in_len);
       t.w1[o] = 0.0f;

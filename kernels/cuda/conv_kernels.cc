@@ -8,12 +8,12 @@
 #include <climits>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cuda/conv_launchers.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/resize_plan.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::gpu {
 namespace {
@@ -79,9 +79,8 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   if (out[0].numel() == 0) return absl::OkStatus();
   const cudaStream_t stream = StreamOf(ctx);
   if (cg == 1 && groups > 1) {
-    return CudaStatus(
-        LaunchDepthwiseConv(x, wt, bias, y, n, mg, ForwardWindow(g, c), stream),
-        "Conv depthwise launch");
+    return CudaStatus(LaunchDepthwiseConv(x, wt, bias, y, n, mg, ForwardWindow(g, c), stream),
+                      "Conv depthwise launch");
   }
   NDS_RETURN_IF_ERROR(
       CudaStatus(LaunchFillChannelBias(bias, y, n, m, p, stream), "Conv bias launch"));
@@ -105,11 +104,10 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
       b = col;
     }
     NDS_RETURN_IF_ERROR(CublasStatus(
-        cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p),
-                                  static_cast<int>(mg), static_cast<int>(k), &one, b,
-                                  static_cast<int>(p), k * p, wt, static_cast<int>(k), mg * k,
-                                  &one, y + i * m * p, static_cast<int>(p), mg * p,
-                                  static_cast<int>(groups)),
+        cublasSgemmStridedBatched(
+            handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p), static_cast<int>(mg),
+            static_cast<int>(k), &one, b, static_cast<int>(p), k * p, wt, static_cast<int>(k),
+            mg * k, &one, y + i * m * p, static_cast<int>(p), mg * p, static_cast<int>(groups)),
         "Conv cublasSgemmStridedBatched"));
   }
   return absl::OkStatus();
@@ -187,10 +185,10 @@ absl::Status GlobalAveragePool(const KernelContext& ctx, absl::Span<const Tensor
                                absl::Span<const TensorView> out, const OpAttrs&) {
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const int64_t planes = in[0].shape[0] * in[0].shape[1];
-  return CudaStatus(LaunchGlobalPool(in[0].as<const float>(), out[0].as<float>(), planes,
-                                     planes == 0 ? 0 : in[0].numel() / planes, false,
-                                     StreamOf(ctx)),
-                    "GlobalAveragePool launch");
+  return CudaStatus(
+      LaunchGlobalPool(in[0].as<const float>(), out[0].as<float>(), planes,
+                       planes == 0 ? 0 : in[0].numel() / planes, false, StreamOf(ctx)),
+      "GlobalAveragePool launch");
 }
 
 absl::Status GlobalMaxPool(const KernelContext& ctx, absl::Span<const TensorView> in,
@@ -198,8 +196,7 @@ absl::Status GlobalMaxPool(const KernelContext& ctx, absl::Span<const TensorView
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const int64_t planes = in[0].shape[0] * in[0].shape[1];
   return CudaStatus(LaunchGlobalPool(in[0].as<const float>(), out[0].as<float>(), planes,
-                                     planes == 0 ? 0 : in[0].numel() / planes, true,
-                                     StreamOf(ctx)),
+                                     planes == 0 ? 0 : in[0].numel() / planes, true, StreamOf(ctx)),
                     "GlobalMaxPool launch");
 }
 

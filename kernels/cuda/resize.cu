@@ -24,10 +24,10 @@ __global__ void ResizeKernel(const float* x, float* y, ResizeArgs a, int64_t tot
     float wy, wx;
     ResizeLinearTaps(sy, a.in_h, &r0, &r1, &wy);
     ResizeLinearTaps(sx, a.in_w, &c0, &c1, &wx);
-    const float top = __fadd_rn(__fmul_rn(xp[r0 * a.in_w + c0], 1.0f - wx),
-                                __fmul_rn(xp[r0 * a.in_w + c1], wx));
-    const float bottom = __fadd_rn(__fmul_rn(xp[r1 * a.in_w + c0], 1.0f - wx),
-                                   __fmul_rn(xp[r1 * a.in_w + c1], wx));
+    const float top =
+        __fadd_rn(__fmul_rn(xp[r0 * a.in_w + c0], 1.0f - wx), __fmul_rn(xp[r0 * a.in_w + c1], wx));
+    const float bottom =
+        __fadd_rn(__fmul_rn(xp[r1 * a.in_w + c0], 1.0f - wx), __fmul_rn(xp[r1 * a.in_w + c1], wx));
     y[i] = __fadd_rn(__fmul_rn(top, 1.0f - wy), __fmul_rn(bottom, wy));
   }
 }

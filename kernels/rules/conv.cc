@@ -13,8 +13,7 @@ namespace ndserve::kernels::rules {
 namespace {
 
 absl::StatusOr<AutoPad> ReadAutoPad(OpKind op, const AttrMap& attrs) {
-  NDS_ASSIGN_OR_RETURN(const std::string s,
-                       GetAttr<std::string>(op, attrs, "auto_pad", "NOTSET"));
+  NDS_ASSIGN_OR_RETURN(const std::string s, GetAttr<std::string>(op, attrs, "auto_pad", "NOTSET"));
   if (s == "NOTSET") return AutoPad::kNotSet;
   if (s == "SAME_UPPER") return AutoPad::kSameUpper;
   if (s == "SAME_LOWER") return AutoPad::kSameLower;
@@ -33,8 +32,8 @@ absl::Status CheckSpatialInput(OpKind op, const TensorDesc& x) {
   }
   if (x.shape.size() > 4) {
     return absl::UnimplementedError(
-        absl::StrFormat("%s: only 1-D and 2-D inputs are supported, X has shape %s",
-                        OpKindName(op), ShapeToString(x.shape)));
+        absl::StrFormat("%s: only 1-D and 2-D inputs are supported, X has shape %s", OpKindName(op),
+                        ShapeToString(x.shape)));
   }
   return absl::OkStatus();
 }
@@ -66,8 +65,7 @@ absl::StatusOr<OpAttrs> BuildConv(OpKind op, int, const AttrMap& attrs, const Ho
 
 // Conv: X (N, C, spatial), W (M, C/group, k...), B (M). ConvTranspose: W (C, M/group, k...),
 // output (N, M, spatial').
-absl::StatusOr<Descs> InferConv(OpKind op, absl::Span<const TensorDesc> in,
-                                const OpAttrs& attrs) {
+absl::StatusOr<Descs> InferConv(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   const ConvAttrs* a;
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 3));
@@ -75,8 +73,8 @@ absl::StatusOr<Descs> InferConv(OpKind op, absl::Span<const TensorDesc> in,
   const ShapeSpan x = in[0].shape, w = in[1].shape;
   NDS_RETURN_IF_ERROR(CheckSpatialInput(op, in[0]));
   if (w.size() != x.size()) {
-    return Invalid(op, absl::StrCat("W ", ShapeToString(w), " must have the rank of X ",
-                                    ShapeToString(x)));
+    return Invalid(
+        op, absl::StrCat("W ", ShapeToString(w), " must have the rank of X ", ShapeToString(x)));
   }
   const bool transpose = IsTranspose(op);
   const int64_t c = x[1];
@@ -97,12 +95,11 @@ absl::StatusOr<Descs> InferConv(OpKind op, absl::Span<const TensorDesc> in,
     m = w[0];
   }
   if (in.size() == 3 && (in[2].shape.size() != 1 || in[2].shape[0] != m)) {
-    return Invalid(op, absl::StrCat("B has shape ", ShapeToString(in[2].shape), ", expected [",
-                                    m, "]"));
+    return Invalid(
+        op, absl::StrCat("B has shape ", ShapeToString(in[2].shape), ", expected [", m, "]"));
   }
-  NDS_ASSIGN_OR_RETURN(
-      const ConvGeometry g,
-      MakeConvGeometry(OpKindName(op), *a, x.subspan(2), w.subspan(2), transpose));
+  NDS_ASSIGN_OR_RETURN(const ConvGeometry g,
+                       MakeConvGeometry(OpKindName(op), *a, x.subspan(2), w.subspan(2), transpose));
   Shape out = {x[0], m};
   if (g.spatial_rank == 2) out.push_back(g.out_h);
   out.push_back(g.out_w);
@@ -139,8 +136,7 @@ absl::StatusOr<OpAttrs> BuildPool(OpKind op, int, const AttrMap& attrs, const Ho
 }
 
 // MaxPool gives Y and, as a second output, Indices (INT64, row-major flat offsets into X).
-absl::StatusOr<Descs> InferPool(OpKind op, absl::Span<const TensorDesc> in,
-                                const OpAttrs& attrs) {
+absl::StatusOr<Descs> InferPool(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
   const PoolAttrs* a;
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
@@ -161,8 +157,7 @@ absl::StatusOr<OpAttrs> BuildGlobalPool(OpKind op, int opset, const AttrMap& att
 }
 
 // (N, C, spatial...) -> (N, C, 1...): any number of spatial dims.
-absl::StatusOr<Descs> InferGlobalPool(OpKind op, absl::Span<const TensorDesc> in,
-                                      const OpAttrs&) {
+absl::StatusOr<Descs> InferGlobalPool(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs&) {
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
   NDS_RETURN_IF_ERROR(CheckAllFp32(op, in));
   const ShapeSpan x = in[0].shape;
@@ -170,8 +165,8 @@ absl::StatusOr<Descs> InferGlobalPool(OpKind op, absl::Span<const TensorDesc> in
     return Invalid(op, absl::StrCat("X must be (N, C, spatial...), got ", ShapeToString(x)));
   }
   if (NumElements(x.subspan(2)) == 0 && NumElements(x.subspan(0, 2)) != 0) {
-    return Invalid(op, absl::StrCat("cannot pool over the empty spatial dims of X ",
-                                    ShapeToString(x)));
+    return Invalid(op,
+                   absl::StrCat("cannot pool over the empty spatial dims of X ", ShapeToString(x)));
   }
   Shape out(x.begin(), x.end());
   for (std::size_t i = 2; i < out.size(); ++i) out[i] = 1;

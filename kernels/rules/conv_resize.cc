@@ -10,8 +10,7 @@
 
 namespace ndserve::kernels::rules {
 
-absl::StatusOr<OpAttrs> BuildResize(OpKind op, int, const AttrMap& attrs,
-                                    const HostInputs& host) {
+absl::StatusOr<OpAttrs> BuildResize(OpKind op, int, const AttrMap& attrs, const HostInputs& host) {
   ResizeAttrs a;
   NDS_ASSIGN_OR_RETURN(const std::string mode, GetAttr<std::string>(op, attrs, "mode", "nearest"));
   if (mode == "nearest") {
@@ -23,9 +22,9 @@ absl::StatusOr<OpAttrs> BuildResize(OpKind op, int, const AttrMap& attrs,
   } else {
     return Invalid(op, absl::StrCat("unknown mode '", mode, "'"));
   }
-  NDS_ASSIGN_OR_RETURN(const std::string coord,
-                       GetAttr<std::string>(op, attrs, "coordinate_transformation_mode",
-                                            "half_pixel"));
+  NDS_ASSIGN_OR_RETURN(
+      const std::string coord,
+      GetAttr<std::string>(op, attrs, "coordinate_transformation_mode", "half_pixel"));
   if (coord == "half_pixel") {
     a.coord = ResizeCoord::kHalfPixel;
   } else if (coord == "pytorch_half_pixel") {

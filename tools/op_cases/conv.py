@@ -112,9 +112,9 @@ def conv_transpose_ref(x, w, b, strides=None, pads=None, dilations=None, group=1
         for kj in range(kw):
             h0, w0 = ki * d[0], kj * d[1]
             for g in range(group):
+                xg, wg = x2[:, g * cg:(g + 1) * cg], w2[g * cg:(g + 1) * cg, :, ki, kj]
                 yf[:, g * mg:(g + 1) * mg, h0:h0 + s[0] * (ih - 1) + 1:s[0],
-                   w0:w0 + s[1] * (iw - 1) + 1:s[1]] += np.einsum(
-                       "nchw,cm->nmhw", x2[:, g * cg:(g + 1) * cg], w2[g * cg:(g + 1) * cg, :, ki, kj])
+                   w0:w0 + s[1] * (iw - 1) + 1:s[1]] += np.einsum("nchw,cm->nmhw", xg, wg)
     y = yf[:, :, pt:f[0] - pb, pl:f[1] - pr]
     if b is not None:
         y = y + b.astype(np.float64)[None, :, None, None]

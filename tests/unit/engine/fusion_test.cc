@@ -57,8 +57,12 @@ GraphDef ConvBn(bool conv_bias) {
   if (conv_bias) conv_in.push_back("b");
   kernels::AttrMap conv_attrs{{"pads", std::vector<int64_t>{1, 1, 1, 1}}};
   def.nodes.push_back({"conv", "Conv", "", conv_in, {"c"}, conv_attrs});
-  def.nodes.push_back({"bn", "BatchNormalization", "", {"c", "scale", "shift", "mean", "var"},
-                       {"y"}, {{"epsilon", 1e-3f}}});
+  def.nodes.push_back({"bn",
+                       "BatchNormalization",
+                       "",
+                       {"c", "scale", "shift", "mean", "var"},
+                       {"y"},
+                       {{"epsilon", 1e-3f}}});
   return def;
 }
 

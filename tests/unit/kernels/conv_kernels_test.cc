@@ -157,8 +157,8 @@ TEST(ConvScratchTest, Im2colTakesScratchAndGivesItBack) {
   DeviceRunner runner(Device::Cpu());
   ConvAttrs a;
   a.pads = {1, 1, 1, 1};
-  auto got = runner.Run(OpKind::kConv, {RandomTensor({1, 3, 8, 8}, 11), RandomTensor({2, 3, 3, 3}, 12)},
-                        a);
+  auto got = runner.Run(OpKind::kConv,
+                        {RandomTensor({1, 3, 8, 8}, 11), RandomTensor({2, 3, 3, 3}, 12)}, a);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_GE(runner.scratch().peak_bytes(), 3u * 9 * 64 * sizeof(float));
   EXPECT_EQ(runner.scratch().held_bytes(), 0u);
@@ -169,8 +169,8 @@ TEST(ConvScratchTest, ScratchExhaustedIsResourceExhausted) {
   runner.scratch().set_limit(64);
   ConvAttrs a;
   a.pads = {1, 1, 1, 1};
-  auto got = runner.Run(OpKind::kConv, {RandomTensor({1, 3, 8, 8}, 13), RandomTensor({2, 3, 3, 3}, 14)},
-                        a);
+  auto got = runner.Run(OpKind::kConv,
+                        {RandomTensor({1, 3, 8, 8}, 13), RandomTensor({2, 3, 3, 3}, 14)}, a);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted) << got.status();
 }
 
@@ -180,7 +180,8 @@ TEST(ConvScratchTest, NoScratchAllocatorIsFailedPrecondition) {
   auto w = runner.Upload(RandomTensor({2, 2, 3, 3}, 16));
   auto y = runner.Allocate({DType::kFp32, {1, 2, 3, 3}});
   ASSERT_TRUE(x.ok() && w.ok() && y.ok());
-  const absl::Status s = RunKernel(OpKind::kConv, KernelContext::Cpu(), {*x, *w}, {*y}, ConvAttrs{});
+  const absl::Status s =
+      RunKernel(OpKind::kConv, KernelContext::Cpu(), {*x, *w}, {*y}, ConvAttrs{});
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
 }
 
@@ -204,9 +205,9 @@ TEST(ConvRulesTest, ConvShapeErrors) {
   ConvAttrs g2;
   g2.group = 2;
   ExpectError(InferError(OpKind::kConv, {F32({1, 4, 5, 5}), F32({3, 2, 3, 3})}, g2), inv, "Conv");
-  ExpectError(InferError(OpKind::kConv, {F32({1, 3, 5, 5}), F32({2, 3, 3, 3}), F32({3})},
-                         ConvAttrs{}),
-              inv, "Conv");
+  ExpectError(
+      InferError(OpKind::kConv, {F32({1, 3, 5, 5}), F32({2, 3, 3, 3}), F32({3})}, ConvAttrs{}), inv,
+      "Conv");
   ExpectError(InferError(OpKind::kConv, {F32({1, 3, 2, 2}), F32({2, 3, 3, 3})}, ConvAttrs{}), inv,
               "Conv");
   ExpectError(InferError(OpKind::kConv, {F32({3, 5, 5}), F32({2, 3, 3, 3})}, ConvAttrs{}), inv,
@@ -225,15 +226,14 @@ TEST(ConvRulesTest, ConvShapeErrors) {
               "kernel_shape");
   ExpectError(InferError(OpKind::kConv, {F32({1, 3, 4, 5, 5}), F32({2, 3, 3, 3, 3})}, ConvAttrs{}),
               absl::StatusCode::kUnimplemented, "Conv");
-  ExpectError(InferError(OpKind::kConv, {{DType::kFp16, {1, 3, 5, 5}}, {DType::kFp16, {2, 3, 3, 3}}},
-                         ConvAttrs{}),
+  ExpectError(InferError(OpKind::kConv,
+                         {{DType::kFp16, {1, 3, 5, 5}}, {DType::kFp16, {2, 3, 3, 3}}}, ConvAttrs{}),
               absl::StatusCode::kUnimplemented, "Conv");
   ConvAttrs outpad;
   outpad.strides = {2, 2};
   outpad.output_padding = {2, 0};
-  ExpectError(
-      InferError(OpKind::kConvTranspose, {F32({1, 3, 5, 5}), F32({3, 2, 3, 3})}, outpad), inv,
-      "ConvTranspose");
+  ExpectError(InferError(OpKind::kConvTranspose, {F32({1, 3, 5, 5}), F32({3, 2, 3, 3})}, outpad),
+              inv, "ConvTranspose");
 }
 
 TEST(ConvRulesTest, AttributeErrors) {
@@ -242,8 +242,8 @@ TEST(ConvRulesTest, AttributeErrors) {
   ExpectError(BuildOpAttrs(OpKind::kConv, 13, bad_pad).status(), inv, "auto_pad");
   ExpectError(BuildOpAttrs(OpKind::kMaxPool, 13, {}).status(), inv, "kernel_shape");
   AttrMap order{{"kernel_shape", std::vector<int64_t>{2, 2}}, {"storage_order", int64_t{1}}};
-  ExpectError(BuildOpAttrs(OpKind::kMaxPool, 13, order).status(),
-              absl::StatusCode::kUnimplemented, "MaxPool");
+  ExpectError(BuildOpAttrs(OpKind::kMaxPool, 13, order).status(), absl::StatusCode::kUnimplemented,
+              "MaxPool");
   AttrMap dil{{"kernel_shape", std::vector<int64_t>{2, 2}},
               {"dilations", std::vector<int64_t>{2, 2}}};
   ExpectError(BuildOpAttrs(OpKind::kAveragePool, 13, dil).status(), inv, "AveragePool");
@@ -264,10 +264,10 @@ TEST(ConvRulesTest, PoolAndNormShapeErrors) {
   ExpectError(InferError(OpKind::kAveragePool, {F32({1, 1, 5, 5})}, p), inv, "AveragePool");
   ExpectError(InferError(OpKind::kGlobalAveragePool, {F32({2, 3})}, NoAttrs{}), inv,
               "GlobalAveragePool");
-  ExpectError(InferError(OpKind::kBatchNormalization,
-                         {F32({2, 3, 4}), F32({3}), F32({3}), F32({4}), F32({3})},
-                         BatchNormAttrs{}),
-              inv, "input_mean");
+  ExpectError(
+      InferError(OpKind::kBatchNormalization,
+                 {F32({2, 3, 4}), F32({3}), F32({3}), F32({4}), F32({3})}, BatchNormAttrs{}),
+      inv, "input_mean");
 }
 
 TEST(ConvRulesTest, ResizeErrors) {
@@ -311,9 +311,8 @@ TEST_P(ConvKernelsTest, ResizeNearestUpsampleRepeatsPixels) {
   const auto got =
       Run(OpKind::kResize, {HostTensor::Of<float>({1, 1, 2, 3}, {1, 2, 3, 4, 5, 6})}, a);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].Values<float>(),
-            std::vector<float>({1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3,  //
-                                4, 4, 5, 5, 6, 6, 4, 4, 5, 5, 6, 6}));
+  EXPECT_EQ(got[0].Values<float>(), std::vector<float>({1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3,  //
+                                                        4, 4, 5, 5, 6, 6, 4, 4, 5, 5, 6, 6}));
 }
 
 TEST(ConvRulesTest, GeometryOfAutoPadAndCeilMode) {
