@@ -14,7 +14,7 @@
 # - runtime: nvidia/cuda's runtime image (CUDA runtime and cuBLAS). NVIDIA publishes it
 #   for Ubuntu, not Debian, so the binaries bring the Debian shared libraries they were
 #   linked against in /opt/ndserve/lib: the same bundle scripts/gpu-bundle.sh carries to
-#   the GPU machines (DESIGN.md §6). glibc and libstdc++ are the base image's, which are
+#   the GPU machines (docs/design.md §8). glibc and libstdc++ are the base image's, which are
 #   newer than Debian 12's and backward compatible.
 ARG CUDA_VERSION=13.0.1
 ARG CUDA_APT_VERSION=13-0

@@ -33,6 +33,7 @@
 #include "engine/served_model.h"
 #include "kernels/dispatch.h"
 #include "kernels/shape_inference.h"
+#include "memory/memory_system.h"
 
 namespace ndserve::engine {
 namespace {
@@ -51,6 +52,13 @@ Device BenchDevice() {
   return device.ok() ? *device : Device::Cpu();
 }
 
+// The benchmark's own memory system (default config), never destroyed: the models stay
+// loaded for the whole run.
+MemorySystem* BenchMemory() {
+  static MemorySystem* memory = new MemorySystem();
+  return memory;
+}
+
 std::shared_ptr<ServedModel> LoadModel(const std::string& name) {
   ModelRepository repo((SourceDir() / "examples/models").string());
   absl::StatusOr<RepositoryModel> m = repo.ReadModel(name);
@@ -65,7 +73,7 @@ std::shared_ptr<ServedModel> LoadModel(const std::string& name) {
   spec.config->max_batch_size = 256;
   spec.device = BenchDevice();
   if (const char* n = std::getenv("NDSERVE_BENCH_INSTANCES")) spec.instance_count = std::atoi(n);
-  absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec);
+  absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, BenchMemory());
   if (!served.ok()) {
     LOG(ERROR) << served.status();
     return nullptr;

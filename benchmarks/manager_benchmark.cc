@@ -1,4 +1,4 @@
-// What a request's scope costs (issue 3): open a context under a capped predictor,
+// What a request's scope costs: open a context under a capped predictor,
 // create 8 arrays of mixed sizes, close it; against the same 8 allocations done
 // directly on the same pool, in the same run. Target: manager <= 2x raw pool.
 //   RawPool/Request8         8 Pool::Allocate + 8 Pool::Free
@@ -58,8 +58,15 @@ Device BenchDevice() {
   return device.ok() ? *device : Device::Cpu();
 }
 
+// The benchmark's own memory system (default config), never destroyed: the predictor
+// below lives for the whole run.
+MemorySystem& BenchMemory() {
+  static MemorySystem* memory = new MemorySystem();
+  return *memory;
+}
+
 Pool& BenchPool() {
-  absl::StatusOr<Pool*> pool = GlobalPool(BenchDevice());
+  absl::StatusOr<Pool*> pool = BenchMemory().GetPool(BenchDevice());
   if (!pool.ok()) {
     std::fprintf(stderr, "no pool: %s\n", std::string(pool.status().message()).c_str());
     std::abort();
@@ -71,7 +78,7 @@ Pool& BenchPool() {
 NDManager& Predictor() {
   static NDManager* predictor = [] {
     absl::StatusOr<std::shared_ptr<NDManager>> p =
-        NDManager::NewBaseManager(BenchDevice(), ManagerLevel::kPredictor, "bench-predictor");
+        BenchMemory().NewBaseManager(BenchDevice(), ManagerLevel::kPredictor, "bench-predictor");
     if (!p.ok()) std::abort();
     (*p)->Cap();
     return p->get();  // the system manager keeps it alive

@@ -1,5 +1,5 @@
 // Pools against glibc malloc/free and against the raw device allocator (no pool), on
-// the same size sequences in the same run. DESIGN.md §3, issue 2's benchmark list:
+// the same size sequences in the same run (docs/design.md §3):
 //   Pair      alloc+free pairs, sizes 512 B .. 1 MiB (log-uniform)
 //   Window    1,024 live blocks, one replaced at random per iteration
 //   Holes     alloc+free pairs on a split pool holding 65,536 free holes

@@ -31,6 +31,30 @@ absl::StatusOr<Device> ResolveDevice(const std::optional<ModelConfig>& config, D
   return all_cpu ? Device::Cpu() : engine;
 }
 
+// Every load error says which model failed, whichever step it came from, so that the
+// log line and the RepositoryModelLoad reply stand on their own.
+absl::Status ModelLoadError(absl::string_view name, const absl::Status& cause) {
+  return absl::Status(cause.code(),
+                      absl::StrCat("failed to load model '", name, "': ", cause.message()));
+}
+
+// What a load of one repository model brings up: the versions its policy selects, on the
+// device its instance groups ask for.
+struct VersionsToLoad {
+  std::vector<ModelVersionLocation> versions;
+  Device device;
+};
+
+absl::StatusOr<VersionsToLoad> SelectVersionsToLoad(const RepositoryModel& model,
+                                                    Device engine_device) {
+  const VersionPolicy policy =
+      model.config.has_value() ? model.config->version_policy : VersionPolicy();
+  VersionsToLoad plan;
+  NDS_ASSIGN_OR_RETURN(plan.versions, ModelRepository::SelectVersions(model, policy));
+  NDS_ASSIGN_OR_RETURN(plan.device, ResolveDevice(model.config, engine_device));
+  return plan;
+}
+
 }  // namespace
 
 absl::string_view ModelStateName(ModelState state) {
@@ -47,8 +71,8 @@ absl::string_view ModelStateName(ModelState state) {
   return "UNAVAILABLE";
 }
 
-Engine::Engine(EngineOptions options)
-    : options_(std::move(options)), repository_(options_.model_repository) {}
+Engine::Engine(EngineOptions options, MemorySystem* memory)
+    : options_(std::move(options)), memory_(memory), repository_(options_.model_repository) {}
 
 Engine::~Engine() { UnloadAllModels(); }
 
@@ -88,36 +112,21 @@ absl::Status Engine::LoadModel(absl::string_view name) {
       auto it = models_.find(key);
       if (it != models_.end() && it->second.versions.empty()) models_.erase(it);
     }
-    return failed(absl::Status(
-        found.status().code(),
-        absl::StrCat("failed to load model '", name, "': ", found.status().message())));
+    return failed(ModelLoadError(name, found.status()));
   }
-  const VersionPolicy policy =
-      found->config.has_value() ? found->config->version_policy : VersionPolicy();
-  absl::StatusOr<std::vector<ModelVersionLocation>> versions =
-      ModelRepository::SelectVersions(*found, policy);
-  if (!versions.ok()) {
-    return failed(absl::Status(
-        versions.status().code(),
-        absl::StrCat("failed to load model '", name, "': ", versions.status().message())));
-  }
-  absl::StatusOr<Device> device = ResolveDevice(found->config, options_.device);
-  if (!device.ok()) {
-    return failed(absl::Status(
-        device.status().code(),
-        absl::StrCat("failed to load model '", name, "': ", device.status().message())));
-  }
+  absl::StatusOr<VersionsToLoad> plan = SelectVersionsToLoad(*found, options_.device);
+  if (!plan.ok()) return failed(ModelLoadError(name, plan.status()));
 
   std::map<int64_t, std::shared_ptr<ServedModel>> loaded;
-  for (const ModelVersionLocation& v : *versions) {
+  for (const ModelVersionLocation& v : plan->versions) {
     ModelLoadSpec spec;
     spec.name = key;
     spec.version = v.version;
     spec.model_path = v.model_path;
     spec.config = found->config;
-    spec.device = *device;
+    spec.device = plan->device;
     spec.warm_up = options_.warm_up;
-    absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec);
+    absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, memory_);
     if (!served.ok()) {
       for (auto& [version, model] : loaded) model->Unload();
       return failed(served.status());

@@ -23,6 +23,7 @@
 #include "engine/served_model.h"
 #include "engine/tensor_spec.h"
 #include "memory/device.h"
+#include "memory/memory_system.h"
 
 namespace ndserve::engine {
 
@@ -64,11 +65,14 @@ struct ModelMetadata {
 // failed stays listed as UNAVAILABLE with the error; other models are not affected.
 //
 // Ownership: owns every ServedModel. Requests hold a model version alive while they run;
-// unloading waits for them. Thread-safe: Infer and the read-only calls from any thread,
-// concurrently with loads and unloads (which are serialized among themselves).
+// unloading waits for them. Every model allocates from the MemorySystem given at
+// construction (borrowed: it must outlive the engine; the engine touches no other
+// memory system), so two engines on two memory systems share no pool and no limit.
+// Thread-safe: Infer and the read-only calls from any thread, concurrently with loads
+// and unloads (which are serialized among themselves).
 class Engine {
  public:
-  explicit Engine(EngineOptions options);
+  Engine(EngineOptions options, MemorySystem* memory);
   ~Engine();  // UnloadAllModels()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -109,6 +113,7 @@ class Engine {
 
   const ModelRepository& repository() const { return repository_; }
   const EngineOptions& options() const { return options_; }
+  MemorySystem* memory() const { return memory_; }
 
  private:
   struct Entry {
@@ -124,6 +129,7 @@ class Engine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const EngineOptions options_;
+  MemorySystem* const memory_;
   const ModelRepository repository_;
   // Serializes loads and unloads (held across the slow part; Infer never takes it).
   absl::Mutex load_mu_ ABSL_ACQUIRED_BEFORE(mu_);

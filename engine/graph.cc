@@ -128,6 +128,9 @@ absl::StatusOr<Graph> Graph::Build(GraphDef def) {
     if (rn.outputs.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(rn.where, ": the node has no outputs"));
     }
+    // The output count, for rules that need it (node_attrs.h), whenever attributes are
+    // built: here, or later from computed shape inputs.
+    nd.attrs[kernels::kNodeOutputCountAttr] = static_cast<int64_t>(rn.outputs.size());
     // A node whose shape input is computed is reported (below) once it is known whether
     // that input exists at all; its attributes cannot be built without the values.
     if (rn.non_constant_shape_input.empty()) {

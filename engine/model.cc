@@ -9,13 +9,13 @@ namespace ndserve::engine {
 
 absl::StatusOr<std::shared_ptr<Model>> Model::Create(std::string name, int64_t version, Graph graph,
                                                      ModelSignature signature, ModelConfig config,
-                                                     Device device) {
+                                                     Device device, MemorySystem* memory) {
   std::shared_ptr<Model> model(new Model(std::move(name), version, std::move(graph),
                                          std::move(signature), std::move(config), device));
   NDS_ASSIGN_OR_RETURN(
       model->manager_,
-      NDManager::NewBaseManager(device, ManagerLevel::kModel,
-                                absl::StrCat("model/", model->name_, ":", model->version_)));
+      memory->NewBaseManager(device, ManagerLevel::kModel,
+                             absl::StrCat("model/", model->name_, ":", model->version_)));
   const auto& inits = model->graph_.initializers();
   model->initializers_.reserve(inits.size());
   for (const Initializer& init : inits) {

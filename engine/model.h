@@ -12,6 +12,7 @@
 #include "engine/model_config.h"
 #include "engine/signature.h"
 #include "memory/device.h"
+#include "memory/memory_system.h"
 #include "memory/nd_array.h"
 #include "memory/nd_manager.h"
 
@@ -22,17 +23,19 @@ namespace ndserve::engine {
 // Ownership: owns the graph and a model-level NDManager ("model/<name>:<version>") that
 // holds one array per initializer. The manager is capped once the parameters are
 // uploaded, so anything a request would attach to it (the embedding leak) fails instead
-// of growing it. Predictor managers are opened under it (DESIGN.md §1: system -> model
+// of growing it. Predictor managers are opened under it (docs/design.md §2: system -> model
 // -> predictor -> context), so Close() frees the parameters and closes every predictor
 // and context below. Thread-safe: immutable after Create except Close.
 class Model {
  public:
-  // Uploads the graph's initializers (then frees their host copies) and caps the
-  // manager. The pool's RESOURCE_EXHAUSTED is passed through; nothing stays allocated
-  // on failure.
+  // Opens the model manager under `memory`'s system manager of `device` (borrowed; it
+  // must outlive the model), uploads the graph's initializers (then frees their host
+  // copies) and caps the manager. The pool's RESOURCE_EXHAUSTED is passed through;
+  // nothing stays allocated on failure.
   static absl::StatusOr<std::shared_ptr<Model>> Create(std::string name, int64_t version,
                                                        Graph graph, ModelSignature signature,
-                                                       ModelConfig config, Device device);
+                                                       ModelConfig config, Device device,
+                                                       MemorySystem* memory);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;

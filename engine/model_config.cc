@@ -68,15 +68,28 @@ absl::StatusOr<TensorSpec> ToSpec(const Proto& t, absl::string_view kind, absl::
   return spec;
 }
 
-}  // namespace
-
-int ModelConfig::InstanceCount() const {
-  int total = 0;
-  for (const InstanceGroupConfig& g : instance_groups) total += g.count;
-  return total > 0 ? total : 1;
+// One list of inputs or outputs; a name may appear once.
+template <typename Proto>
+absl::StatusOr<std::vector<TensorSpec>> ToSpecs(
+    const google::protobuf::RepeatedPtrField<Proto>& tensors, absl::string_view kind,
+    absl::string_view what) {
+  std::vector<TensorSpec> specs;
+  absl::flat_hash_set<std::string> names;
+  for (const Proto& t : tensors) {
+    NDS_ASSIGN_OR_RETURN(TensorSpec spec, ToSpec(t, kind, what));
+    if (!names.insert(spec.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": ", kind, " '", spec.name, "' is listed twice"));
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
 }
 
-absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view what) {
+// The text format, with unknown fields allowed (Triton configs carry many this server
+// ignores; the parser's warnings are logged).
+absl::StatusOr<inference::ModelConfig> ParseConfigProto(absl::string_view text,
+                                                        absl::string_view what) {
   inference::ModelConfig proto;
   Collector collector;
   google::protobuf::TextFormat::Parser parser;
@@ -90,104 +103,120 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
   if (!collector.warnings.empty()) {
     LOG(WARNING) << what << ": ignored: " << absl::StrJoin(collector.warnings, "; ");
   }
+  return proto;
+}
 
-  ModelConfig config;
-  config.name = proto.name();
-  config.platform = proto.platform();
-  config.backend = proto.backend();
-  config.default_model_filename = proto.default_model_filename();
-  if (!config.platform.empty() && config.platform != "onnxruntime_onnx" &&
-      config.platform != "onnx") {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": platform '", config.platform,
+// Name, platform, backend, model file name and max_batch_size.
+absl::Status ReadModelFields(const inference::ModelConfig& proto, absl::string_view what,
+                             ModelConfig* config) {
+  config->name = proto.name();
+  config->platform = proto.platform();
+  config->backend = proto.backend();
+  config->default_model_filename = proto.default_model_filename();
+  if (!config->platform.empty() && config->platform != "onnxruntime_onnx" &&
+      config->platform != "onnx") {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": platform '", config->platform,
                                                    "' is not supported (only onnxruntime_onnx)"));
   }
-  if (!config.backend.empty() && config.backend != "onnxruntime" && config.backend != "ndserve") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": backend '", config.backend, "' is not supported (only onnxruntime)"));
+  if (!config->backend.empty() && config->backend != "onnxruntime" &&
+      config->backend != "ndserve") {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": backend '", config->backend,
+                                                   "' is not supported (only onnxruntime)"));
   }
-  if (config.default_model_filename.find('/') != std::string::npos ||
-      config.default_model_filename == "." || config.default_model_filename == "..") {
+  if (config->default_model_filename.find('/') != std::string::npos ||
+      config->default_model_filename == "." || config->default_model_filename == "..") {
     return absl::InvalidArgumentError(absl::StrCat(what, ": default_model_filename '",
-                                                   config.default_model_filename,
+                                                   config->default_model_filename,
                                                    "' must be a plain file name"));
   }
   if (proto.max_batch_size() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": max_batch_size must be >= 0, not ", proto.max_batch_size()));
   }
-  config.max_batch_size = proto.max_batch_size();
+  config->max_batch_size = proto.max_batch_size();
+  return absl::OkStatus();
+}
 
-  absl::flat_hash_set<std::string> names;
-  for (const inference::ModelInput& in : proto.input()) {
-    NDS_ASSIGN_OR_RETURN(TensorSpec spec, ToSpec(in, "input", what));
-    if (!names.insert(spec.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": input '", spec.name, "' is listed twice"));
-    }
-    config.inputs.push_back(std::move(spec));
+absl::StatusOr<InstanceGroupConfig> ToInstanceGroup(const inference::ModelInstanceGroup& g,
+                                                    absl::string_view what) {
+  InstanceGroupConfig group;
+  group.name = g.name();
+  if (g.count() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": instance_group count must be >= 0, not ", g.count()));
   }
-  names.clear();
-  for (const inference::ModelOutput& out : proto.output()) {
-    NDS_ASSIGN_OR_RETURN(TensorSpec spec, ToSpec(out, "output", what));
-    if (!names.insert(spec.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": output '", spec.name, "' is listed twice"));
-    }
-    config.outputs.push_back(std::move(spec));
+  // Triton's default count is 1 when the field is absent (0 in proto3).
+  group.count = g.count() == 0 ? 1 : g.count();
+  group.gpus.assign(g.gpus().begin(), g.gpus().end());
+  switch (g.kind()) {
+    case inference::ModelInstanceGroup::KIND_GPU:
+      group.kind = InstanceGroupConfig::Kind::kGpu;
+      break;
+    case inference::ModelInstanceGroup::KIND_CPU:
+      group.kind = InstanceGroupConfig::Kind::kCpu;
+      break;
+    case inference::ModelInstanceGroup::KIND_MODEL:
+      group.kind = InstanceGroupConfig::Kind::kModel;
+      break;
+    default:
+      group.kind = InstanceGroupConfig::Kind::kAuto;
+      break;
   }
+  return group;
+}
 
-  for (const inference::ModelInstanceGroup& g : proto.instance_group()) {
-    InstanceGroupConfig group;
-    group.name = g.name();
-    if (g.count() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": instance_group count must be >= 0, not ", g.count()));
-    }
-    // Triton's default count is 1 when the field is absent (0 in proto3).
-    group.count = g.count() == 0 ? 1 : g.count();
-    group.gpus.assign(g.gpus().begin(), g.gpus().end());
-    switch (g.kind()) {
-      case inference::ModelInstanceGroup::KIND_GPU:
-        group.kind = InstanceGroupConfig::Kind::kGpu;
-        break;
-      case inference::ModelInstanceGroup::KIND_CPU:
-        group.kind = InstanceGroupConfig::Kind::kCpu;
-        break;
-      case inference::ModelInstanceGroup::KIND_MODEL:
-        group.kind = InstanceGroupConfig::Kind::kModel;
-        break;
-      default:
-        group.kind = InstanceGroupConfig::Kind::kAuto;
-        break;
-    }
-    config.instance_groups.push_back(std::move(group));
-  }
+DynamicBatchingConfig ToDynamicBatching(const inference::ModelDynamicBatching& proto) {
+  DynamicBatchingConfig db;
+  db.preferred_batch_sizes.assign(proto.preferred_batch_size().begin(),
+                                  proto.preferred_batch_size().end());
+  db.max_queue_delay_microseconds = proto.max_queue_delay_microseconds();
+  db.preserve_ordering = proto.preserve_ordering();
+  return db;
+}
 
-  if (proto.has_dynamic_batching()) {
-    DynamicBatchingConfig db;
-    db.preferred_batch_sizes.assign(proto.dynamic_batching().preferred_batch_size().begin(),
-                                    proto.dynamic_batching().preferred_batch_size().end());
-    db.max_queue_delay_microseconds = proto.dynamic_batching().max_queue_delay_microseconds();
-    db.preserve_ordering = proto.dynamic_batching().preserve_ordering();
-    config.dynamic_batching = std::move(db);
-  }
-
-  const inference::ModelVersionPolicy& vp = proto.version_policy();
+// Triton's default policy is the latest version only.
+absl::StatusOr<VersionPolicy> ToVersionPolicy(const inference::ModelVersionPolicy& vp,
+                                              absl::string_view what) {
+  VersionPolicy policy;
   if (vp.has_all()) {
-    config.version_policy.kind = VersionPolicy::Kind::kAll;
+    policy.kind = VersionPolicy::Kind::kAll;
   } else if (vp.has_specific()) {
-    config.version_policy.kind = VersionPolicy::Kind::kSpecific;
-    config.version_policy.versions.assign(vp.specific().versions().begin(),
-                                          vp.specific().versions().end());
-    if (config.version_policy.versions.empty()) {
+    policy.kind = VersionPolicy::Kind::kSpecific;
+    policy.versions.assign(vp.specific().versions().begin(), vp.specific().versions().end());
+    if (policy.versions.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": version_policy specific lists no versions"));
     }
   } else {
-    config.version_policy.kind = VersionPolicy::Kind::kLatest;
-    config.version_policy.num_versions =
+    policy.kind = VersionPolicy::Kind::kLatest;
+    policy.num_versions =
         vp.has_latest() && vp.latest().num_versions() > 0 ? vp.latest().num_versions() : 1;
   }
+  return policy;
+}
+
+}  // namespace
+
+int ModelConfig::InstanceCount() const {
+  int total = 0;
+  for (const InstanceGroupConfig& g : instance_groups) total += g.count;
+  return total > 0 ? total : 1;
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view what) {
+  NDS_ASSIGN_OR_RETURN(const inference::ModelConfig proto, ParseConfigProto(text, what));
+  ModelConfig config;
+  NDS_RETURN_IF_ERROR(ReadModelFields(proto, what, &config));
+  NDS_ASSIGN_OR_RETURN(config.inputs, ToSpecs(proto.input(), "input", what));
+  NDS_ASSIGN_OR_RETURN(config.outputs, ToSpecs(proto.output(), "output", what));
+  for (const inference::ModelInstanceGroup& g : proto.instance_group()) {
+    NDS_ASSIGN_OR_RETURN(InstanceGroupConfig group, ToInstanceGroup(g, what));
+    config.instance_groups.push_back(std::move(group));
+  }
+  if (proto.has_dynamic_batching()) {
+    config.dynamic_batching = ToDynamicBatching(proto.dynamic_batching());
+  }
+  NDS_ASSIGN_OR_RETURN(config.version_policy, ToVersionPolicy(proto.version_policy(), what));
   return config;
 }
 

@@ -63,8 +63,11 @@ void Narrow(const google::protobuf::RepeatedField<Src>& src, DType dtype, std::s
   }
 }
 
-absl::Status ConvertInitializer(onnx::TensorProto& t, Initializer* out) {
-  const std::string where = absl::StrCat("initializer '", t.name(), "'");
+// `where` names the tensor in errors; empty: "initializer '<name>'".
+absl::Status ConvertInitializer(onnx::TensorProto& t, Initializer* out,
+                                absl::string_view what = "") {
+  const std::string where =
+      what.empty() ? absl::StrCat("initializer '", t.name(), "'") : std::string(what);
   out->name = t.name();
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     return absl::UnimplementedError(absl::StrCat(where, ": external data files are not supported"));
@@ -140,6 +143,7 @@ absl::StatusOr<kernels::AttrValue> ConvertAttribute(const onnx::AttributeProto& 
     if (a.has_s()) type = AP::STRING;
     if (a.floats_size() > 0) type = AP::FLOATS;
     if (a.ints_size() > 0) type = AP::INTS;
+    if (a.has_t()) type = AP::TENSOR;
   }
   switch (type) {
     case AP::INT:
@@ -152,6 +156,21 @@ absl::StatusOr<kernels::AttrValue> ConvertAttribute(const onnx::AttributeProto& 
       return kernels::AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
     case AP::FLOATS:
       return kernels::AttrValue(std::vector<float>(a.floats().begin(), a.floats().end()));
+    case AP::TENSOR: {
+      // Attribute tensors are small (ConstantOfShape's one element, a Constant's value);
+      // the copy lets the initializer path take raw_data by move.
+      onnx::TensorProto t = a.t();
+      Initializer init;
+      NDS_RETURN_IF_ERROR(
+          ConvertInitializer(t, &init, absl::StrCat("tensor attribute '", a.name(), "'")));
+      NDS_ASSIGN_OR_RETURN(
+          kernels::HostValue v,
+          kernels::HostValue::FromBytes(
+              init.dtype, init.shape,
+              absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(init.bytes.data()),
+                                  init.bytes.size())));
+      return kernels::AttrValue(std::move(v));
+    }
     default:
       return absl::UnimplementedError(
           absl::StrFormat("attribute '%s' has type %s, which is not supported", a.name(),

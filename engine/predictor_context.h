@@ -19,7 +19,7 @@
 
 namespace ndserve::engine {
 
-// One request's run of a model's graph (DESIGN.md §2): every byte it touches lives in a
+// One request's run of a model's graph (docs/design.md §2): every byte it touches lives in a
 // context-level NDManager under the predictor's manager, and Close() frees it all.
 //
 // Inputs are uploaded into the context, every node's outputs are created in it (the

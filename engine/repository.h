@@ -26,7 +26,7 @@ struct RepositoryModel {
   std::vector<ModelVersionLocation> versions;  // numeric version directories, ascending
 };
 
-// A model repository laid out as Triton's (DESIGN.md §4):
+// A model repository laid out as Triton's (docs/design.md §4):
 //   <root>/<model>/config.pbtxt            optional
 //   <root>/<model>/<version>/model.onnx    version: a positive integer
 // Reads the file system on every call (nothing is cached, so models added while the

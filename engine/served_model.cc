@@ -35,7 +35,8 @@ ServedModel::ServedModel(std::shared_ptr<Model> model, std::unique_ptr<Predictor
 
 ServedModel::~ServedModel() { Unload(); }
 
-absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSpec& spec) {
+absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSpec& spec,
+                                                               MemorySystem* memory) {
   const absl::Time start = absl::Now();
   absl::StatusOr<Graph> graph = LoadOnnxGraph(spec.model_path);
   if (!graph.ok()) return Fail(spec, graph.status());
@@ -46,7 +47,7 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSp
   const size_t num_nodes = graph->nodes().size();
   absl::StatusOr<std::shared_ptr<Model>> model =
       Model::Create(spec.name, spec.version, *std::move(graph), *std::move(signature),
-                    std::move(effective), spec.device);
+                    std::move(effective), spec.device, memory);
   if (!model.ok()) return Fail(spec, model.status());
 
   const int count =

@@ -16,6 +16,7 @@
 #include "engine/model_stats.h"
 #include "engine/predictor_pool.h"
 #include "memory/device.h"
+#include "memory/memory_system.h"
 
 namespace ndserve::engine {
 
@@ -40,8 +41,11 @@ class ServedModel {
  public:
   // Parse -> check ops and opset -> reconcile with config -> upload initializers -> cap
   // the model manager -> create predictors -> warm up -> cap their managers
-  // (DESIGN.md §4). Errors name the model, version and file; nothing stays allocated.
-  static absl::StatusOr<std::shared_ptr<ServedModel>> Load(const ModelLoadSpec& spec);
+  // (docs/design.md §4). Parameters and requests allocate from `memory` (borrowed; it must
+  // outlive the ServedModel). Errors name the model, version and file; nothing stays
+  // allocated.
+  static absl::StatusOr<std::shared_ptr<ServedModel>> Load(const ModelLoadSpec& spec,
+                                                           MemorySystem* memory);
   ~ServedModel();
   ServedModel(const ServedModel&) = delete;
   ServedModel& operator=(const ServedModel&) = delete;

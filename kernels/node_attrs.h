@@ -23,11 +23,6 @@
 
 namespace ndserve::kernels {
 
-// One ONNX attribute: AttributeProto's INT, FLOAT, INTS, FLOATS or STRING.
-using AttrValue =
-    std::variant<int64_t, float, std::vector<int64_t>, std::vector<float>, std::string>;
-using AttrMap = absl::flat_hash_map<std::string, AttrValue>;
-
 // The value of a host input (ops.def HostInputs): a small tensor read on the host, from an
 // initializer when the model loads or from the host-side shape arithmetic per request.
 // Integer and BOOL elements are in `ints`, floating ones in `reals`. A plain value.
@@ -45,6 +40,18 @@ struct HostValue {
   int64_t numel() const { return static_cast<int64_t>(IsReal() ? reals.size() : ints.size()); }
   bool IsReal() const;
 };
+
+// One ONNX attribute: AttributeProto's INT, FLOAT, INTS, FLOATS, STRING or TENSOR. A
+// TENSOR attribute (ConstantOfShape's value, Constant's value) is held as a HostValue:
+// such tensors are small and their values are read on the host, like host inputs.
+using AttrValue = std::variant<int64_t, float, std::vector<int64_t>, std::vector<float>,
+                               std::string, HostValue>;
+using AttrMap = absl::flat_hash_map<std::string, AttrValue>;
+
+// An INT attribute the engine adds to every node: how many outputs the node names. Rules
+// of an op whose output count decides its result and is not otherwise stated (Split
+// without its `split` input) read it. No ONNX attribute has this name.
+inline constexpr char kNodeOutputCountAttr[] = "ndserve.num_outputs";
 
 // The host values of one node, by input position. Positions that are not host inputs, or
 // whose optional input the node leaves out, hold nothing. A plain value.

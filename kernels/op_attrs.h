@@ -85,6 +85,14 @@ using OpAttrs = std::variant<
     // kernels/attrs/math.h
 
     // kernels/attrs/data.h
+    SliceAttrs,
+    ExpandAttrs,
+    ConstantOfShapeAttrs,
+    RangeAttrs,
+    TileAttrs,
+    SplitAttrs,
+    PadAttrs,
+    TriluAttrs,
 
     // kernels/attrs/conv.h
     ConvAttrs,

@@ -13,6 +13,9 @@
 // it ends. --soak sends a million requests and samples memory every 10,000 while the
 // daemon is quiescent, checking allocated bytes stay flat and RSS grows under 1%.
 //
+// The only place that knows about flags: they are bound into LoadtestOptions here, and
+// PlanLoadtest (loadtest_options.h) turns those into the run; everything below takes that.
+//
 // Exit status: 0 all checks passed, 1 a check failed, 2 the run could not be made.
 #include <grpcpp/grpcpp.h>
 
@@ -40,6 +43,7 @@
 #include "absl/time/time.h"
 #include "base/logging.h"
 #include "loadtest/load_driver.h"
+#include "loadtest/loadtest_options.h"
 #include "loadtest/memory_probe.h"
 #include "loadtest/report.h"
 #include "loadtest/tensor_spec.h"
@@ -99,13 +103,43 @@ namespace {
 constexpr int kExitCheckFailed = 1;
 constexpr int kExitSetup = 2;
 
-std::string Host(const std::string& address) {
-  if (!address.empty() && address.front() == '[') return address.substr(0, address.find(']') + 1);
-  return address.substr(0, address.rfind(':'));
-}
-
-bool IsLoopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host.empty();
+// Every flag, read once; nothing below reads flags.
+LoadtestOptions OptionsFromFlags() {
+  LoadtestOptions o;
+  o.address = absl::GetFlag(FLAGS_address);
+  o.model = absl::GetFlag(FLAGS_model);
+  o.model_version = absl::GetFlag(FLAGS_model_version);
+  o.batch = absl::GetFlag(FLAGS_batch);
+  o.input = absl::GetFlag(FLAGS_input);
+  o.variable_dim = absl::GetFlag(FLAGS_variable_dim);
+  o.concurrency = absl::GetFlag(FLAGS_concurrency);
+  o.rate = absl::GetFlag(FLAGS_rate);
+  o.duration_s = absl::GetFlag(FLAGS_duration_s);
+  o.requests = absl::GetFlag(FLAGS_requests);
+  o.warmup_s = absl::GetFlag(FLAGS_warmup_s);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.channels = absl::GetFlag(FLAGS_channels);
+  o.timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  o.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
+  o.distinct_inputs = absl::GetFlag(FLAGS_distinct_inputs);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.int_max = absl::GetFlag(FLAGS_int_max);
+  o.bytes_length = absl::GetFlag(FLAGS_bytes_length);
+  o.validate_every = absl::GetFlag(FLAGS_validate_every);
+  o.admin_address = absl::GetFlag(FLAGS_admin_address);
+  o.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+  o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  o.daemon_pid = absl::GetFlag(FLAGS_daemon_pid);
+  o.settle_ms = absl::GetFlag(FLAGS_settle_ms);
+  o.leak_tolerance_bytes = absl::GetFlag(FLAGS_leak_tolerance_bytes);
+  o.max_error_rate = absl::GetFlag(FLAGS_max_error_rate);
+  o.soak = absl::GetFlag(FLAGS_soak);
+  o.sample_every = absl::GetFlag(FLAGS_sample_every);
+  o.max_rss_growth_pct = absl::GetFlag(FLAGS_max_rss_growth_pct);
+  o.json_out = absl::GetFlag(FLAGS_json_out);
+  o.samples_out = absl::GetFlag(FLAGS_samples_out);
+  o.wait_ready_s = absl::GetFlag(FLAGS_wait_ready_s);
+  return o;
 }
 
 std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
@@ -121,8 +155,7 @@ std::unique_ptr<grpc::ClientContext> Context(int seconds) {
 }
 
 // KServe ServerReady first; a server without it is asked grpc.health.v1 readiness, and
-// one that has neither but answers is taken as ready (the echo baseline before it grew
-// ServerReady, or a minimal server).
+// one that has neither but answers is taken as ready (a minimal server).
 absl::Status WaitReady(const std::shared_ptr<grpc::Channel>& channel, absl::Duration wait) {
   auto kserve = inference::GRPCInferenceService::NewStub(channel);
   auto health = grpc::health::v1::Health::NewStub(channel);
@@ -175,16 +208,16 @@ absl::StatusOr<std::vector<TensorSpec>> InputsFromMetadata(
 }
 
 absl::StatusOr<std::vector<std::string>> BuildRequests(const std::vector<TensorSpec>& specs,
-                                                       int count) {
+                                                       const LoadtestOptions& options) {
   RandomOptions random;
-  random.int_max = absl::GetFlag(FLAGS_int_max);
-  random.bytes_length = absl::GetFlag(FLAGS_bytes_length);
-  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+  random.int_max = options.int_max;
+  random.bytes_length = options.bytes_length;
+  std::mt19937_64 rng(options.seed);
   std::vector<std::string> out;
-  for (int i = 0; i < std::max(1, count); ++i) {
+  for (int i = 0; i < std::max(1, options.distinct_inputs); ++i) {
     inference::ModelInferRequest request;
-    request.set_model_name(absl::GetFlag(FLAGS_model));
-    request.set_model_version(absl::GetFlag(FLAGS_model_version));
+    request.set_model_name(options.model);
+    request.set_model_version(options.model_version);
     for (const TensorSpec& spec : specs) {
       auto* input = request.add_inputs();
       input->set_name(spec.name);
@@ -206,24 +239,14 @@ struct ProbeSetup {
   std::vector<std::string> notes;
 };
 
-absl::StatusOr<ProbeSetup> SetUpProbe(const std::string& address) {
-  const std::string host = Host(address);
+absl::StatusOr<ProbeSetup> SetUpProbe(const LoadtestPlan& plan) {
   MemoryProbeOptions options;
-  bool admin_auto = false;
-  bool metrics_auto = false;
-  options.admin_address = absl::GetFlag(FLAGS_admin_address);
-  if (options.admin_address == "auto") {
-    admin_auto = true;
-    options.admin_address =
-        IsLoopback(host) ? absl::StrCat(host.empty() ? "127.0.0.1" : host, ":8003") : "";
-  }
-  options.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
-  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  if (options.metrics_address == "auto") {
-    metrics_auto = true;
-    options.metrics_address = absl::StrCat(host.empty() ? "127.0.0.1" : host, ":8002");
-  }
-  options.pid = absl::GetFlag(FLAGS_daemon_pid);
+  const bool admin_auto = plan.admin_auto;
+  const bool metrics_auto = plan.metrics_auto;
+  options.admin_address = plan.admin_address;
+  options.admin_token_file = plan.options.admin_token_file;
+  options.metrics_address = plan.metrics_address;
+  options.pid = plan.options.daemon_pid;
 
   ProbeSetup setup;
   auto try_source = [&](MemoryProbeOptions only, bool is_auto, std::string* field,
@@ -291,141 +314,197 @@ absl::StatusOr<MemorySnapshot> TakeSettled(MemoryProbe& probe, absl::Duration se
   return last;
 }
 
-int Run() {
-  const std::string address = absl::GetFlag(FLAGS_address);
-  const std::string model = absl::GetFlag(FLAGS_model);
-  if (model.empty()) {
-    std::cerr << "ndserve-loadtest: --model is required\n";
-    return kExitSetup;
-  }
-  const int batch = absl::GetFlag(FLAGS_batch);
-  const bool soak = absl::GetFlag(FLAGS_soak);
-  std::int64_t max_requests = absl::GetFlag(FLAGS_requests);
-  double duration_s = absl::GetFlag(FLAGS_duration_s);
-  std::int64_t sample_every = absl::GetFlag(FLAGS_sample_every);
-  if (soak) {
-    if (max_requests <= 0 && duration_s <= 0) max_requests = 1'000'000;
-    if (sample_every <= 0) sample_every = 10'000;
-  }
-  if (max_requests <= 0 && duration_s <= 0) duration_s = 10;
-  if (batch < 1 || absl::GetFlag(FLAGS_concurrency) < 1 || absl::GetFlag(FLAGS_rate) < 0) {
-    std::cerr << "ndserve-loadtest: --batch and --concurrency must be >= 1, --rate >= 0\n";
-    return kExitSetup;
-  }
-
-  const std::shared_ptr<grpc::Channel> channel = Channel(address);
-  auto stub = inference::GRPCInferenceService::NewStub(channel);
-  if (const double wait = absl::GetFlag(FLAGS_wait_ready_s); wait > 0) {
-    if (absl::Status s = WaitReady(channel, absl::Seconds(wait)); !s.ok()) {
-      std::cerr << "ndserve-loadtest: " << address << ": " << s.message() << "\n";
-      return kExitSetup;
-    }
-  }
-
-  std::vector<TensorSpec> specs;
-  if (!absl::GetFlag(FLAGS_input).empty()) {
-    for (const std::string& text : absl::GetFlag(FLAGS_input)) {
-      absl::StatusOr<TensorSpec> spec = ParseTensorSpec(text);
-      if (!spec.ok()) {
-        std::cerr << "ndserve-loadtest: " << spec.status().message() << "\n";
-        return kExitSetup;
-      }
-      specs.push_back(*std::move(spec));
-    }
-  } else {
+// The request inputs with their shapes resolved for --batch: --input's, else the
+// model's own from ModelMetadata.
+absl::StatusOr<std::vector<TensorSpec>> ResolveInputs(const LoadtestPlan& plan,
+                                                      inference::GRPCInferenceService::Stub& stub) {
+  const LoadtestOptions& o = plan.options;
+  std::vector<TensorSpec> specs = plan.inputs;
+  if (specs.empty()) {
     absl::StatusOr<std::vector<TensorSpec>> from_server =
-        InputsFromMetadata(*stub, model, absl::GetFlag(FLAGS_model_version));
-    if (!from_server.ok()) {
-      std::cerr << "ndserve-loadtest: " << from_server.status().message() << "\n";
-      return kExitSetup;
-    }
+        InputsFromMetadata(stub, o.model, o.model_version);
+    if (!from_server.ok()) return from_server.status();
     specs = *std::move(from_server);
   }
-  std::vector<std::string> described;
   for (TensorSpec& spec : specs) {
-    if (batch > 1 && (spec.shape.empty() || spec.shape[0] != -1)) {
+    if (o.batch > 1 && (spec.shape.empty() || spec.shape[0] != -1)) {
       LOG(WARNING) << "input " << spec.name << " " << FormatShape(spec.shape)
-                   << " has no variable batch dimension; --batch=" << batch << " is ignored for it";
+                   << " has no variable batch dimension; --batch=" << o.batch
+                   << " is ignored for it";
     }
-    absl::StatusOr<TensorSpec> resolved =
-        ResolveShape(spec, batch, absl::GetFlag(FLAGS_variable_dim));
-    if (!resolved.ok()) {
-      std::cerr << "ndserve-loadtest: " << resolved.status().message() << "\n";
-      return kExitSetup;
-    }
+    absl::StatusOr<TensorSpec> resolved = ResolveShape(spec, o.batch, o.variable_dim);
+    if (!resolved.ok()) return resolved.status();
     spec = *std::move(resolved);
+  }
+  return specs;
+}
+
+LoadOptions MakeLoadOptions(const LoadtestPlan& plan, std::vector<std::string> requests) {
+  LoadOptions options;
+  options.address = plan.options.address;
+  options.requests = std::move(requests);
+  options.concurrency = plan.options.concurrency;
+  options.rate = plan.options.rate;
+  options.threads = plan.threads;
+  options.channels = plan.channels;
+  options.timeout = absl::Milliseconds(plan.options.timeout_ms);
+  options.max_outstanding = plan.options.max_outstanding;
+  options.validate_every = plan.options.validate_every;
+  return options;
+}
+
+Report StartReport(const LoadtestPlan& plan, const LoadOptions& load,
+                   const std::vector<TensorSpec>& specs, const ProbeSetup& probe_setup) {
+  Report report;
+  report.address = plan.options.address;
+  report.model = plan.options.model;
+  report.model_version = plan.options.model_version;
+  report.batch = plan.options.batch;
+  report.mode = load.rate > 0 ? "open" : "closed";
+  report.concurrency = load.rate > 0 ? 0 : load.concurrency;
+  report.rate = load.rate;
+  report.threads = load.threads;
+  report.channels = load.channels;
+  std::vector<std::string> described;
+  for (const TensorSpec& spec : specs) {
     described.push_back(absl::StrCat(spec.name, ":", spec.datatype, FormatShape(spec.shape)));
   }
-  absl::StatusOr<std::vector<std::string>> requests =
-      BuildRequests(specs, absl::GetFlag(FLAGS_distinct_inputs));
-  if (!requests.ok()) {
-    std::cerr << "ndserve-loadtest: " << requests.status().message() << "\n";
-    return kExitSetup;
-  }
+  report.inputs = absl::StrJoin(described, ", ");
+  report.memory_unavailable = absl::StrJoin(probe_setup.notes, "; ");
+  return report;
+}
 
-  absl::StatusOr<ProbeSetup> probe_setup = SetUpProbe(address);
-  if (!probe_setup.ok()) {
-    std::cerr << "ndserve-loadtest: memory source: " << probe_setup.status().message() << "\n";
-    return kExitSetup;
+// The pass/fail checks of a finished run: errors always; with the daemon's pools, no
+// growth of allocated bytes; with samples, allocated bytes flat and RSS growth bounded.
+void AddChecks(const LoadtestPlan& plan, const MemoryProbe* probe, const std::string& sample_error,
+               Report* report) {
+  const LoadtestOptions& o = plan.options;
+  const LoadResult& res = report->result;
+  const double error_rate =
+      res.sent > 0 ? static_cast<double>(res.error_count()) / static_cast<double>(res.sent) : 1.0;
+  report->checks.push_back(
+      {"errors", res.ok > 0 && error_rate <= o.max_error_rate,
+       absl::StrFormat("%d of %d failed, %.4f%% (allowed %.4f%%)", res.error_count(), res.sent,
+                       100 * error_rate, 100 * o.max_error_rate)});
+  const std::int64_t tolerance = o.leak_tolerance_bytes;
+  if (report->before && report->after && probe->has_pools()) {
+    const MemorySnapshot& before = *report->before;
+    const MemorySnapshot& after = *report->after;
+    auto delta = [](std::uint64_t to, std::uint64_t from) {
+      return static_cast<std::int64_t>(to) - static_cast<std::int64_t>(from);
+    };
+    const std::int64_t allocated = delta(after.allocated_bytes(), before.allocated_bytes());
+    report->checks.push_back(
+        {"leak", allocated <= tolerance,
+         absl::StrCat("allocated ", FormatSignedBytes(allocated), " across the run, cached ",
+                      FormatSignedBytes(delta(after.cached_bytes(), before.cached_bytes())),
+                      ", reserved ",
+                      FormatSignedBytes(delta(after.reserved_bytes(), before.reserved_bytes())),
+                      "; allowed ", FormatSignedBytes(tolerance))});
   }
+  if (plan.sample_every <= 0 || probe == nullptr) return;
+  if (!sample_error.empty()) report->checks.push_back({"samples", false, sample_error});
+  std::vector<const MemorySnapshot*> all;
+  if (report->before) all.push_back(&*report->before);
+  for (const MemorySample& s : report->samples) all.push_back(&s.memory);
+  if (report->after) all.push_back(&*report->after);
+  if (probe->has_pools() && !all.empty()) {
+    auto [lo, hi] = std::minmax_element(all.begin(), all.end(), [](auto* a, auto* b) {
+      return a->allocated_bytes() < b->allocated_bytes();
+    });
+    const auto spread =
+        static_cast<std::int64_t>((*hi)->allocated_bytes() - (*lo)->allocated_bytes());
+    report->checks.push_back(
+        {"allocated_flat", spread <= tolerance,
+         absl::StrCat(all.size(), " samples between ", FormatBytes((*lo)->allocated_bytes()),
+                      " and ", FormatBytes((*hi)->allocated_bytes()), "; allowed spread ",
+                      FormatBytes(static_cast<double>(tolerance)))});
+  }
+  // The baseline is the first sample taken under load, not the idle read before it:
+  // the first requests at full concurrency size gRPC's buffers and malloc's arenas
+  // once, which is not growth.
+  const MemorySnapshot* base = report->samples.empty() ? nullptr : &report->samples[0].memory;
+  if (probe->has_rss() && base != nullptr && base->rss_bytes && report->after &&
+      report->after->rss_bytes) {
+    std::uint64_t peak = 0;
+    for (const MemorySnapshot* m : all) peak = std::max(peak, m->rss_bytes.value_or(0));
+    const double growth =
+        100.0 *
+        (static_cast<double>(*report->after->rss_bytes) - static_cast<double>(*base->rss_bytes)) /
+        static_cast<double>(*base->rss_bytes);
+    const double allowed = o.max_rss_growth_pct;
+    report->checks.push_back(
+        {"rss_growth", growth < allowed,
+         absl::StrFormat("%s after %d requests -> %s at the end (%+.3f%%, peak %s); allowed "
+                         "%.2f%%",
+                         FormatBytes(*base->rss_bytes), report->samples[0].requests,
+                         FormatBytes(*report->after->rss_bytes), growth, FormatBytes(peak),
+                         allowed)});
+  }
+}
+
+void WriteReport(const LoadtestOptions& options, const Report& report) {
+  PrintText(report, std::cout);
+  if (!options.json_out.empty()) {
+    std::ofstream out(options.json_out);
+    PrintJson(report, out);
+    if (!out) std::cerr << "ndserve-loadtest: cannot write " << options.json_out << "\n";
+  }
+  if (!options.samples_out.empty()) {
+    std::ofstream out(options.samples_out);
+    PrintSamplesCsv(report, out);
+    if (!out) std::cerr << "ndserve-loadtest: cannot write " << options.samples_out << "\n";
+  }
+}
+
+int SetupFailed(absl::string_view what, const absl::Status& status) {
+  std::cerr << "ndserve-loadtest: " << what << status.message() << "\n";
+  return kExitSetup;
+}
+
+int Run(const LoadtestPlan& plan) {
+  const LoadtestOptions& o = plan.options;
+  const std::shared_ptr<grpc::Channel> channel = Channel(o.address);
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  if (o.wait_ready_s > 0) {
+    if (absl::Status s = WaitReady(channel, absl::Seconds(o.wait_ready_s)); !s.ok()) {
+      return SetupFailed(absl::StrCat(o.address, ": "), s);
+    }
+  }
+  absl::StatusOr<std::vector<TensorSpec>> specs = ResolveInputs(plan, *stub);
+  if (!specs.ok()) return SetupFailed("", specs.status());
+  absl::StatusOr<std::vector<std::string>> requests = BuildRequests(*specs, o);
+  if (!requests.ok()) return SetupFailed("", requests.status());
+
+  absl::StatusOr<ProbeSetup> probe_setup = SetUpProbe(plan);
+  if (!probe_setup.ok()) return SetupFailed("memory source: ", probe_setup.status());
   MemoryProbe* probe = probe_setup->probe.get();
-  if (soak && (probe == nullptr || !probe->has_pools())) {
+  if (o.soak && (probe == nullptr || !probe->has_pools())) {
     std::cerr << "ndserve-loadtest: --soak needs the daemon's pools: give --admin_address or "
                  "--metrics_address\n";
     return kExitSetup;
   }
 
-  LoadOptions options;
-  options.address = address;
-  options.requests = *std::move(requests);
-  options.concurrency = absl::GetFlag(FLAGS_concurrency);
-  options.rate = absl::GetFlag(FLAGS_rate);
-  int threads = absl::GetFlag(FLAGS_threads);
-  if (threads <= 0) {
-    threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
-  }
-  options.threads = options.rate > 0 ? threads : std::min(threads, options.concurrency);
-  options.channels = std::max(options.threads, absl::GetFlag(FLAGS_channels));
-  options.timeout = absl::Milliseconds(absl::GetFlag(FLAGS_timeout_ms));
-  options.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
-  options.validate_every = absl::GetFlag(FLAGS_validate_every);
-
-  if (const double warmup = absl::GetFlag(FLAGS_warmup_s); warmup > 0) {
+  LoadOptions options = MakeLoadOptions(plan, *std::move(requests));
+  if (o.warmup_s > 0) {
     LoadOptions w = options;
-    w.duration = absl::Seconds(warmup);
+    w.duration = absl::Seconds(o.warmup_s);
     w.max_requests = 0;
-    absl::StatusOr<LoadResult> warm = RunLoad(w);
-    if (!warm.ok()) {
-      std::cerr << "ndserve-loadtest: warm-up: " << warm.status().message() << "\n";
-      return kExitSetup;
+    if (absl::StatusOr<LoadResult> warm = RunLoad(w); !warm.ok()) {
+      return SetupFailed("warm-up: ", warm.status());
     }
   }
 
-  Report report;
-  report.address = address;
-  report.model = model;
-  report.model_version = absl::GetFlag(FLAGS_model_version);
-  report.batch = batch;
-  report.mode = options.rate > 0 ? "open" : "closed";
-  report.concurrency = options.rate > 0 ? 0 : options.concurrency;
-  report.rate = options.rate;
-  report.threads = options.threads;
-  report.channels = options.channels;
-  report.inputs = absl::StrJoin(described, ", ");
-  report.memory_unavailable = absl::StrJoin(probe_setup->notes, "; ");
-
-  const absl::Duration settle = absl::Milliseconds(absl::GetFlag(FLAGS_settle_ms));
+  Report report = StartReport(plan, options, *specs, *probe_setup);
+  const absl::Duration settle = absl::Milliseconds(o.settle_ms);
   std::string sample_error;
   if (probe != nullptr) {
     absl::StatusOr<MemorySnapshot> before = TakeSettled(*probe, settle);
-    if (!before.ok()) {
-      std::cerr << "ndserve-loadtest: memory before the run: " << before.status().message() << "\n";
-      return kExitSetup;
-    }
+    if (!before.ok()) return SetupFailed("memory before the run: ", before.status());
     report.before = *std::move(before);
     report.memory_source = probe->Describe();
-    if (sample_every > 0) {
-      options.pause_every = sample_every;
+    if (plan.sample_every > 0) {
+      options.pause_every = plan.sample_every;
       options.on_pause = [&](std::int64_t completed) {
         absl::StatusOr<MemorySnapshot> m = TakeSettled(*probe, settle);
         if (m.ok()) {
@@ -436,13 +515,10 @@ int Run() {
       };
     }
   }
-  options.duration = absl::Seconds(duration_s);
-  options.max_requests = max_requests;
+  options.duration = absl::Seconds(plan.duration_s);
+  options.max_requests = plan.max_requests;
   absl::StatusOr<LoadResult> result = RunLoad(options);
-  if (!result.ok()) {
-    std::cerr << "ndserve-loadtest: " << result.status().message() << "\n";
-    return kExitSetup;
-  }
+  if (!result.ok()) return SetupFailed("", result.status());
   report.result = *std::move(result);
   if (probe != nullptr) {
     absl::StatusOr<MemorySnapshot> after = TakeSettled(*probe, settle);
@@ -453,80 +529,8 @@ int Run() {
     }
   }
 
-  // Checks.
-  const LoadResult& res = report.result;
-  const double error_rate =
-      res.sent > 0 ? static_cast<double>(res.error_count()) / static_cast<double>(res.sent) : 1.0;
-  report.checks.push_back(
-      {"errors", res.ok > 0 && error_rate <= absl::GetFlag(FLAGS_max_error_rate),
-       absl::StrFormat("%d of %d failed, %.4f%% (allowed %.4f%%)", res.error_count(), res.sent,
-                       100 * error_rate, 100 * absl::GetFlag(FLAGS_max_error_rate))});
-  const std::int64_t tolerance = absl::GetFlag(FLAGS_leak_tolerance_bytes);
-  if (report.before && report.after && probe->has_pools()) {
-    const std::int64_t delta = static_cast<std::int64_t>(report.after->allocated_bytes()) -
-                               static_cast<std::int64_t>(report.before->allocated_bytes());
-    report.checks.push_back(
-        {"leak", delta <= tolerance,
-         absl::StrCat("allocated ", FormatSignedBytes(delta), " across the run, cached ",
-                      FormatSignedBytes(static_cast<std::int64_t>(report.after->cached_bytes()) -
-                                        static_cast<std::int64_t>(report.before->cached_bytes())),
-                      ", reserved ",
-                      FormatSignedBytes(static_cast<std::int64_t>(report.after->reserved_bytes()) -
-                                        static_cast<std::int64_t>(report.before->reserved_bytes())),
-                      "; allowed ", FormatSignedBytes(tolerance))});
-  }
-  if (sample_every > 0 && probe != nullptr) {
-    if (!sample_error.empty()) report.checks.push_back({"samples", false, sample_error});
-    std::vector<const MemorySnapshot*> all;
-    if (report.before) all.push_back(&*report.before);
-    for (const MemorySample& s : report.samples) all.push_back(&s.memory);
-    if (report.after) all.push_back(&*report.after);
-    if (probe->has_pools() && !all.empty()) {
-      auto [lo, hi] = std::minmax_element(all.begin(), all.end(), [](auto* a, auto* b) {
-        return a->allocated_bytes() < b->allocated_bytes();
-      });
-      const auto spread =
-          static_cast<std::int64_t>((*hi)->allocated_bytes() - (*lo)->allocated_bytes());
-      report.checks.push_back(
-          {"allocated_flat", spread <= tolerance,
-           absl::StrCat(all.size(), " samples between ", FormatBytes((*lo)->allocated_bytes()),
-                        " and ", FormatBytes((*hi)->allocated_bytes()), "; allowed spread ",
-                        FormatBytes(static_cast<double>(tolerance)))});
-    }
-    // The baseline is the first sample taken under load, not the idle read before it:
-    // the first requests at full concurrency size gRPC's buffers and malloc's arenas
-    // once, which is not growth.
-    const MemorySnapshot* base = report.samples.empty() ? nullptr : &report.samples[0].memory;
-    if (probe->has_rss() && base != nullptr && base->rss_bytes && report.after &&
-        report.after->rss_bytes) {
-      std::uint64_t peak = 0;
-      for (const MemorySnapshot* m : all) peak = std::max(peak, m->rss_bytes.value_or(0));
-      const double growth =
-          100.0 *
-          (static_cast<double>(*report.after->rss_bytes) - static_cast<double>(*base->rss_bytes)) /
-          static_cast<double>(*base->rss_bytes);
-      const double allowed = absl::GetFlag(FLAGS_max_rss_growth_pct);
-      report.checks.push_back(
-          {"rss_growth", growth < allowed,
-           absl::StrFormat("%s after %d requests -> %s at the end (%+.3f%%, peak %s); allowed "
-                           "%.2f%%",
-                           FormatBytes(*base->rss_bytes), report.samples[0].requests,
-                           FormatBytes(*report.after->rss_bytes), growth, FormatBytes(peak),
-                           allowed)});
-    }
-  }
-
-  PrintText(report, std::cout);
-  if (const std::string path = absl::GetFlag(FLAGS_json_out); !path.empty()) {
-    std::ofstream out(path);
-    PrintJson(report, out);
-    if (!out) std::cerr << "ndserve-loadtest: cannot write " << path << "\n";
-  }
-  if (const std::string path = absl::GetFlag(FLAGS_samples_out); !path.empty()) {
-    std::ofstream out(path);
-    PrintSamplesCsv(report, out);
-    if (!out) std::cerr << "ndserve-loadtest: cannot write " << path << "\n";
-  }
+  AddChecks(plan, probe, sample_error, &report);
+  WriteReport(o, report);
   return report.passed() ? EXIT_SUCCESS : kExitCheckFailed;
 }
 
@@ -538,5 +542,11 @@ int main(int argc, char** argv) {
       "ndserve-loadtest --model=NAME [--batch=N] [--concurrency=N | --rate=R] "
       "[--duration_s=S | --requests=N] [--soak]: load test a KServe v2 ModelInfer endpoint.");
   absl::ParseCommandLine(argc, argv);
-  return ndserve::loadtest::Run();
+  absl::StatusOr<ndserve::loadtest::LoadtestPlan> plan = ndserve::loadtest::PlanLoadtest(
+      ndserve::loadtest::OptionsFromFlags(), std::thread::hardware_concurrency());
+  if (!plan.ok()) {
+    std::cerr << "ndserve-loadtest: " << plan.status().message() << "\n";
+    return ndserve::loadtest::kExitSetup;
+  }
+  return ndserve::loadtest::Run(*plan);
 }

@@ -15,7 +15,9 @@
 namespace ndserve {
 
 // One pool per device, of the kind and limit the MemoryConfig names, made on first
-// use. Owns the pools; pointers it hands out live as long as it does. Thread-safe.
+// use. Owns the pools; pointers it hands out live as long as it does. A MemorySystem
+// (memory_system.h) holds one next to the managers that allocate from it; tests of
+// the pools alone may build one directly. Thread-safe.
 class DevicePools {
  public:
   explicit DevicePools(MemoryConfig config) : config_(config) {}

@@ -22,12 +22,6 @@ absl::string_view ManagerLevelName(ManagerLevel level) {
 
 namespace internal {
 
-LevelCounters& LevelCounters::Get() {
-  // Leaked on purpose: managers close during static destruction of other objects.
-  static LevelCounters* counters = new LevelCounters();
-  return *counters;
-}
-
 ManagerLevelSnapshot LevelCounters::Read() const {
   ManagerLevelSnapshot snapshot;
   for (int i = 0; i < kNumManagerLevels; ++i) {

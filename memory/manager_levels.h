@@ -9,11 +9,11 @@
 
 namespace ndserve {
 
-// Where a manager sits in the scope tree (DESIGN.md §1). The level is a tag for metrics
+// Where a manager sits in the scope tree (docs/design.md §2). The level is a tag for metrics
 // and dumps; it does not change a manager's behaviour (except that only the system
 // manager refuses Close).
 enum class ManagerLevel : std::uint8_t {
-  kSystem,     // one per device, process-wide, never closed
+  kSystem,     // one per device and MemorySystem, closed only with it
   kModel,      // a model's parameters
   kPredictor,  // one per model instance and device; capped
   kContext,    // one per request (PredictorContext), and sub-scopes of it
@@ -47,17 +47,16 @@ struct ManagerLevelSnapshot {
 
 namespace internal {
 
-// The per-level counter that only grows: cap violations. The gauges (live managers,
-// attached arrays and bytes) change on every request and every Create; process-wide
+// The per-level counter that only grows: cap violations, one set per MemorySystem,
+// which owns it; every manager of that system's trees points at it. The gauges (live
+// managers, attached arrays and bytes) change on every request and every Create; shared
 // atomics for them would put contended read-modify-writes on those paths, so each
-// manager keeps its own numbers under its lock and NDManager::LevelCounts() sums the
-// open tree when someone asks (a metrics scrape), which is exact: every open manager is
-// in the tree and a closed one holds nothing. Thread-safe: relaxed atomics, each on its
+// manager keeps its own numbers under its lock and MemorySystem::LevelCounts() sums the
+// open trees when someone asks (a metrics scrape), which is exact: every open manager is
+// in a tree and a closed one holds nothing. Thread-safe: relaxed atomics, each on its
 // own cache line.
 class LevelCounters {
  public:
-  static LevelCounters& Get();
-
   void CapViolation(ManagerLevel level) {
     At(level).cap_violations.fetch_add(1, std::memory_order_relaxed);
   }

@@ -1,7 +1,6 @@
 #include "memory/memory_config.h"
 
 #include <cmath>
-#include <cstdlib>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -103,37 +102,6 @@ absl::StatusOr<std::size_t> ParseThreadCacheBytes(absl::string_view text,
         "such as 4MiB, or 0 to turn thread caches off)"));
   }
   return static_cast<std::size_t>(size->bytes);
-}
-
-absl::StatusOr<MemoryConfig> MemoryConfigFromEnvironment() {
-  MemoryConfig config;
-  auto get = [](const char* name) -> const char* {
-    const char* v = std::getenv(name);
-    return (v != nullptr && *v != '\0') ? v : nullptr;
-  };
-  if (const char* v = get(kPoolEnv)) {
-    absl::StatusOr<PoolKind> kind = ParsePoolKind(v);
-    if (!kind.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(kPoolEnv, ": ", kind.status().message()));
-    }
-    config.pool = *kind;
-  }
-  if (const char* v = get(kLimitEnv)) {
-    absl::StatusOr<MemoryLimit> limit = ParseMemoryLimit(v, kLimitEnv);
-    if (!limit.ok()) return limit.status();
-    config.limit = *limit;
-  }
-  if (const char* v = get(kDebugLevelEnv)) {
-    absl::StatusOr<int> level = ParseDebugLevel(v, kDebugLevelEnv);
-    if (!level.ok()) return level.status();
-    config.debug_level = *level;
-  }
-  if (const char* v = get(kThreadCacheEnv)) {
-    absl::StatusOr<std::size_t> bytes = ParseThreadCacheBytes(v, kThreadCacheEnv);
-    if (!bytes.ok()) return bytes.status();
-    config.thread_cache_bytes = *bytes;
-  }
-  return config;
 }
 
 }  // namespace ndserve

@@ -10,10 +10,9 @@
 
 namespace ndserve {
 
-inline constexpr char kPoolEnv[] = "NDSERVE_MEMORY_POOL";
-inline constexpr char kLimitEnv[] = "NDSERVE_MEMORY_LIMIT";
-inline constexpr char kDebugLevelEnv[] = "NDSERVE_DEBUG_LEVEL";
-inline constexpr char kThreadCacheEnv[] = "NDSERVE_MEMORY_THREAD_CACHE";
+// The memory settings as values, and pure parsers for their text forms. memory/ reads no
+// flags and no environment: server/options.cc resolves flags and environment variables
+// into a MemoryConfig and names the source in every error.
 
 // A memory limit as written by the operator: absolute bytes, or a fraction of the
 // device's memory that is resolved once the device is known.
@@ -40,18 +39,13 @@ absl::StatusOr<int> ParseDebugLevel(absl::string_view text, absl::string_view so
 absl::StatusOr<std::size_t> ParseThreadCacheBytes(absl::string_view text,
                                                   absl::string_view source);
 
-// The memory settings of the process. Plain value.
+// The settings of one MemorySystem (memory_system.h). Plain value.
 struct MemoryConfig {
   PoolKind pool = PoolKind::kBinned;
   MemoryLimit limit;
   int debug_level = 0;
   std::size_t thread_cache_bytes = kDefaultThreadCacheBytes;
 };
-
-// Reads NDSERVE_MEMORY_POOL, NDSERVE_MEMORY_LIMIT, NDSERVE_DEBUG_LEVEL and
-// NDSERVE_MEMORY_THREAD_CACHE (unset or empty variables keep the defaults). A bad value
-// is an error naming the variable.
-absl::StatusOr<MemoryConfig> MemoryConfigFromEnvironment();
 
 }  // namespace ndserve
 

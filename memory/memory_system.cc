@@ -1,81 +1,69 @@
 #include "memory/memory_system.h"
 
-#include <atomic>
-#include <cstdlib>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "base/logging.h"
+#include <algorithm>
+#include <utility>
 
 namespace ndserve {
-namespace {
 
-struct MemorySystem {
-  absl::Mutex mu;
-  bool configured ABSL_GUARDED_BY(mu) = false;
-  MemoryConfig config ABSL_GUARDED_BY(mu);
-  // Published once, read lock-free afterwards.
-  std::atomic<DevicePools*> pools{nullptr};
-};
+MemorySystem::MemorySystem(const MemoryConfig& config) : pools_(config) {}
 
-MemorySystem& System() {
-  static MemorySystem* system = new MemorySystem();
-  return *system;
-}
-
-bool SameConfig(const MemoryConfig& a, const MemoryConfig& b) {
-  return a.pool == b.pool && a.debug_level == b.debug_level &&
-         a.thread_cache_bytes == b.thread_cache_bytes &&
-         a.limit.unlimited == b.limit.unlimited && a.limit.bytes == b.limit.bytes &&
-         a.limit.fraction == b.limit.fraction;
-}
-
-}  // namespace
-
-absl::Status ConfigureMemory(const MemoryConfig& config) {
-  MemorySystem& system = System();
-  absl::MutexLock lock(&system.mu);
-  if (DevicePools* pools = system.pools.load(std::memory_order_acquire)) {
-    if (SameConfig(pools->config(), config)) return absl::OkStatus();
-    return absl::FailedPreconditionError(
-        "ConfigureMemory called after the memory pools were built with another configuration; "
-        "call it before the first allocation");
+MemorySystem::~MemorySystem() {
+  std::vector<std::shared_ptr<NDManager>> managers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [device, manager] : managers_) managers.push_back(std::move(manager));
+    managers_.clear();
   }
-  system.config = config;
-  system.configured = true;
-  return absl::OkStatus();
+  // Before pools_ goes: every array still attached anywhere in the trees is freed into
+  // its pool now, while the pool is alive.
+  for (const std::shared_ptr<NDManager>& manager : managers) manager->CloseSystem();
 }
 
-absl::StatusOr<DevicePools*> TryGlobalPools() {
-  MemorySystem& system = System();
-  if (DevicePools* pools = system.pools.load(std::memory_order_acquire)) return pools;
-  absl::MutexLock lock(&system.mu);
-  if (DevicePools* pools = system.pools.load(std::memory_order_acquire)) return pools;
-  MemoryConfig config = system.config;
-  if (!system.configured) {
-    absl::StatusOr<MemoryConfig> from_env = MemoryConfigFromEnvironment();
-    if (!from_env.ok()) return from_env.status();
-    config = *from_env;
+absl::StatusOr<std::shared_ptr<NDManager>> MemorySystem::SystemManager(Device device) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = managers_.find(device); it != managers_.end()) return it->second;
+  absl::StatusOr<Pool*> pool = pools_.Get(device);
+  if (!pool.ok()) return pool.status();
+  std::shared_ptr<NDManager> manager = NDManager::NewSystemManager(device, *pool, &counters_);
+  managers_.emplace(device, manager);
+  return manager;
+}
+
+absl::StatusOr<std::shared_ptr<NDManager>> MemorySystem::NewBaseManager(Device device,
+                                                                        ManagerLevel level,
+                                                                        absl::string_view name) {
+  absl::StatusOr<std::shared_ptr<NDManager>> system = SystemManager(device);
+  if (!system.ok()) return system.status();
+  return (*system)->NewSubManager(level, name);
+}
+
+std::vector<std::shared_ptr<NDManager>> MemorySystem::AllSystemManagers() const {
+  std::vector<std::shared_ptr<NDManager>> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [device, manager] : managers_) out.push_back(manager);
   }
-  DevicePools* pools = new DevicePools(config);  // never destroyed, see the header
-  system.pools.store(pools, std::memory_order_release);
-  return pools;
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a->device() < b->device(); });
+  return out;
 }
 
-DevicePools& GlobalPools() {
-  absl::StatusOr<DevicePools*> pools = TryGlobalPools();
-  if (!pools.ok()) {
-    LOG(ERROR) << "bad memory configuration: " << pools.status().message();
-    std::abort();
-  }
-  return **pools;
+std::vector<ManagerNodeInfo> MemorySystem::DebugInfoAll() const {
+  std::vector<ManagerNodeInfo> out;
+  for (const auto& system : AllSystemManagers()) out.push_back(system->DebugInfo());
+  return out;
 }
 
-absl::StatusOr<Pool*> GlobalPool(Device device) {
-  absl::StatusOr<DevicePools*> pools = TryGlobalPools();
-  if (!pools.ok()) return pools.status();
-  return (*pools)->Get(device);
+std::string MemorySystem::DebugDumpAll() const {
+  std::string out;
+  for (const auto& system : AllSystemManagers()) out += system->DebugDump();
+  return out;
+}
+
+ManagerLevelSnapshot MemorySystem::LevelCounts() const {
+  ManagerLevelSnapshot snapshot = counters_.Read();
+  for (const auto& system : AllSystemManagers()) system->AccumulateLevels(&snapshot);
+  return snapshot;
 }
 
 }  // namespace ndserve

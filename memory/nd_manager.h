@@ -38,33 +38,36 @@ struct ManagerNodeInfo {
   std::vector<ManagerNodeInfo> children;
 };
 
-// A scope that owns arrays, after DJL's NDManager (DESIGN.md §1, §3).
+// A scope that owns arrays, after DJL's NDManager (docs/design.md §2).
 //
 // Ownership: every NDArray is attached to exactly one open manager, which owns its
-// block and frees it on Close. Managers form a tree: one system manager per device
-// (never closed) -> base managers (model, predictor, trainer) -> sub-managers (context,
-// batch, and scratch scopes). A parent holds its open children; closing a parent closes
-// them first. Callers hold managers through std::shared_ptr; dropping the pointer does
-// not close a manager (its parent still holds it), Close() (or ScopedManager) does. A
-// closed manager object stays valid for as long as anyone holds it.
+// block and frees it on Close. Managers form a tree: one system manager per device and
+// MemorySystem (memory_system.h; closed only when that memory system dies) -> base
+// managers (model, predictor, trainer) -> sub-managers (context, batch, and scratch
+// scopes). Every manager allocates from the pool its system manager was given. A parent
+// holds its open children; closing a parent closes them first. Callers hold managers
+// through std::shared_ptr; dropping the pointer does not close a manager (its parent
+// still holds it), Close() (or ScopedManager) does. A closed manager object stays valid
+// for as long as anyone holds it.
 //
 // Rules:
 //  - Close frees the blocks of the arrays it holds, closes its children, hands arrays it
 //    borrowed (TempAttachAll) back to their lender, or frees them if the lender closed
 //    meanwhile. Idempotent; a second caller waits until the first one finished. The
-//    system manager refuses it.
+//    system manager refuses it (its MemorySystem closes it on destruction).
 //  - Cap(): later Create/Zeros/FromHost/Attach/TempAttachAll/Ret into the manager fail
-//    with FAILED_PRECONDITION and count a cap violation for its level. Borrowed arrays
-//    still go back to a capped lender, and sub-managers may still be opened under it.
+//    with FAILED_PRECONDITION and count a cap violation for its level in its memory
+//    system. Borrowed arrays still go back to a capped lender, and sub-managers may
+//    still be opened under it.
 //  - Any use of an array's memory after its manager closed or after UnsafeFree is
 //    FAILED_PRECONDITION "use of freed memory", never undefined behaviour.
 //
 // The operation rule. DJL puts an op's output in the manager of its first input
-// (ResultScope below). ndserve's engine does not rely on argument order: every op
-// receives the scope for its outputs explicitly (an OutputScope, normally the request's
-// context) and creates them there with Create on that manager. OutputScope::
-// OfFirstInput() is the DJL rule for code that wants it. The embedding leak (DESIGN.md
-// §1) is what happens when the first input is a parameter: its manager is the capped
+// (ResultScope below). ndserve's engine does not rely on argument order: a request's
+// PredictorContext creates every node output with Create on its own context manager.
+// Other code that computes from arrays names the scope for its outputs with an
+// OutputScope; OutputScope::OfFirstInput() is the DJL rule. The embedding leak (docs/design.md
+// §2) is what happens when the first input is a parameter: its manager is the capped
 // model manager, so the output's Create fails instead of leaking.
 //
 // Borrowing under concurrency. TempAttachAll moves an array, so a parameter borrowed
@@ -85,15 +88,9 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   struct PrivateTag {};
 
  public:
-  // The process-wide root for `device`, made on first use with the device's pool from
-  // GlobalPools(). FAILED_PRECONDITION for a CUDA device that is not present; the
-  // environment's error if the memory configuration is bad.
-  static absl::StatusOr<std::shared_ptr<NDManager>> SystemManager(Device device);
-  // A new manager directly under the system manager of `device` (model, predictor,
-  // trainer). `name` defaults to "<level>/<uid>". INVALID_ARGUMENT for kSystem.
-  static absl::StatusOr<std::shared_ptr<NDManager>> NewBaseManager(Device device,
-                                                                   ManagerLevel level,
-                                                                   absl::string_view name = {});
+  // System managers and the base managers directly under them come from a MemorySystem
+  // (its SystemManager and NewBaseManager).
+  //
   // A child on the same device; `level` defaults to this manager's level. Allowed under a
   // capped manager; FAILED_PRECONDITION under a closed one.
   absl::StatusOr<std::shared_ptr<NDManager>> NewSubManager(
@@ -170,22 +167,16 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   // children indented by two spaces.
   std::string DebugDump() const;
   ManagerNodeInfo DebugInfo() const;
-  // Every system manager's tree.
-  static std::string DebugDumpAll();
-  static std::vector<ManagerNodeInfo> DebugInfoAll();
-  // Live managers, attached arrays and bytes per level (summed over the open managers
-  // when called, so opening a scope or creating an array updates no process-wide
-  // counter) and cap violations since start.
-  static ManagerLevelSnapshot LevelCounts();
 
-  // Use the factories above; public only for std::make_shared.
+  // Use NewSubManager or a MemorySystem; public only for std::make_shared.
   NDManager(PrivateTag, std::uint64_t uid, ManagerLevel level, Device device, Pool* pool,
-            absl::string_view name, NDManager* parent);
+            internal::LevelCounters* counters, absl::string_view name, NDManager* parent);
   ~NDManager();
   NDManager(const NDManager&) = delete;
   NDManager& operator=(const NDManager&) = delete;
 
  private:
+  friend class MemorySystem;
   enum class MoveKind { kAttach, kBorrow, kRet };
   enum CloseState : int { kOpen, kClosing, kClosed };
   using ResourceList = absl::InlinedVector<internal::ArrayState*, 8>;
@@ -202,8 +193,15 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   // Takes `child` out of the open list and hands back the list's reference (null if this
   // manager is closing and closes it itself).
   std::shared_ptr<NDManager> RemoveChild(NDManager* child);
+  // Adds this subtree's gauges (live managers, arrays, bytes per level): summed when
+  // someone asks, so opening a scope or creating an array updates no shared counter.
   void AccumulateLevels(ManagerLevelSnapshot* snapshot) const;
-  static std::vector<std::shared_ptr<NDManager>> AllSystemManagers();
+  // For MemorySystem: the root of `device`'s tree over `pool`, and its close when the
+  // memory system dies (the one Close a system manager takes).
+  static std::shared_ptr<NDManager> NewSystemManager(Device device, Pool* pool,
+                                                     internal::LevelCounters* counters);
+  void CloseSystem();
+  absl::Status CloseImpl();
   // Marks `state` freed by this manager and gives its block back; drops the list's
   // reference.
   void MarkReleased(internal::ArrayState* state, internal::FreedBy how);
@@ -213,6 +211,8 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   const ManagerLevel level_;
   const Device device_;
   Pool* const pool_;
+  // The memory system's counters (cap violations), shared by the whole tree.
+  internal::LevelCounters* const counters_;
   // Null for a system manager. Not owning: a parent outlives its children's open life
   // and their Close (its own Close closes them, or waits for them, before returning),
   // and a closed child never touches it. Holding no reference keeps the predictor's
@@ -230,7 +230,7 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   std::vector<std::shared_ptr<NDManager>> children_ ABSL_GUARDED_BY(mu_);
 };
 
-// Where an op puts its outputs. Engine ops take one and call Resolve(inputs) once, then
+// Where an op puts its outputs. An op takes one and calls Resolve(inputs) once, then
 // Create on the manager it gives. In(scope) is the normal case (the request's context
 // or a scratch scope); OfFirstInput() applies DJL's rule. A plain value; thread-safe.
 class OutputScope {

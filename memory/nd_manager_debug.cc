@@ -75,18 +75,6 @@ std::string NDManager::DebugDump() const {
   return out;
 }
 
-std::vector<ManagerNodeInfo> NDManager::DebugInfoAll() {
-  std::vector<ManagerNodeInfo> out;
-  for (const auto& system : AllSystemManagers()) out.push_back(system->DebugInfo());
-  return out;
-}
-
-std::string NDManager::DebugDumpAll() {
-  std::string out;
-  for (const ManagerNodeInfo& node : DebugInfoAll()) AppendNode(node, 0, &out);
-  return out;
-}
-
 void NDManager::AccumulateLevels(ManagerLevelSnapshot* snapshot) const {
   std::vector<std::shared_ptr<NDManager>> children;
   {
@@ -99,12 +87,6 @@ void NDManager::AccumulateLevels(ManagerLevelSnapshot* snapshot) const {
     children = children_;
   }
   for (const auto& child : children) child->AccumulateLevels(snapshot);
-}
-
-ManagerLevelSnapshot NDManager::LevelCounts() {
-  ManagerLevelSnapshot snapshot = internal::LevelCounters::Get().Read();
-  for (const auto& system : AllSystemManagers()) system->AccumulateLevels(&snapshot);
-  return snapshot;
 }
 
 }  // namespace ndserve

@@ -88,7 +88,7 @@ absl::StatusOr<Block> Pool::AllocateShared(std::size_t bytes, absl::string_view 
 }
 
 absl::StatusOr<Block> Pool::AllocateSlow(std::size_t bytes) {
-  // Escalation ladder of DESIGN.md §3; each rung runs only if the one above failed.
+  // Escalation ladder of docs/design.md §3; each rung runs only if the one above failed.
   absl::StatusOr<Block> block = TryAllocate(bytes);
   if (!block.ok() && front_ != nullptr && absl::IsResourceExhausted(block.status())) {
     // Another thread's cache may hold just the block needed.

@@ -109,7 +109,7 @@ class Pool {
   PoolStats Stats() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Live allocations with owners (level >= 1) and stack traces (level 2).
   std::vector<OutstandingAllocation> Outstanding() const;
-  // The human-readable memory status paragraph (see DESIGN.md §3).
+  // The human-readable memory status paragraph (docs/design.md §3).
   std::string MemoryStatus(bool include_outstanding = true) const;
 
   PoolKind kind() const { return kind_; }

@@ -2,10 +2,7 @@
 #include "memory/none_pool.h"
 #include "memory/pool.h"
 #include "memory/simple_pool.h"
-#if __has_include("memory/split_pool.h")
 #include "memory/split_pool.h"
-#define NDSERVE_HAVE_SPLIT 1
-#endif
 
 namespace ndserve {
 
@@ -15,11 +12,7 @@ std::unique_ptr<Pool> MakePool(PoolKind kind, std::unique_ptr<DeviceAllocator> a
     case PoolKind::kBinned:
       return std::make_unique<BinnedPool>(std::move(allocator), options);
     case PoolKind::kSplit:
-#ifdef NDSERVE_HAVE_SPLIT
       return std::make_unique<SplitPool>(std::move(allocator), options);
-#else
-      return nullptr;
-#endif
     case PoolKind::kSimple:
       return std::make_unique<SimplePool>(std::move(allocator), options);
     case PoolKind::kNone:

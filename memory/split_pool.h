@@ -13,7 +13,7 @@
 namespace ndserve {
 
 // Carves blocks out of larger device segments, best fit, in the style of PyTorch's
-// caching allocator (DESIGN.md §3). Three size classes never share a segment:
+// caching allocator (docs/design.md §3). Three size classes never share a segment:
 //  - small (<= 1 MiB): rounded to 512 B, cut from 2 MiB segments;
 //  - large (<= 32 MiB): rounded to 128 KiB, cut from 20 MiB segments, or from a
 //    segment of exactly the rounded size when the request exceeds 20 MiB;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DESIGN.md §6, step 1 (here, on the CPU-only dev machine): build with CUDA and pack the
+# docs/design.md §8, step 1 (here, on the CPU-only dev machine): build with CUDA and pack the
 # test/benchmark/daemon binaries (stripped) plus the non-system shared libraries they
 # load into .gpu/bundle.tar.xz (git-ignored), ready to be carried to a GPU machine that
 # has the CUDA toolkit but none of Debian's libraries. Step 2 is scripts/gpu-run.sh,

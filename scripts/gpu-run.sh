@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# DESIGN.md §6, step 2 (on the GPU machine, from the repo root with .gpu/ carried):
-# GPU tests, the pool benchmark over cudaMalloc, and a short load test against the
-# bare echo server. Output goes to $OUT when set (the device tool brings it back), else
-# to .gpu/out. The recsys example model is not in git; it is generated here with the
-# machine's python3 (onnx + numpy).
+# docs/design.md §8, step 2 (on the GPU machine, from the repo root with .gpu/ carried):
+# the GPU tests (gpu_memory_tests and the CUDA cases of kernels_tests and engine_tests),
+# the pool, scope and engine benchmarks on cuda:0, and a short load test of the daemon on
+# cuda:0 next to the bare echo server. Output goes to $OUT when set (the device tool
+# brings it back), else to .gpu/out. The recsys example model is not in git; it is
+# generated here with the machine's python3 (onnx + numpy).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.gpu/out}

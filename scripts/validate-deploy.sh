@@ -10,7 +10,7 @@
 # METRICS_TEXT: a /metrics page captured from a running daemon (best: after some
 # traffic, so that every family has series), e.g.
 #   curl -s localhost:8002/metrics > /tmp/metrics.txt
-# Without it the families come from deploy/metric-families.txt (DESIGN.md §5).
+# Without it the families come from deploy/metric-families.txt (docs/design.md §7).
 # Exit status 0 when everything passes. Needs yamllint, promtool and Debian's python3
 # with PyYAML (scripts/install-deps.sh installs them).
 set -uo pipefail

@@ -7,6 +7,7 @@
 #include "base/logging.h"
 #include "memory/device_pools.h"
 #include "memory/manager_levels.h"
+#include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 #include "memory/pool.h"
 #include "server/status_util.h"
@@ -43,8 +44,8 @@ void AppendManager(const ManagerNodeInfo& info, int depth, int max_depth,
 
 }  // namespace
 
-AdminServiceImpl::AdminServiceImpl(DevicePools* pools, AdminAuth auth)
-    : pools_(pools), auth_(std::move(auth)) {}
+AdminServiceImpl::AdminServiceImpl(MemorySystem* memory, AdminAuth auth)
+    : memory_(memory), auth_(std::move(auth)) {}
 
 absl::StatusOr<std::vector<Pool*>> AdminServiceImpl::SelectPools(const DevicePools& pools,
                                                                  int device_id) {
@@ -101,7 +102,7 @@ grpc::Status AdminServiceImpl::GetMemoryStatus(grpc::ServerContext* context,
                                                const admin::v1::GetMemoryStatusRequest* request,
                                                admin::v1::MemoryStatus* response) {
   if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(*pools_, request->device_id());
+  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(memory_->pools(), request->device_id());
   if (!pools.ok()) return ToGrpcStatus(pools.status());
   std::string text;
   for (const Pool* pool : *pools) {
@@ -116,7 +117,7 @@ grpc::Status AdminServiceImpl::Reclaim(grpc::ServerContext* context,
                                        const admin::v1::ReclaimRequest* request,
                                        admin::v1::ReclaimResponse* response) {
   if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(*pools_, request->device_id());
+  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(memory_->pools(), request->device_id());
   if (!pools.ok()) return ToGrpcStatus(pools.status());
   const std::uint64_t target = request->target_bytes();
   std::uint64_t total = 0;
@@ -146,7 +147,7 @@ grpc::Status AdminServiceImpl::DebugDump(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_depth must not be negative");
   }
   // One reading of the tree feeds both the message and the text, so they agree.
-  const std::vector<ManagerNodeInfo> systems = NDManager::DebugInfoAll();
+  const std::vector<ManagerNodeInfo> systems = memory_->DebugInfoAll();
   admin::v1::ManagerNode* root = response->mutable_root();
   root->set_name("process");
   root->set_uid("0");

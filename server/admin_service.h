@@ -10,18 +10,20 @@
 namespace ndserve {
 
 class DevicePools;
+class MemorySystem;
 class Pool;
 
-// ndserve.admin.v1.MemoryAdmin (DESIGN.md §5): pool status, reclaim of cached memory
+// ndserve.admin.v1.MemoryAdmin (docs/design.md §5): pool status, reclaim of cached memory
 // and the NDManager tree. Every call first passes the AdminAuth token rule. Handlers
 // are thin: select pools, call memory/, copy counters into the reply.
 //
 // A synchronous service: admin calls are rare, and a reclaim may block on the device
 // (cudaFree), which must not stall the inference completion queues. Reads and reclaims
-// `pools` (not owned; must outlive the service). Thread-safe.
+// the pools of `memory` and dumps its manager trees (borrowed; it must outlive the
+// service). Thread-safe.
 class AdminServiceImpl final : public ndserve::admin::v1::MemoryAdmin::Service {
  public:
-  AdminServiceImpl(DevicePools* pools, AdminAuth auth);
+  AdminServiceImpl(MemorySystem* memory, AdminAuth auth);
 
   grpc::Status GetMemoryStatus(grpc::ServerContext* context,
                                const ndserve::admin::v1::GetMemoryStatusRequest* request,
@@ -40,7 +42,7 @@ class AdminServiceImpl final : public ndserve::admin::v1::MemoryAdmin::Service {
                              ndserve::admin::v1::PoolStatus* out);
 
  private:
-  DevicePools* const pools_;
+  MemorySystem* const memory_;
   const AdminAuth auth_;
 };
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "memory/device_pools.h"
+#include "memory/memory_system.h"
 #include "memory/pool.h"
 
 namespace ndserve {
@@ -25,10 +26,10 @@ void ExclusivePort(grpc::ServerBuilder& builder) {
 
 }  // namespace
 
-Daemon::Daemon(Options options, DevicePools* pools)
+Daemon::Daemon(Options options, MemorySystem* memory)
     : options_(std::move(options)),
-      pools_(pools),
-      metrics_(pools, MemoryCollector::NDManagerLevels) {}
+      memory_(memory),
+      metrics_(&memory->pools(), [memory] { return MemoryCollector::NDManagerLevels(*memory); }) {}
 
 Daemon::~Daemon() {
   StopServing();
@@ -62,7 +63,7 @@ absl::Status Daemon::StartAdmin() {
     if (!read.ok()) return read.status();
     token = std::move(*read);
   }
-  admin_service_ = std::make_unique<AdminServiceImpl>(pools_, AdminAuth(std::move(token)));
+  admin_service_ = std::make_unique<AdminServiceImpl>(memory_, AdminAuth(std::move(token)));
   grpc::ServerBuilder builder;
   ExclusivePort(builder);
   builder.AddListeningPort(options_.admin_address, grpc::InsecureServerCredentials(), &admin_port_);
@@ -125,7 +126,7 @@ void Daemon::Close() {
     admin_server_->Wait();
     admin_server_.reset();
     admin_service_.reset();
-    for (const Pool* pool : pools_->All()) {
+    for (const Pool* pool : memory_->AllPools()) {
       const PoolStats s = pool->Stats();
       LOG(INFO) << "final pool status on " << pool->device().ToString() << ": "
                 << FormatBytes(s.allocated_bytes) << " allocated in " << s.outstanding_allocations

@@ -17,7 +17,7 @@ class ServerBuilder;
 
 namespace ndserve {
 
-class DevicePools;
+class MemorySystem;
 
 // A service served on the inference port (--grpc_address), next to the health service:
 // the KServe GRPCInferenceService is one. The daemon calls, in this order and from one
@@ -40,16 +40,18 @@ class PortService {
 //   metrics port    --metrics_address  Prometheus text at /metrics
 // and the state they share: HealthState, MetricsExporter (and its InferenceMetrics).
 //
-// main.cc builds one from validated Options and the process's DevicePools, adds the
-// PortServices, then: Start() -> (models load, health().SetReady(true)) -> wait for a
-// signal -> StopServing() -> (models unload) -> Close().
+// main.cc builds one from validated Options and the process's MemorySystem (the one the
+// engine allocates from), adds the PortServices, then: Start() -> (models load,
+// health().SetReady(true)) -> wait for a signal -> StopServing() -> (models unload) ->
+// Close().
 //
-// Owns its listeners, services and PortServices; reads and reclaims `pools` (not owned;
-// must outlive the daemon). Lifecycle methods are called from one thread; health(),
-// metrics() and the port getters from any.
+// Owns its listeners, services and PortServices; reads and reclaims the pools of
+// `memory` and reads its manager trees for admin and metrics (borrowed; it must outlive
+// the daemon). Lifecycle methods are called from one thread; health(), metrics() and
+// the port getters from any.
 class Daemon {
  public:
-  Daemon(Options options, DevicePools* pools);
+  Daemon(Options options, MemorySystem* memory);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -73,7 +75,7 @@ class Daemon {
   InferenceMetrics& metrics() { return metrics_.inference(); }
   MetricsExporter& metrics_exporter() { return metrics_; }
   const Options& options() const { return options_; }
-  DevicePools* pools() const { return pools_; }
+  MemorySystem* memory() const { return memory_; }
 
   // Bound ports (useful with port 0); 0 before Start.
   int grpc_port() const { return grpc_port_; }
@@ -85,7 +87,7 @@ class Daemon {
   absl::Status StartInference();
 
   const Options options_;
-  DevicePools* const pools_;
+  MemorySystem* const memory_;
   HealthState health_;
   HealthService health_service_{&health_};
   MetricsExporter metrics_;

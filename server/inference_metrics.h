@@ -26,7 +26,7 @@ class Family;
 
 namespace ndserve {
 
-// The per-request and per-model families of DESIGN.md §5, recorded by the inference
+// The per-request and per-model families of docs/design.md §7, recorded by the inference
 // service and the model repository; the only place they touch prometheus-cpp:
 //   ndserve_inference_requests_total{model,version,code}
 //   ndserve_inference_request_duration_seconds{model,version}   (histogram)

@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "engine/engine.h"
-#include "memory/device_pools.h"
 #include "memory/leak_tracker.h"
 #include "memory/memory_config.h"
 #include "memory/memory_system.h"
@@ -99,19 +98,19 @@ int Run(Options options) {
             << memory->debug_level << ", model repository '" << options.model_repository
             << "', model control " << ModelControlModeName(options.model_control_mode);
 
-  // The process-wide pools every NDManager allocates from; admin and metrics read the same.
-  if (absl::Status s = ConfigureMemory(*memory); !s.ok()) return StartupError(s);
-  absl::StatusOr<DevicePools*> pools = TryGlobalPools();
-  if (!pools.ok()) return StartupError(pools.status());
-  if (absl::StatusOr<std::shared_ptr<NDManager>> root = NDManager::SystemManager(*device);
+  // The one memory system of the process: the engine allocates from it, admin and
+  // metrics read it. Declared first, so that it outlives everything that borrows it.
+  MemorySystem memory_system(*memory);
+  if (absl::StatusOr<std::shared_ptr<NDManager>> root = memory_system.SystemManager(*device);
       !root.ok()) {
     return StartupError(root.status());
   }
 
   // Declared before the daemon, so that it outlives the inference service that uses it.
   engine::Engine engine(
-      engine::EngineOptions{.model_repository = options.model_repository, .device = *device});
-  Daemon daemon(options, *pools);
+      engine::EngineOptions{.model_repository = options.model_repository, .device = *device},
+      &memory_system);
+  Daemon daemon(options, &memory_system);
   ModelLifecycle lifecycle(&engine, &daemon.metrics());
   daemon.AddPortService(std::make_unique<InferenceServiceImpl>(
       &engine, &lifecycle, &daemon.health(), &daemon.metrics(),

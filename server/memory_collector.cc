@@ -7,6 +7,7 @@
 
 #include "memory/device_pools.h"
 #include "memory/manager_levels.h"
+#include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 #include "memory/pool.h"
 #include "memory/pool_stats.h"
@@ -44,8 +45,8 @@ double D(std::uint64_t v) { return static_cast<double>(v); }
 MemoryCollector::MemoryCollector(const DevicePools* pools, ManagerLevelSource managers)
     : pools_(pools), managers_(std::move(managers)) {}
 
-std::vector<ManagerLevelSample> MemoryCollector::NDManagerLevels() {
-  const ManagerLevelSnapshot snapshot = NDManager::LevelCounts();
+std::vector<ManagerLevelSample> MemoryCollector::NDManagerLevels(const MemorySystem& memory) {
+  const ManagerLevelSnapshot snapshot = memory.LevelCounts();
   std::vector<ManagerLevelSample> out;
   for (int i = 0; i < kNumManagerLevels; ++i) {
     const auto level = static_cast<ManagerLevel>(i);

@@ -12,6 +12,7 @@
 namespace ndserve {
 
 class DevicePools;
+class MemorySystem;
 
 // Live managers, attached resources and refused attaches of one manager level
 // (system, model, predictor, context, trainer, batch).
@@ -23,7 +24,7 @@ struct ManagerLevelSample {
 };
 using ManagerLevelSource = std::function<std::vector<ManagerLevelSample>()>;
 
-// Builds the memory and manager families of DESIGN.md §5 at scrape time from counters
+// Builds the memory and manager families of docs/design.md §7 at scrape time from counters
 // memory/ keeps: one Pool::Stats() snapshot per pool (a short lock, no walk over live
 // blocks), the manager level counters, and the process's resident set from
 // /proc/self/statm. Holding no series of its own, it can never drift from the pools.
@@ -45,9 +46,9 @@ class MemoryCollector : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
-  // The manager source the daemon uses: NDManager::LevelCounts(), which sums each open
+  // The manager source the daemon uses: `memory`.LevelCounts(), which sums each open
   // manager's own counters (a walk over managers, not over arrays or blocks).
-  static std::vector<ManagerLevelSample> NDManagerLevels();
+  static std::vector<ManagerLevelSample> NDManagerLevels(const MemorySystem& memory);
 
   // Resident set size of this process, 0 where /proc is unavailable.
   static std::uint64_t ResidentBytes();

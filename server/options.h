@@ -12,7 +12,14 @@
 
 namespace ndserve {
 
-// What the repository RPCs may do (DESIGN.md §5).
+// The environment variables that give the memory flags their defaults (README
+// "Memory configuration"). Read here only: memory/ never looks at the environment.
+inline constexpr char kPoolEnv[] = "NDSERVE_MEMORY_POOL";
+inline constexpr char kLimitEnv[] = "NDSERVE_MEMORY_LIMIT";
+inline constexpr char kDebugLevelEnv[] = "NDSERVE_DEBUG_LEVEL";
+inline constexpr char kThreadCacheEnv[] = "NDSERVE_MEMORY_THREAD_CACHE";
+
+// What the repository RPCs may do (docs/design.md §5).
 enum class ModelControlMode {
   kExplicit,  // every model is loaded at start; the repository RPCs load and unload
   kNone,      // every model is loaded at start; the repository RPCs are UNAVAILABLE
@@ -26,9 +33,10 @@ bool AbslParseFlag(absl::string_view text, ModelControlMode* mode, std::string* 
 std::string AbslUnparseFlag(ModelControlMode mode);
 
 // The daemon's settings as the operator wrote them: main.cc binds its flags into this
-// struct and nothing else reads flags. The three memory settings stay text here,
+// struct and nothing else reads flags. The four memory settings stay text here,
 // because where a value came from (flag or environment variable) decides what an error
-// names; ResolveMemoryConfig turns them into a MemoryConfig. Plain value.
+// names; ResolveMemoryConfig turns them into the MemoryConfig that main.cc builds the
+// process's one MemorySystem from. Plain value.
 struct Options {
   // Empty: DefaultModelRepository().
   std::string model_repository;

@@ -31,6 +31,9 @@ FORMAT = """\
 #   attr <name> int|float|ints|floats <v>       (op cases) node attribute as in ONNX;
 #                                               lists are comma-separated, no spaces
 #                                               (Cast's 'to' is the TensorProto enum)
+#   attr <name> string <v>                      (op cases) STRING attribute (no spaces)
+#   attr <name> tensor <DTYPE> <dims> <v>       (op cases) TENSOR attribute, values
+#                                               comma-separated (ConstantOfShape value)
 #   input <name> <DTYPE> <dims> <file>          graph input, fed at run time
 #   const <name> <DTYPE> <dims> <file>          node input stored as an initializer
 #   output <name> <DTYPE> <dims> <file>         reference output (numpy)
@@ -554,7 +557,15 @@ def build_op_model(case):
     node_outputs = [name for name, _ in case.outputs]
     attrs = {}
     for name, (kind, value) in case.attrs.items():
-        attrs[name] = NP_TO_ONNX[value] if kind == "dtype" else value
+        if kind == "dtype":
+            attrs[name] = NP_TO_ONNX[value]
+        elif kind == "tensor":  # stored as raw_data
+            attrs[name] = numpy_helper.from_array(np.array(value, copy=True, order="C"), name)
+        elif kind == "tensor_fields":  # stored in the typed *_data fields
+            attrs[name] = helper.make_tensor(name, NP_TO_ONNX[value.dtype], list(value.shape),
+                                             value.flatten().tolist())
+        else:
+            attrs[name] = value
     node = helper.make_node(case.op, node_inputs, node_outputs, name=case.name, **attrs)
     graph_inputs = [value_info(n, NP_TO_ONNX[a.dtype], list(a.shape))
                     for kind, n, a in case.inputs if kind == "input"]
@@ -577,10 +588,14 @@ def attr_text(name, kind, value):
     if kind == "dtype":
         return f"attr {name} int {NP_TO_ONNX[value]}"
     if kind == "string":
-        # "attr <name> string <v>" (auto_pad, modes): FORMAT, copied into every case.txt,
-        # does not list it yet so that adding it rewrote no other family's fixtures.
-        assert value and " " not in value, value
         return f"attr {name} string {value}"
+    if kind in ("tensor", "tensor_fields"):
+        flat = value.flatten()
+        if value.dtype.kind == "f":
+            text = ",".join(f"{float(v):.9g}" for v in flat)
+        else:
+            text = ",".join(str(int(v)) for v in flat)
+        return f"attr {name} tensor {NP_TO_NAME[value.dtype]} {dims_text(value.shape)} {text}"
     raise ValueError(kind)
 
 
@@ -874,6 +889,14 @@ def write_bad_models(w):
     w.write_model(f"{base}/bad_initializer.onnx", make_model(
         helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "bad_initializer",
                           [x], [y], initializer=[bad_init]), 13))
+
+    bad_attr = TensorProto()
+    bad_attr.data_type = TensorProto.FLOAT
+    bad_attr.dims.extend([1])
+    bad_attr.float_data.extend([1.0, 2.0])  # FP32[1] holds one value
+    w.write_model(f"{base}/bad_tensor_attribute.onnx", make_model(
+        helper.make_graph([helper.make_node("Relu", ["x"], ["y"], value=bad_attr)],
+                          "bad_tensor_attribute", [x], [y]), 13))
 
     w.write_model(f"{base}/missing_input.onnx", make_model(
         helper.make_graph([helper.make_node("Add", ["x", "ghost"], ["y"])], "missing_input",

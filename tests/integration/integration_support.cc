@@ -24,6 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "memory/dtype.h"
+#include "tests/fixture_case.h"
 
 extern char** environ;
 
@@ -68,20 +70,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-absl::StatusOr<std::vector<int64_t>> ParseDims(absl::string_view text) {
-  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]")) {
-    return absl::InvalidArgumentError(absl::StrCat("bad dims '", text, "'"));
-  }
-  std::vector<int64_t> dims;
-  if (text.empty()) return dims;
-  for (absl::string_view d : absl::StrSplit(text, ',')) {
-    int64_t v;
-    if (!absl::SimpleAtoi(d, &v)) return absl::InvalidArgumentError(absl::StrCat("bad dim ", d));
-    dims.push_back(v);
-  }
-  return dims;
 }
 
 }  // namespace
@@ -303,31 +291,22 @@ absl::StatusOr<uint64_t> AllocatedBytes(ndserve::admin::v1::MemoryAdmin::Stub& a
 }
 
 absl::StatusOr<ReferenceCase> ReadReferenceCase(const std::string& model) {
-  const std::string dir = absl::StrCat(SourceDir(), "/tests/fixtures/models/", model, "/reference");
-  absl::StatusOr<std::string> text = ReadFile(dir + "/case.txt");
-  if (!text.ok()) return text.status();
+  return ReadReferenceCaseAt(
+      absl::StrCat(SourceDir(), "/tests/fixtures/models/", model, "/reference"));
+}
+
+absl::StatusOr<ReferenceCase> ReadReferenceCaseAt(const std::string& dir) {
+  absl::StatusOr<fixtures::FixtureCase> fixture = fixtures::ReadFixtureCase(dir);
+  if (!fixture.ok()) return fixture.status();
+  auto to_wire = [](const fixtures::FixtureTensor& t) {
+    return CaseTensor{t.name, std::string(DTypeName(t.dtype)), t.dims,
+                      std::string(t.bytes.begin(), t.bytes.end())};
+  };
   ReferenceCase c;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if ((f[0] == "input" || f[0] == "output") && f.size() == 5) {
-      CaseTensor t;
-      t.name = f[1];
-      t.datatype = f[2];
-      absl::StatusOr<std::vector<int64_t>> dims = ParseDims(f[3]);
-      if (!dims.ok()) return dims.status();
-      t.shape = *dims;
-      absl::StatusOr<std::string> bytes = ReadFile(absl::StrCat(dir, "/", f[4]));
-      if (!bytes.ok()) return bytes.status();
-      t.bytes = *std::move(bytes);
-      (f[0] == "input" ? c.inputs : c.outputs).push_back(std::move(t));
-    } else if (f[0] == "tolerance" && f.size() == 3) {
-      if (!absl::SimpleAtod(f[1], &c.atol) || !absl::SimpleAtod(f[2], &c.rtol)) {
-        return absl::InvalidArgumentError(absl::StrCat("bad tolerance line: ", line));
-      }
-    }
-  }
+  for (const fixtures::FixtureTensor* t : fixture->GraphInputs()) c.inputs.push_back(to_wire(*t));
+  for (const fixtures::FixtureTensor& t : fixture->outputs) c.outputs.push_back(to_wire(t));
+  c.atol = fixture->atol;
+  c.rtol = fixture->rtol;
   if (c.inputs.empty() || c.outputs.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(dir, "/case.txt has no inputs or outputs"));
   }

@@ -100,12 +100,15 @@ struct CaseTensor {
 struct ReferenceCase {
   std::vector<CaseTensor> inputs;
   std::vector<CaseTensor> outputs;
-  double atol = 1e-5;
-  double rtol = 1e-4;
+  double atol = 0;
+  double rtol = 0;
 };
 
-// Reads tests/fixtures/models/<model>/reference/case.txt and its .bin files.
+// Reads tests/fixtures/models/<model>/reference/case.txt and its .bin files (through
+// tests/fixture_case.h, the reader every test binary shares).
 absl::StatusOr<ReferenceCase> ReadReferenceCase(const std::string& model);
+// Reads <dir>/case.txt and its .bin files (any folder in the case.txt grammar).
+absl::StatusOr<ReferenceCase> ReadReferenceCaseAt(const std::string& dir);
 
 // A ModelInferRequest for `model` with the case's inputs as raw contents.
 inference::ModelInferRequest RequestFor(const std::string& model, const ReferenceCase& c);

@@ -1,6 +1,179 @@
 """Per-op fixture cases of the data family (see OP_CASE_FAMILIES in tools/gen_models.py)."""
 from gen_models import OpCase, float_data, EXACT, ELEMENTWISE_MATH, GEMM_TOL, NORM_TOL, REDUCE_TOL  # noqa: F401
 
+import numpy as np
 
-def cases(add, rng):
-    """Adds this family's OpCases: add(name, op, opset, inputs, outputs, attrs=, tol=)."""
+I64_MAX = np.iinfo(np.int64).max
+I64_MIN = np.iinfo(np.int64).min
+
+
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+def np_slice(x, starts, ends, axes=None, steps=None):
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    index = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        # Python slices clamp like ONNX once the int64 extremes are out of the way.
+        clamp = lambda v: max(min(int(v), 2 ** 40), -2 ** 40)  # noqa: E731
+        index[a] = slice(clamp(s), clamp(e), int(st))
+    return x[tuple(index)]
+
+
+def np_range(start, limit, delta, dtype):
+    n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    if np.dtype(dtype).kind == "f":
+        return (float(start) + np.arange(n, dtype=np.float64) * float(delta)).astype(dtype)
+    return (int(start) + np.arange(n, dtype=np.int64) * int(delta)).astype(dtype)
+
+
+def cases(add, _shared_rng):
+    """Adds this family's OpCases: add(name, op, opset, inputs, outputs, attrs=, tol=).
+
+    Draws from its own seeded generators instead of the shared counter, so adding a case
+    here does not shift the random data of the families generated after this one.
+    """
+    seed = [7000]
+
+    def rng():
+        seed[0] += 1
+        return np.random.default_rng(seed[0])
+
+    # Slice ---------------------------------------------------------------------------
+    x = float_data(rng(), (4, 5, 6))
+    for name, starts, ends, axes, steps in [
+        ("slice_basic", [1, 0], [3, 4], [0, 1], None),
+        ("slice_negative_indices", [-3], [-1], [-1], None),
+        ("slice_int64_max_end", [2], [I64_MAX], [1], None),
+        ("slice_negative_step", [I64_MAX, 4], [I64_MIN, 0], [0, 2], [-1, -2]),
+        ("slice_steps_clamped", [0, -100, 1], [100, 100, 6], [0, 1, 2], [2, 3, 2]),
+        ("slice_empty_result", [3], [1], [2], None),
+    ]:
+        inputs = [("input", "data", x), ("const", "starts", i64(*starts)),
+                  ("const", "ends", i64(*ends))]
+        if axes is not None:
+            inputs.append(("const", "axes", i64(*axes)))
+        if steps is not None:
+            inputs.append(("const", "steps", i64(*steps)))
+        add(name, "Slice", 13, inputs, [("output", np_slice(x, starts, ends, axes, steps))])
+    x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    add("slice_int32_no_axes", "Slice", 13,
+        [("input", "data", x), ("const", "starts", i64(0, 1)), ("const", "ends", i64(2, 3))],
+        [("output", x[0:2, 1:3])])
+    xb = rng().random((3, 4)) > 0.5
+    add("slice_bool_step", "Slice", 13,
+        [("input", "data", xb), ("const", "starts", i64(0)), ("const", "ends", i64(4)),
+         ("const", "axes", i64(1)), ("const", "steps", i64(3))],
+        [("output", xb[:, 0:4:3])])
+
+    # Expand --------------------------------------------------------------------------
+    x = float_data(rng(), (3, 1))
+    add("expand_bidirectional", "Expand", 13, [("input", "input", x), ("const", "shape", i64(2, 1, 4))],
+        [("output", x * np.ones((2, 1, 4), np.float32))])
+    x = np.array([1, -2, 3], np.int64)
+    add("expand_int64_smaller_shape", "Expand", 13,
+        [("input", "input", x), ("const", "shape", i64(2, 1))],
+        [("output", np.broadcast_to(x, (2, 3)).copy())])
+    x = float_data(rng(), (2, 3)).astype(np.float16)
+    add("expand_fp16_rank_up", "Expand", 13, [("input", "input", x), ("const", "shape", i64(4, 2, 3))],
+        [("output", np.broadcast_to(x, (4, 2, 3)).copy())])
+
+    # ConstantOfShape -----------------------------------------------------------------
+    add("constantofshape_default", "ConstantOfShape", 13, [("const", "input", i64(2, 3))],
+        [("output", np.zeros((2, 3), np.float32))])
+    add("constantofshape_int64_value", "ConstantOfShape", 13, [("const", "input", i64(3, 1, 2))],
+        [("output", np.full((3, 1, 2), -7, np.int64))],
+        attrs={"value": ("tensor", np.array([-7], np.int64))})
+    add("constantofshape_fp32_fields", "ConstantOfShape", 13, [("const", "input", i64(4))],
+        [("output", np.full((4,), 0.5, np.float32))],
+        attrs={"value": ("tensor_fields", np.array([0.5], np.float32))})
+    add("constantofshape_bool_empty", "ConstantOfShape", 13, [("const", "input", i64(2, 0))],
+        [("output", np.zeros((2, 0), np.bool_))],
+        attrs={"value": ("tensor", np.array([True]))})
+    add("constantofshape_int32_scalar_shape", "ConstantOfShape", 13,
+        [("const", "input", np.zeros((0,), np.int64))],
+        [("output", np.array(3, np.int32))], attrs={"value": ("tensor_fields", np.array([3], np.int32))})
+
+    # Range ---------------------------------------------------------------------------
+    for name, dtype, start, limit, delta in [
+        ("range_int64", np.int64, 0, 10, 3),
+        ("range_int64_negative_delta", np.int64, 5, -4, -2),
+        ("range_int32_empty", np.int32, 5, 5, 1),
+        ("range_fp32", np.float32, 0.5, 3.2, 0.25),
+        ("range_fp64_negative", np.float64, 1.0, -1.0, -0.3),
+    ]:
+        add(name, "Range", 13,
+            [("const", "start", np.array(start, dtype)), ("const", "limit", np.array(limit, dtype)),
+             ("const", "delta", np.array(delta, dtype))],
+            [("output", np_range(np.array(start, dtype), np.array(limit, dtype),
+                                 np.array(delta, dtype), dtype))])
+
+    # Tile ----------------------------------------------------------------------------
+    x = float_data(rng(), (2, 3))
+    add("tile_2d", "Tile", 13, [("input", "input", x), ("const", "repeats", i64(2, 3))],
+        [("output", np.tile(x, (2, 3)))])
+    x = np.arange(6, dtype=np.int64).reshape(1, 2, 3)
+    add("tile_int64_ones_and_zero", "Tile", 13, [("input", "input", x), ("const", "repeats", i64(3, 1, 0))],
+        [("output", np.tile(x, (3, 1, 0)))])
+    x = float_data(rng(), (2, 1, 2)).astype(np.float16)
+    add("tile_fp16_3d", "Tile", 13, [("input", "input", x), ("const", "repeats", i64(1, 4, 2))],
+        [("output", np.tile(x, (1, 4, 2)))])
+
+    # Split ---------------------------------------------------------------------------
+    x = float_data(rng(), (4, 6))
+    add("split_equal_axis1", "Split", 13, [("input", "input", x)],
+        [("out0", x[:, :2]), ("out1", x[:, 2:4]), ("out2", x[:, 4:])], attrs={"axis": ("int", 1)})
+    add("split_sizes_negative_axis", "Split", 13, [("input", "input", x), ("const", "split", i64(1, 0, 5))],
+        [("out0", x[:, :1]), ("out1", x[:, 1:1]), ("out2", x[:, 1:])], attrs={"axis": ("int", -1)})
+    xi = np.arange(24, dtype=np.int32).reshape(4, 3, 2)
+    add("split_int32_axis0", "Split", 13, [("input", "input", xi), ("const", "split", i64(3, 1))],
+        [("out0", xi[:3]), ("out1", xi[3:])])
+
+    # Pad -----------------------------------------------------------------------------
+    x = float_data(rng(), (2, 3, 4))
+    add("pad_constant_default", "Pad", 13, [("input", "data", x), ("const", "pads", i64(0, 1, 2, 1, 0, 1))],
+        [("output", np.pad(x, ((0, 1), (1, 0), (2, 1))))])
+    add("pad_constant_value_and_crop", "Pad", 13,
+        [("input", "data", x), ("const", "pads", i64(1, -1, 0, 0, 0, -2)),
+         ("const", "constant_value", np.array(1.5, np.float32))],
+        [("output", np.pad(x[:, 1:, :2], ((1, 0), (0, 0), (0, 0)), constant_values=1.5))])
+    add("pad_reflect", "Pad", 13, [("input", "data", x), ("const", "pads", i64(0, 2, 3, 0, 1, 2))],
+        [("output", np.pad(x, ((0, 0), (2, 1), (3, 2)), mode="reflect"))],
+        attrs={"mode": ("string", "reflect")})
+    add("pad_edge", "Pad", 13, [("input", "data", x), ("const", "pads", i64(1, 0, 2, 2, 1, 0))],
+        [("output", np.pad(x, ((1, 2), (0, 1), (2, 0)), mode="edge"))],
+        attrs={"mode": ("string", "edge")})
+    xi = np.arange(6, dtype=np.int64).reshape(2, 3)
+    add("pad_int64_constant", "Pad", 13,
+        [("input", "data", xi), ("const", "pads", i64(1, 1, 0, 2)),
+         ("const", "constant_value", np.array(-9, np.int64))],
+        [("output", np.pad(xi, ((1, 0), (1, 2)), constant_values=-9))])
+
+    # Gather: negative indices count from the end --------------------------------------
+    x = float_data(rng(), (4, 3))
+    idx = np.array([[-1, 0], [-4, 2]], np.int64)
+    add("gather_negative_indices", "Gather", 13, [("input", "data", x), ("const", "indices", idx)],
+        [("output", np.take(x, idx, axis=0))])
+    x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    idx = np.array([-2, 3], np.int32)
+    add("gather_negative_int32_axis_last", "Gather", 13,
+        [("input", "data", x), ("const", "indices", idx)], [("output", np.take(x, idx, axis=-1))],
+        attrs={"axis": ("int", -1)})
+    # Slice with INT32 index inputs, FP16 data.
+    x = float_data(rng(), (3, 8)).astype(np.float16)
+    add("slice_fp16_int32_indices", "Slice", 13,
+        [("input", "data", x), ("const", "starts", np.array([-1, 6], np.int32)),
+         ("const", "ends", np.array([-4, 1], np.int32)), ("const", "axes", np.array([0, 1], np.int32)),
+         ("const", "steps", np.array([-1, -2], np.int32))],
+        [("output", x[-1:-4:-1, 6:1:-2])])
+
+    # Trilu ---------------------------------------------------------------------------
+    x = float_data(rng(), (2, 4, 5))
+    add("trilu_upper_default", "Trilu", 14, [("input", "input", x)], [("output", np.triu(x))])
+    add("trilu_lower_k1", "Trilu", 14, [("input", "input", x), ("const", "k", np.array(1, np.int64))],
+        [("output", np.tril(x, 1))], attrs={"upper": ("int", 0)})
+    xi = np.arange(1, 13, dtype=np.int32).reshape(4, 3)
+    add("trilu_upper_negative_k_int32", "Trilu", 14,
+        [("input", "input", xi), ("const", "k", np.array(-1, np.int64))], [("output", np.triu(xi, -1))])

@@ -11,6 +11,7 @@
 #include "engine/repository.h"
 #include "engine/served_model.h"
 #include "gtest/gtest.h"
+#include "memory/memory_system.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -23,7 +24,7 @@ constexpr int64_t kClasses = 10;
 
 // The example mlp with one predictor; `batching` keeps or drops the config's
 // dynamic_batching, `delay_us` sets its max_queue_delay_microseconds.
-std::shared_ptr<ServedModel> LoadMlp(bool batching, uint64_t delay_us = 0) {
+std::shared_ptr<ServedModel> LoadMlp(MemorySystem* memory, bool batching, uint64_t delay_us = 0) {
   ModelRepository repo((SourceDir() / "examples/models").string());
   absl::StatusOr<RepositoryModel> m = repo.ReadModel("mlp");
   EXPECT_TRUE(m.ok()) << m.status();
@@ -40,7 +41,7 @@ std::shared_ptr<ServedModel> LoadMlp(bool batching, uint64_t delay_us = 0) {
   }
   spec.device = Device::Cpu();
   spec.instance_count = 1;
-  absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec);
+  absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, memory);
   EXPECT_TRUE(served.ok()) << served.status();
   return served.value_or(nullptr);
 }
@@ -100,8 +101,9 @@ void ExpectSameAsAlone(ServedModel& model, ServedModel& reference,
 
 TEST(DynamicBatchingTest, ConcurrentRequestsShareOnePredictorRun) {
   // A queue delay long enough that all eight arrive while the first holds the predictor.
-  auto batched = LoadMlp(true, /*delay_us=*/300000);
-  auto alone = LoadMlp(false);
+  MemorySystem memory;
+  auto batched = LoadMlp(&memory, true, /*delay_us=*/300000);
+  auto alone = LoadMlp(&memory, false);
   ASSERT_TRUE(batched && alone);
   EXPECT_TRUE(batched->dynamic_batching());
   EXPECT_FALSE(alone->dynamic_batching());
@@ -116,8 +118,9 @@ TEST(DynamicBatchingTest, ConcurrentRequestsShareOnePredictorRun) {
 }
 
 TEST(DynamicBatchingTest, RequestsOfSeveralRowsComeBackWithTheirOwnRows) {
-  auto batched = LoadMlp(true, /*delay_us=*/200000);
-  auto alone = LoadMlp(false);
+  MemorySystem memory;
+  auto batched = LoadMlp(&memory, true, /*delay_us=*/200000);
+  auto alone = LoadMlp(&memory, false);
   ASSERT_TRUE(batched && alone);
   std::vector<MlpRequest> requests;
   for (int i = 0; i < 6; ++i) requests.emplace_back(1 + i % 3, 100 + i);  // 1, 2, 3 rows
@@ -126,8 +129,9 @@ TEST(DynamicBatchingTest, RequestsOfSeveralRowsComeBackWithTheirOwnRows) {
 }
 
 TEST(DynamicBatchingTest, BatchesNeverExceedMaxBatchSize) {
-  auto batched = LoadMlp(true, /*delay_us=*/100000);
-  auto alone = LoadMlp(false);
+  MemorySystem memory;
+  auto batched = LoadMlp(&memory, true, /*delay_us=*/100000);
+  auto alone = LoadMlp(&memory, false);
   ASSERT_TRUE(batched && alone);
   ASSERT_EQ(batched->config().max_batch_size, 64);
   std::vector<MlpRequest> requests;
@@ -137,8 +141,9 @@ TEST(DynamicBatchingTest, BatchesNeverExceedMaxBatchSize) {
 }
 
 TEST(DynamicBatchingTest, WithoutConcurrencyARequestRunsAlone) {
-  auto batched = LoadMlp(true);
-  auto alone = LoadMlp(false);
+  MemorySystem memory;
+  auto batched = LoadMlp(&memory, true);
+  auto alone = LoadMlp(&memory, false);
   ASSERT_TRUE(batched && alone);
   for (int i = 0; i < 5; ++i) {
     MlpRequest r(2, 300 + i);
@@ -149,7 +154,8 @@ TEST(DynamicBatchingTest, WithoutConcurrencyARequestRunsAlone) {
 }
 
 TEST(DynamicBatchingTest, UnloadFailsQueuedRequestsWithUnavailable) {
-  auto batched = LoadMlp(true, /*delay_us=*/500000);
+  MemorySystem memory;
+  auto batched = LoadMlp(&memory, true, /*delay_us=*/500000);
   ASSERT_TRUE(batched);
   MlpRequest r(1, 400);
   absl::StatusOr<InferenceResponse> response = absl::UnknownError("not run");

@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "memory/memory_system.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -51,7 +52,8 @@ EngineOptions Options(const fs::path& repo) {
 
 TEST(EngineTest, LoadsTheExamplesAndReportsOnThem) {
   NDSERVE_REQUIRE_RECSYS();
-  Engine engine(Options(SourceDir() / "examples/models"));
+  MemorySystem memory;
+  Engine engine(Options(SourceDir() / "examples/models"), &memory);
   ASSERT_TRUE(engine.LoadAllModels().ok());
   EXPECT_TRUE(engine.AllModelsReady());
   EXPECT_TRUE(engine.IsModelReady("mlp"));
@@ -107,7 +109,8 @@ TEST(EngineTest, ServesTheHighestVersionOrTheOneAskedFor) {
   Copy(MlpFile(), dir.path() / "mlp/1/model.onnx");
   Copy(MlpFile(), dir.path() / "mlp/2/model.onnx");
   Copy(MlpFile(), dir.path() / "mlp/3/model.onnx");
-  Engine engine(Options(dir.path()));
+  MemorySystem memory;
+  Engine engine(Options(dir.path()), &memory);
   // Default policy: only the highest.
   ASSERT_TRUE(engine.LoadModel("mlp").ok());
   EXPECT_THAT(engine.GetModelMetadata("mlp")->versions, ElementsAre(3));
@@ -140,7 +143,8 @@ TEST(EngineTest, ABadModelDoesNotStopTheOthers) {
   Copy(MlpFile(), dir.path() / "mlp/1/model.onnx");
   Copy(SourceDir() / "tests/fixtures/bad/unknown_op.onnx", dir.path() / "broken/1/model.onnx");
   testing::WriteFile(dir.path() / "noconfig/config.pbtxt", "max_batch_size: [");
-  Engine engine(Options(dir.path()));
+  MemorySystem memory;
+  Engine engine(Options(dir.path()), &memory);
   absl::Status all = engine.LoadAllModels();
   EXPECT_FALSE(all.ok());
   EXPECT_THAT(std::string(all.message()), HasSubstr("failed to load model 'broken' version 1"));
@@ -170,7 +174,8 @@ TEST(EngineTest, ABadModelDoesNotStopTheOthers) {
 TEST(EngineTest, AFailedReloadKeepsTheOldVersionServing) {
   TempDir dir;
   Copy(MlpFile(), dir.path() / "mlp/1/model.onnx");
-  Engine engine(Options(dir.path()));
+  MemorySystem memory;
+  Engine engine(Options(dir.path()), &memory);
   ASSERT_TRUE(engine.LoadModel("mlp").ok());
   Copy(SourceDir() / "tests/fixtures/bad/truncated.onnx", dir.path() / "mlp/1/model.onnx");
   EXPECT_FALSE(engine.LoadModel("mlp").ok());
@@ -185,7 +190,8 @@ TEST(EngineTest, ConfigThatContradictsTheModelIsALoadError) {
   testing::WriteFile(dir.path() / "mlp/config.pbtxt",
                      "max_batch_size: 8 input [ { name: \"input\" data_type: TYPE_FP64 dims: [ 64 "
                      "] } ]");
-  Engine engine(Options(dir.path()));
+  MemorySystem memory;
+  Engine engine(Options(dir.path()), &memory);
   absl::Status s = engine.LoadModel("mlp");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("input 'input': config.pbtxt says FP64"));
@@ -212,7 +218,8 @@ TEST(EngineTest, UnloadWaitsForRequestsInFlight) {
   Copy(MlpFile(), dir.path() / "mlp/1/model.onnx");
   testing::WriteFile(dir.path() / "mlp/config.pbtxt",
                      "max_batch_size: 64 instance_group [ { count: 2 kind: KIND_CPU } ]");
-  Engine engine(Options(dir.path()));
+  MemorySystem memory;
+  Engine engine(Options(dir.path()), &memory);
   for (int round = 0; round < 3; ++round) {
     ASSERT_TRUE(engine.LoadModel("mlp").ok());
     std::atomic<bool> stop{false};

@@ -2,7 +2,7 @@
 #define NDSERVE_TESTS_UNIT_ENGINE_ENGINE_TEST_UTIL_H_
 
 // Shared helpers of the engine tests: where the fixtures are, the case.txt manifest
-// (format in tools/gen_models.py), requests built from it, and output comparison.
+// (tests/fixture_case.h), requests built from it, and output comparison.
 
 #include <cmath>
 #include <cstdint>
@@ -23,24 +23,15 @@
 #include "engine/inference_request.h"
 #include "gtest/gtest.h"
 #include "memory/dtype.h"
+#include "tests/fixture_case.h"
 
 namespace ndserve::engine::testing {
 
 namespace fs = std::filesystem;
 
-// The repository root: $NDSERVE_SOURCE_DIR (set by ctest), else derived from this file's
-// path (the build compiles it by absolute path), else the nearest ancestor of the working
-// directory that has tests/fixtures.
-inline fs::path SourceDir() {
-  if (const char* env = std::getenv("NDSERVE_SOURCE_DIR")) return env;
-  fs::path here(__FILE__);
-  if (here.is_absolute()) return here.parent_path().parent_path().parent_path().parent_path();
-  std::error_code ec;
-  for (fs::path p = fs::current_path(ec); !p.empty() && p != p.root_path(); p = p.parent_path()) {
-    if (fs::exists(p / "tests/fixtures", ec)) return p;
-  }
-  return {};
-}
+// The repository root: $NDSERVE_SOURCE_DIR (set by ctest), else the nearest ancestor of
+// the test binary or the working directory that has tests/fixtures.
+inline fs::path SourceDir() { return fixtures::SourceDir(); }
 
 inline std::string ReadFileOrDie(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -60,82 +51,28 @@ inline fs::path RecsysModelPath() { return SourceDir() / "examples/models/recsys
         << " is missing: generate it with /usr/bin/python3 tools/gen_models.py";             \
   } while (false)
 
-struct CaseTensor {
-  std::string kind;  // input, const, output
-  std::string name;
-  DType dtype = DType::kFp32;
-  std::vector<int64_t> dims;
-  std::vector<uint8_t> bytes;
-};
+// The case.txt manifest, read by the one parser every test binary shares.
+using CaseTensor = fixtures::FixtureTensor;
+using Case = fixtures::FixtureCase;
 
-struct Case {
-  std::string name;
-  fs::path dir;
-  fs::path model;
-  std::string op;
-  int opset = 0;
-  std::vector<CaseTensor> inputs;  // graph inputs only (const lines are initializers)
-  std::vector<CaseTensor> outputs;
-  double atol = 0, rtol = 0;
-};
-
-inline std::vector<int64_t> ParseDims(absl::string_view text) {
-  std::vector<int64_t> dims;
-  absl::ConsumePrefix(&text, "[");
-  absl::ConsumeSuffix(&text, "]");
-  if (text.empty()) return dims;
-  for (absl::string_view d : absl::StrSplit(text, ',')) {
-    int64_t v = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(d, &v)) << d;
-    dims.push_back(v);
-  }
-  return dims;
+// The case in `dir`; a manifest that does not read is a test failure (and an empty case).
+inline Case ReadCase(const fs::path& dir) {
+  absl::StatusOr<Case> c = fixtures::ReadFixtureCase(dir);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *std::move(c) : Case{};
 }
 
-inline Case ReadCase(const fs::path& dir) {
-  Case c;
-  c.dir = dir;
-  c.name = dir.filename().string();
-  const std::string text = ReadFileOrDie(dir / "case.txt");
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> w = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (w[0] == "model") {
-      c.model = dir / w[1];
-    } else if (w[0] == "op") {
-      c.op = w[1];
-    } else if (w[0] == "opset") {
-      EXPECT_TRUE(absl::SimpleAtoi(w[1], &c.opset));
-    } else if ((w[0] == "input" || w[0] == "const" || w[0] == "output") && w.size() == 5) {
-      CaseTensor t;
-      t.kind = w[0];
-      t.name = w[1];
-      auto dtype = ParseDType(w[2]);
-      EXPECT_TRUE(dtype.ok()) << w[2];
-      t.dtype = dtype.value_or(DType::kFp32);
-      t.dims = ParseDims(w[3]);
-      const std::string data = ReadFileOrDie(dir / w[4]);
-      t.bytes.assign(data.begin(), data.end());
-      if (w[0] == "output") {
-        c.outputs.push_back(std::move(t));
-      } else if (w[0] == "input") {
-        c.inputs.push_back(std::move(t));
-      }
-    } else if (w[0] == "tolerance" && w.size() == 3) {
-      EXPECT_TRUE(absl::SimpleAtod(w[1], &c.atol));
-      EXPECT_TRUE(absl::SimpleAtod(w[2], &c.rtol));
-    }
-  }
-  return c;
+// The case directories under `root` (those holding a case.txt), sorted.
+inline std::vector<std::string> CaseNames(const fs::path& root) {
+  return fixtures::FixtureCaseNames(root);
 }
 
 // A request feeding every graph input of `c` (views over the case's bytes).
 inline InferenceRequest MakeRequest(const Case& c, const std::string& model_name = "") {
   InferenceRequest r;
   r.model_name = model_name;
-  for (const CaseTensor& t : c.inputs) {
-    r.inputs.push_back({t.name, t.dtype, t.dims, absl::MakeConstSpan(t.bytes)});
+  for (const CaseTensor* t : c.GraphInputs()) {
+    r.inputs.push_back({t->name, t->dtype, t->dims, absl::MakeConstSpan(t->bytes)});
   }
   return r;
 }

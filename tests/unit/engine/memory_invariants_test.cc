@@ -1,4 +1,4 @@
-// Memory invariants of the engine (issue 4): every byte a request touches lives in its
+// Memory invariants of the engine: every byte a request touches lives in its
 // PredictorContext; the model and predictor managers are capped and do not grow; a
 // load -> predict -> unload -> reclaim cycle gives everything back.
 
@@ -24,20 +24,8 @@ namespace {
 
 using testing::SourceDir;
 
-Pool& CpuPool() {
-  absl::StatusOr<Pool*> pool = GlobalPool(Device::Cpu());
-  EXPECT_TRUE(pool.ok()) << pool.status();
-  return **pool;
-}
-
-int64_t TotalCapViolations() {
-  int64_t total = 0;
-  for (const ManagerLevelCounts& c : NDManager::LevelCounts().levels) total += c.cap_violations;
-  return total;
-}
-
 // recsys with `instances` predictors, from the example repository and its config.
-std::shared_ptr<ServedModel> LoadRecsys(int instances) {
+std::shared_ptr<ServedModel> LoadRecsys(int instances, MemorySystem* memory) {
   ModelRepository repo((SourceDir() / "examples/models").string());
   absl::StatusOr<RepositoryModel> m = repo.ReadModel("recsys");
   EXPECT_TRUE(m.ok()) << m.status();
@@ -48,7 +36,7 @@ std::shared_ptr<ServedModel> LoadRecsys(int instances) {
   spec.config = m->config;
   spec.device = Device::Cpu();
   spec.instance_count = instances;
-  absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec);
+  absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, memory);
   EXPECT_TRUE(served.ok()) << served.status();
   return served.value_or(nullptr);
 }
@@ -76,7 +64,28 @@ struct RecsysRequest {
   InferenceRequest request;
 };
 
-TEST(MemoryInvariantsTest, TenThousandRecsysPredictionsFromTwoThreadsLeaveNoTrace) {
+// Each test's models allocate from a memory system of its own, so pool stats and level
+// counts see that test's models only.
+class MemoryInvariantsTest : public ::testing::Test {
+ protected:
+  Pool& CpuPool() {
+    absl::StatusOr<Pool*> pool = memory_.GetPool(Device::Cpu());
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    return **pool;
+  }
+  int64_t TotalCapViolations() {
+    int64_t total = 0;
+    for (const ManagerLevelCounts& c : memory_.LevelCounts().levels) total += c.cap_violations;
+    return total;
+  }
+  std::shared_ptr<ServedModel> LoadRecsys(int instances) {
+    return engine::LoadRecsys(instances, &memory_);
+  }
+
+  MemorySystem memory_;
+};
+
+TEST_F(MemoryInvariantsTest, TenThousandRecsysPredictionsFromTwoThreadsLeaveNoTrace) {
   NDSERVE_REQUIRE_RECSYS();
   std::shared_ptr<ServedModel> model = LoadRecsys(/*instances=*/2);
   ASSERT_NE(model, nullptr);
@@ -135,7 +144,7 @@ TEST(MemoryInvariantsTest, TenThousandRecsysPredictionsFromTwoThreadsLeaveNoTrac
   }
   EXPECT_EQ(CpuPool().Stats().allocated_bytes, allocated);
   EXPECT_EQ(TotalCapViolations(), violations);
-  const ManagerLevelSnapshot levels = NDManager::LevelCounts();
+  const ManagerLevelSnapshot levels = memory_.LevelCounts();
   EXPECT_EQ(levels[ManagerLevel::kContext].live_managers, 0);
   EXPECT_EQ(levels[ManagerLevel::kContext].attached_resources, 0);
   // One batch-1 request needs a few KiB; anything near a table's 12.8 MB would mean a
@@ -145,11 +154,11 @@ TEST(MemoryInvariantsTest, TenThousandRecsysPredictionsFromTwoThreadsLeaveNoTrac
   model->Unload();
 }
 
-// DESIGN.md §1, the embedding leak: an op whose output goes to the manager of its first
+// docs/design.md §2, the embedding leak: an op whose output goes to the manager of its first
 // input (DJL's rule) would attach a Gather from the table to the model manager. Here that
 // manager is capped, so the attempt fails and is counted instead of leaking; the engine
 // itself always puts outputs in the request's context.
-TEST(MemoryInvariantsTest, EmbeddingLeakIsRefusedByTheCappedModelManager) {
+TEST_F(MemoryInvariantsTest, EmbeddingLeakIsRefusedByTheCappedModelManager) {
   NDSERVE_REQUIRE_RECSYS();
   std::shared_ptr<ServedModel> model = LoadRecsys(1);
   ASSERT_NE(model, nullptr);
@@ -160,13 +169,13 @@ TEST(MemoryInvariantsTest, EmbeddingLeakIsRefusedByTheCappedModelManager) {
   }
   ASSERT_GE(table, 0);
   const NDArray& params = model->model().initializer(table);
-  const int64_t before = NDManager::LevelCounts()[ManagerLevel::kModel].cap_violations;
+  const int64_t before = memory_.LevelCounts()[ManagerLevel::kModel].cap_violations;
   absl::StatusOr<std::shared_ptr<NDManager>> scope = NDManager::ResultScope(params);
   ASSERT_TRUE(scope.ok());
   EXPECT_EQ(scope->get(), model->model().manager().get());
   absl::StatusOr<NDArray> leaked = (*scope)->Create({8, 32}, DType::kFp32, "gathered");
   EXPECT_EQ(leaked.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(NDManager::LevelCounts()[ManagerLevel::kModel].cap_violations, before + 1);
+  EXPECT_EQ(memory_.LevelCounts()[ManagerLevel::kModel].cap_violations, before + 1);
 
   const int64_t resources = model->model().manager()->resource_count();
   std::mt19937_64 rng(7);
@@ -175,20 +184,20 @@ TEST(MemoryInvariantsTest, EmbeddingLeakIsRefusedByTheCappedModelManager) {
     ASSERT_TRUE(model->Infer(r.request).ok());
   }
   EXPECT_EQ(model->model().manager()->resource_count(), resources);
-  EXPECT_EQ(NDManager::LevelCounts()[ManagerLevel::kModel].cap_violations, before + 1);
+  EXPECT_EQ(memory_.LevelCounts()[ManagerLevel::kModel].cap_violations, before + 1);
   model->Unload();
 }
 
-TEST(MemoryInvariantsTest, LoadPredictUnloadReclaimHundredTimesReturnsReservedBytes) {
+TEST_F(MemoryInvariantsTest, LoadPredictUnloadReclaimHundredTimesReturnsReservedBytes) {
   NDSERVE_REQUIRE_RECSYS();
   logging::SetMinSeverity(logging::Severity::kWarning);  // 200 load/unload lines otherwise
   Pool& pool = CpuPool();
   pool.Reclaim(0);
   const PoolStats start = pool.Stats();
-  const ManagerLevelSnapshot levels_before = NDManager::LevelCounts();
+  const ManagerLevelSnapshot levels_before = memory_.LevelCounts();
   EngineOptions options;
   options.model_repository = (SourceDir() / "examples/models").string();
-  Engine engine(options);
+  Engine engine(options, &memory_);
   std::mt19937_64 rng(3);
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 100; ++i) {
@@ -204,7 +213,7 @@ TEST(MemoryInvariantsTest, LoadPredictUnloadReclaimHundredTimesReturnsReservedBy
   std::cout << "100 recsys load/predict/unload/reclaim cycles: "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
             << " s\n";
-  const ManagerLevelSnapshot levels_after = NDManager::LevelCounts();
+  const ManagerLevelSnapshot levels_after = memory_.LevelCounts();
   for (ManagerLevel level :
        {ManagerLevel::kModel, ManagerLevel::kPredictor, ManagerLevel::kContext}) {
     EXPECT_EQ(levels_after[level].live_managers, levels_before[level].live_managers);

@@ -10,6 +10,7 @@
 #include "engine/served_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "memory/memory_system.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -42,7 +43,8 @@ TEST_P(BadModelTest, IsALoadErrorNamingTheProblem) {
   ModelLoadSpec spec;
   spec.name = "bad";
   spec.model_path = Bad(c.file);
-  absl::StatusOr<std::shared_ptr<ServedModel>> model = ServedModel::Load(spec);
+  MemorySystem memory;
+  absl::StatusOr<std::shared_ptr<ServedModel>> model = ServedModel::Load(spec, &memory);
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(std::string(model.status().message()), HasSubstr("failed to load model 'bad'"));
   EXPECT_THAT(std::string(model.status().message()), HasSubstr(c.message));
@@ -57,6 +59,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"unknown_op.onnx", absl::StatusCode::kUnimplemented, "unsupported operator 'Celu'"},
         BadCase{"custom_domain_op.onnx", absl::StatusCode::kUnimplemented,
                 "'FancyRelu' of domain 'com.example'"},
+        BadCase{"bad_tensor_attribute.onnx", absl::StatusCode::kInvalidArgument,
+                "tensor attribute 'value' has 2 values, but FP32[1] needs 1"},
         BadCase{"missing_input.onnx", absl::StatusCode::kInvalidArgument, "missing input 'ghost'"},
         BadCase{"bad_opset.onnx", absl::StatusCode::kUnimplemented,
                 "unsupported opset 9 of domain 'ai.onnx' (supported: 13 to 17)"}),

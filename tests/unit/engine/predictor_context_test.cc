@@ -12,12 +12,19 @@
 #include "engine/model.h"
 #include "gtest/gtest.h"
 #include "kernels/dispatch.h"
+#include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 
 namespace ndserve::engine {
 namespace {
 
 // x FP32[2,3] -> Relu -> y, on the CPU.
+// The memory every model of this test lives in; it outlives them all.
+MemorySystem* Memory() {
+  static MemorySystem* const memory = new MemorySystem();
+  return memory;
+}
+
 std::shared_ptr<Model> ReluModel() {
   GraphDef def;
   def.name = "relu";
@@ -31,7 +38,7 @@ std::shared_ptr<Model> ReluModel() {
   sig.inputs.assign(graph->inputs().begin(), graph->inputs().end());
   sig.outputs.assign(graph->outputs().begin(), graph->outputs().end());
   absl::StatusOr<std::shared_ptr<Model>> model =
-      Model::Create("relu", 1, *std::move(graph), sig, ModelConfig(), Device::Cpu());
+      Model::Create("relu", 1, *std::move(graph), sig, ModelConfig(), Device::Cpu(), Memory());
   EXPECT_TRUE(model.ok()) << model.status();
   return model.value_or(nullptr);
 }

@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "memory/memory_system.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -20,12 +21,15 @@ class RequestValidationTest : public ::testing::Test {
   static void SetUpTestSuite() {
     EngineOptions options;
     options.model_repository = (SourceDir() / "examples/models").string();
-    engine_ = new Engine(options);
+    memory_ = new MemorySystem();
+    engine_ = new Engine(options, memory_);
     ASSERT_TRUE(engine_->LoadModel("mlp").ok());
   }
   static void TearDownTestSuite() {
     delete engine_;
     engine_ = nullptr;
+    delete memory_;  // after the engine that borrows it
+    memory_ = nullptr;
   }
 
   // A valid mlp request of `batch` rows; tests then break one thing.
@@ -43,9 +47,11 @@ class RequestValidationTest : public ::testing::Test {
     EXPECT_THAT(std::string(s.message()), HasSubstr(message));
   }
 
+  static MemorySystem* memory_;
   static Engine* engine_;
   std::vector<uint8_t> bytes_;
 };
+MemorySystem* RequestValidationTest::memory_ = nullptr;
 Engine* RequestValidationTest::engine_ = nullptr;
 
 TEST_F(RequestValidationTest, AValidRequestRuns) {

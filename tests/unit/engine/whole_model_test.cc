@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "memory/cuda_runtime.h"
+#include "memory/memory_system.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -29,7 +30,8 @@ TEST_P(WholeModelTest, MatchesReference) {
   EngineOptions options;
   options.model_repository = (SourceDir() / m.repository).string();
   options.device = kind == DeviceKind::kCuda ? Device::Cuda(0) : Device::Cpu();
-  Engine engine(options);
+  MemorySystem memory;
+  Engine engine(options, &memory);
   ASSERT_TRUE(engine.LoadModel(m.name).ok());
   const testing::Case c =
       testing::ReadCase(SourceDir() / "tests/fixtures/models" / m.name / "reference");

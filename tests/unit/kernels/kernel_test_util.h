@@ -27,6 +27,7 @@
 #include "memory/cuda_allocator.h"
 #include "memory/cuda_runtime.h"
 #include "memory/device_allocator.h"
+#include "tests/fixture_case.h"
 #ifdef NDSERVE_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -323,17 +324,7 @@ inline ::testing::AssertionResult AllClose(const HostTensor& got, const HostTens
 
 // The repository root: $NDSERVE_SOURCE_DIR (set by ctest), else the nearest ancestor of
 // the test binary or the working directory that has tests/fixtures.
-inline std::filesystem::path SourceDir() {
-  if (const char* env = std::getenv("NDSERVE_SOURCE_DIR")) return env;
-  std::error_code ec;
-  for (std::filesystem::path start :
-       {std::filesystem::read_symlink("/proc/self/exe", ec), std::filesystem::current_path(ec)}) {
-    for (std::filesystem::path p = start; !p.empty() && p != p.root_path(); p = p.parent_path()) {
-      if (std::filesystem::exists(p / "tests/fixtures/ops", ec)) return p;
-    }
-  }
-  return {};
-}
+inline std::filesystem::path SourceDir() { return fixtures::SourceDir(); }
 
 }  // namespace ndserve::kernels::testing
 

@@ -2,17 +2,13 @@
 // numpy reference) through the dispatch table on every device present, with the
 // tolerance the fixture states. The ONNX attributes and shape inputs go through
 // BuildOpAttrs exactly as the engine's would.
-#include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <tuple>
+#include <variant>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "kernels/node_attrs.h"
+#include "tests/fixture_case.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
 namespace ndserve::kernels::testing {
@@ -33,99 +29,47 @@ struct Fixture {
   std::vector<FixtureTensor> inputs;  // node input order
   std::vector<FixtureTensor> outputs;
   double atol = 0, rtol = 0;
-  std::string model;
+  std::string model;  // absolute: the case directory joined with the manifest's path
 };
 
-absl::StatusOr<Shape> ParseDims(absl::string_view text) {
-  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]")) {
-    return absl::InvalidArgumentError(absl::StrCat("bad dims '", text, "'"));
-  }
-  Shape shape;
-  if (text.empty()) return shape;
-  for (absl::string_view d : absl::StrSplit(text, ',')) {
-    int64_t v;
-    if (!absl::SimpleAtoi(d, &v)) return absl::InvalidArgumentError(absl::StrCat("bad dim ", d));
-    shape.push_back(v);
-  }
-  return shape;
-}
-
-absl::StatusOr<std::vector<uint8_t>> ReadFile(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
-
-// Parses case.txt (grammar in tools/gen_models.py and the file's own header).
+// The shared case.txt reader's result in this test's terms: tensors as HostTensors,
+// attributes as the AttrMap that BuildOpAttrs takes.
 absl::StatusOr<Fixture> LoadFixture(const fs::path& dir) {
-  std::ifstream f(dir / "case.txt");
-  if (!f) return absl::NotFoundError(absl::StrCat("no case.txt in ", dir.string()));
+  NDS_ASSIGN_OR_RETURN(fixtures::FixtureCase c, fixtures::ReadFixtureCase(dir));
   Fixture fx;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> w = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    const std::string& kw = w[0];
-    if (kw == "model" && w.size() == 2) {
-      fx.model = w[1];
-    } else if (kw == "op" && w.size() == 2) {
-      fx.op_type = w[1];
-    } else if (kw == "opset" && w.size() == 2) {
-      if (!absl::SimpleAtoi(w[1], &fx.opset)) return absl::InvalidArgumentError(line);
-    } else if (kw == "tolerance" && w.size() == 3) {
-      if (!absl::SimpleAtod(w[1], &fx.atol) || !absl::SimpleAtod(w[2], &fx.rtol)) {
-        return absl::InvalidArgumentError(line);
-      }
-    } else if (kw == "attr" && w.size() == 4) {
-      const std::string& type = w[2];
-      std::vector<std::string> items = absl::StrSplit(w[3], ',');
-      if (type == "int") {
-        int64_t v;
-        if (!absl::SimpleAtoi(w[3], &v)) return absl::InvalidArgumentError(line);
-        fx.attrs[w[1]] = v;
-      } else if (type == "float") {
-        float v;
-        if (!absl::SimpleAtof(w[3], &v)) return absl::InvalidArgumentError(line);
-        fx.attrs[w[1]] = v;
-      } else if (type == "ints") {
-        std::vector<int64_t> v(items.size());
-        for (std::size_t i = 0; i < items.size(); ++i) {
-          if (!absl::SimpleAtoi(items[i], &v[i])) return absl::InvalidArgumentError(line);
-        }
-        fx.attrs[w[1]] = v;
-      } else if (type == "string") {
-        fx.attrs[w[1]] = w[3];
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat("unknown attr type: ", line));
-      }
-    } else if ((kw == "input" || kw == "const" || kw == "output") && w.size() == 5) {
-      NDS_ASSIGN_OR_RETURN(DType dtype, ParseDType(w[2]));
-      NDS_ASSIGN_OR_RETURN(Shape shape, ParseDims(w[3]));
-      NDS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFile(dir / w[4]));
-      HostTensor t{dtype, shape, std::move(bytes)};
-      if (t.bytes.size() != static_cast<std::size_t>(t.numel()) * DTypeSize(dtype)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            w[4], " has ", t.bytes.size(), " bytes, expected ", t.numel() * DTypeSize(dtype)));
-      }
-      (kw == "output" ? fx.outputs : fx.inputs).push_back({kw, w[1], std::move(t)});
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("bad line: ", line));
-    }
+  fx.op_type = c.op;
+  fx.opset = c.opset;
+  fx.atol = c.atol;
+  fx.rtol = c.rtol;
+  fx.model = c.model.string();
+  for (const auto& [name, value] : c.attrs) {
+    fx.attrs[name] = std::visit(
+        [](const auto& v) -> AttrValue {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, fixtures::FixtureTensorAttr>) {
+            HostValue h;
+            h.dtype = v.dtype;
+            h.shape.assign(v.dims.begin(), v.dims.end());
+            h.ints = v.ints;
+            h.reals = v.reals;
+            return h;
+          } else {
+            return AttrValue(v);
+          }
+        },
+        value);
   }
+  auto to_host = [](const fixtures::FixtureTensor& t) {
+    return FixtureTensor{t.kind, t.name,
+                         HostTensor{t.dtype, Shape(t.dims.begin(), t.dims.end()), t.bytes}};
+  };
+  for (const fixtures::FixtureTensor& t : c.inputs) fx.inputs.push_back(to_host(t));
+  for (const fixtures::FixtureTensor& t : c.outputs) fx.outputs.push_back(to_host(t));
   return fx;
 }
 
 fs::path OpsDir() { return SourceDir() / "tests/fixtures/ops"; }
 
-std::vector<std::string> CaseNames() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(OpsDir(), ec)) {
-    if (fs::exists(entry.path() / "case.txt")) names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> CaseNames() { return fixtures::FixtureCaseNames(OpsDir()); }
 
 using Param = std::tuple<std::string, Device>;
 

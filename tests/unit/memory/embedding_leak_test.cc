@@ -1,4 +1,4 @@
-// The embedding-leak regression (DESIGN.md §1). An embedding lookup gathered rows from
+// The embedding-leak regression (docs/design.md §2). An embedding lookup gathered rows from
 // the parameter table; the table was the op's first input, so under "the output belongs
 // to the manager of the first input" every request attached its result to the model
 // manager and leaked it. These tests replay that scenario for 10,000 requests: written
@@ -16,8 +16,6 @@
 namespace ndserve {
 namespace {
 
-using testing_util::AllocatedBytes;
-using testing_util::Base;
 using testing_util::Must;
 
 constexpr int kRequests = 10000;
@@ -49,7 +47,7 @@ absl::StatusOr<NDArray> Gather(const OutputScope& scope, const NDArray& table, c
   return out;
 }
 
-class EmbeddingLeakTest : public ::testing::Test {
+class EmbeddingLeakTest : public testing_util::ScopeTest {
  protected:
   void SetUp() override {
     model_ = Base(ManagerLevel::kModel, "embedding-model");
@@ -87,7 +85,7 @@ class EmbeddingLeakTest : public ::testing::Test {
     std::size_t predictor_children;
     bool operator==(const Counts&) const = default;
   };
-  Counts Snapshot() const {
+  Counts Snapshot() {
     return {model_->resource_count(), predictor_->resource_count(), model_->bytes(),
             AllocatedBytes(), predictor_->child_count()};
   }
@@ -101,8 +99,7 @@ class EmbeddingLeakTest : public ::testing::Test {
 // manager is capped, so every request fails with the cap error and nothing grows.
 TEST_F(EmbeddingLeakTest, TheBuggyWayFailsLoudlyOnTheCappedModelManager) {
   const Counts before = Snapshot();
-  const std::int64_t violations_before =
-      NDManager::LevelCounts()[ManagerLevel::kModel].cap_violations;
+  const std::int64_t violations_before = memory_.LevelCounts()[ManagerLevel::kModel].cap_violations;
   for (int request = 0; request < kRequests; ++request) {
     ScopedManager ctx(Must(predictor_->NewSubManager(ManagerLevel::kContext)));
     NDArray ids = Must(ctx->FromHostValues<std::int64_t>({kIdsPerRequest}, IdsFor(request)));
@@ -113,7 +110,7 @@ TEST_F(EmbeddingLeakTest, TheBuggyWayFailsLoudlyOnTheCappedModelManager) {
               absl::string_view::npos)
         << out.status();
   }
-  EXPECT_EQ(NDManager::LevelCounts()[ManagerLevel::kModel].cap_violations - violations_before,
+  EXPECT_EQ(memory_.LevelCounts()[ManagerLevel::kModel].cap_violations - violations_before,
             kRequests);
   EXPECT_EQ(Snapshot(), before);
   EXPECT_TRUE(model_->Holds(table_));

@@ -1,7 +1,5 @@
 #include "memory/memory_config.h"
 
-#include <cstdlib>
-
 #include "gtest/gtest.h"
 
 namespace ndserve {
@@ -46,12 +44,12 @@ TEST(ParseMemoryLimitTest, RejectsNonsenseAndNamesTheVariable) {
 }
 
 TEST(ParseThreadCacheBytesTest, SizesAndOff) {
-  EXPECT_EQ(*ParseThreadCacheBytes("4MiB", kThreadCacheEnv), 4u << 20);
-  EXPECT_EQ(*ParseThreadCacheBytes("65536", kThreadCacheEnv), 65536u);
-  EXPECT_EQ(*ParseThreadCacheBytes("0", kThreadCacheEnv), 0u);
-  EXPECT_EQ(*ParseThreadCacheBytes("OFF", kThreadCacheEnv), 0u);
+  EXPECT_EQ(*ParseThreadCacheBytes("4MiB", "NDSERVE_MEMORY_THREAD_CACHE"), 4u << 20);
+  EXPECT_EQ(*ParseThreadCacheBytes("65536", "NDSERVE_MEMORY_THREAD_CACHE"), 65536u);
+  EXPECT_EQ(*ParseThreadCacheBytes("0", "NDSERVE_MEMORY_THREAD_CACHE"), 0u);
+  EXPECT_EQ(*ParseThreadCacheBytes("OFF", "NDSERVE_MEMORY_THREAD_CACHE"), 0u);
   for (const char* bad : {"lots", "-1", "50%", "none", "2GiB", "1.5"}) {
-    absl::StatusOr<std::size_t> bytes = ParseThreadCacheBytes(bad, kThreadCacheEnv);
+    absl::StatusOr<std::size_t> bytes = ParseThreadCacheBytes(bad, "NDSERVE_MEMORY_THREAD_CACHE");
     ASSERT_FALSE(bytes.ok()) << bad;
     EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(bytes.status().message().find("NDSERVE_MEMORY_THREAD_CACHE"),
@@ -70,53 +68,6 @@ TEST(PoolKindTest, ParsesKnownNamesOnly) {
   EXPECT_EQ(*ParsePoolKind("none"), PoolKind::kNone);
   EXPECT_FALSE(ParsePoolKind("cuda").ok());
   EXPECT_FALSE(ParsePoolKind("").ok());
-}
-
-class EnvTest : public ::testing::Test {
- protected:
-  void TearDown() override {
-    unsetenv(kPoolEnv);
-    unsetenv(kLimitEnv);
-    unsetenv(kDebugLevelEnv);
-  }
-};
-
-TEST_F(EnvTest, DefaultsWhenUnset) {
-  unsetenv(kPoolEnv);
-  unsetenv(kLimitEnv);
-  unsetenv(kDebugLevelEnv);
-  absl::StatusOr<MemoryConfig> config = MemoryConfigFromEnvironment();
-  ASSERT_TRUE(config.ok());
-  EXPECT_EQ(config->pool, PoolKind::kBinned);
-  EXPECT_TRUE(config->limit.unlimited);
-  EXPECT_EQ(config->debug_level, 0);
-}
-
-TEST_F(EnvTest, ReadsAllThreeVariables) {
-  setenv(kPoolEnv, "split", 1);
-  setenv(kLimitEnv, "2GiB", 1);
-  setenv(kDebugLevelEnv, "2", 1);
-  absl::StatusOr<MemoryConfig> config = MemoryConfigFromEnvironment();
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->pool, PoolKind::kSplit);
-  EXPECT_EQ(config->limit.Resolve(0), 2 * kGiB);
-  EXPECT_EQ(config->debug_level, 2);
-}
-
-TEST_F(EnvTest, BadValuesNameTheirVariable) {
-  struct Case {
-    const char* var;
-    const char* value;
-  } cases[] = {{kPoolEnv, "turbo"},   {kLimitEnv, "lots"}, {kLimitEnv, "-3GiB"},
-               {kLimitEnv, "0"},      {kDebugLevelEnv, "3"}, {kDebugLevelEnv, "verbose"}};
-  for (const Case& c : cases) {
-    setenv(c.var, c.value, 1);
-    absl::StatusOr<MemoryConfig> config = MemoryConfigFromEnvironment();
-    ASSERT_FALSE(config.ok()) << c.var << "=" << c.value;
-    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(config.status().message().find(c.var), absl::string_view::npos) << config.status();
-    unsetenv(c.var);
-  }
 }
 
 }  // namespace

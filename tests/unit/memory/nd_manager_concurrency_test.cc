@@ -14,9 +14,6 @@
 namespace ndserve {
 namespace {
 
-using testing_util::AllocatedBytes;
-using testing_util::Base;
-
 constexpr int kThreads = 4;
 #if defined(__SANITIZE_THREAD__)
 constexpr int kContextsPerThread = 1500;  // TSan is ~10x slower
@@ -25,21 +22,29 @@ constexpr int kContextsPerThread = 5000;
 #endif
 
 struct Baseline {
-  // The system manager exists before the first reading (it is made on first use).
-  bool system_made = NDManager::SystemManager(Device::Cpu()).ok();
-  ManagerLevelSnapshot levels = NDManager::LevelCounts();
-  std::uint64_t allocated = AllocatedBytes();
+  ManagerLevelSnapshot levels;
+  std::uint64_t allocated = 0;
 };
 
-void ExpectBackTo(const Baseline& baseline) {
-  const ManagerLevelSnapshot now = NDManager::LevelCounts();
-  for (int i = 0; i < kNumManagerLevels; ++i) {
-    EXPECT_EQ(now.levels[i].live_managers, baseline.levels.levels[i].live_managers) << i;
-    EXPECT_EQ(now.levels[i].attached_resources, baseline.levels.levels[i].attached_resources) << i;
-    EXPECT_EQ(now.levels[i].attached_bytes, baseline.levels.levels[i].attached_bytes) << i;
+class NDManagerConcurrencyTest : public testing_util::ScopeTest {
+ protected:
+  Baseline TakeBaseline() {
+    // The system manager exists before the first reading (it is made on first use).
+    System();
+    return {memory_.LevelCounts(), AllocatedBytes()};
   }
-  EXPECT_EQ(AllocatedBytes(), baseline.allocated);
-}
+
+  void ExpectBackTo(const Baseline& baseline) {
+    const ManagerLevelSnapshot now = memory_.LevelCounts();
+    for (int i = 0; i < kNumManagerLevels; ++i) {
+      EXPECT_EQ(now.levels[i].live_managers, baseline.levels.levels[i].live_managers) << i;
+      EXPECT_EQ(now.levels[i].attached_resources, baseline.levels.levels[i].attached_resources)
+          << i;
+      EXPECT_EQ(now.levels[i].attached_bytes, baseline.levels.levels[i].attached_bytes) << i;
+    }
+    EXPECT_EQ(AllocatedBytes(), baseline.allocated);
+  }
+};
 
 // One request: inputs in the context, a scratch scope that borrows the parameters and
 // returns its result, an array attached from elsewhere, a refused attach to the capped
@@ -85,8 +90,8 @@ absl::Status OneRequest(NDManager& predictor, const std::vector<NDArray>& params
   return absl::OkStatus();
 }
 
-TEST(NDManagerConcurrencyTest, ContextsOpenAttachAndCloseUnderOnePredictor) {
-  const Baseline baseline;
+TEST_F(NDManagerConcurrencyTest, ContextsOpenAttachAndCloseUnderOnePredictor) {
+  const Baseline baseline = TakeBaseline();
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel, "model");
   std::vector<NDArray> params = {
       *model->Zeros({256, 32}, DType::kFp32, "w"),
@@ -96,14 +101,14 @@ TEST(NDManagerConcurrencyTest, ContextsOpenAttachAndCloseUnderOnePredictor) {
   std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor, "predictor");
   predictor->Cap();
   const std::int64_t violations_before =
-      NDManager::LevelCounts()[ManagerLevel::kPredictor].cap_violations;
+      memory_.LevelCounts()[ManagerLevel::kPredictor].cap_violations;
 
   std::atomic<bool> done{false};
   std::atomic<int> failures{0};
   // A metrics scrape and an admin dump running all along.
   std::thread reader([&] {
     while (!done.load()) {
-      ManagerLevelSnapshot snapshot = NDManager::LevelCounts();
+      ManagerLevelSnapshot snapshot = memory_.LevelCounts();
       EXPECT_GE(snapshot[ManagerLevel::kContext].live_managers, 0);
       EXPECT_FALSE(predictor->DebugDump().empty());
       for (const NDArray& p : params) EXPECT_TRUE(p.valid());
@@ -131,7 +136,7 @@ TEST(NDManagerConcurrencyTest, ContextsOpenAttachAndCloseUnderOnePredictor) {
   EXPECT_EQ(model->resource_count(), 2);  // every borrow came home
   for (const NDArray& p : params) EXPECT_TRUE(model->Holds(p));
   const int attach_attempts = kThreads * kContextsPerThread / 10;
-  EXPECT_EQ(NDManager::LevelCounts()[ManagerLevel::kPredictor].cap_violations - violations_before,
+  EXPECT_EQ(memory_.LevelCounts()[ManagerLevel::kPredictor].cap_violations - violations_before,
             attach_attempts);
   ASSERT_TRUE(predictor->Close().ok());
   ASSERT_TRUE(model->Close().ok());
@@ -140,8 +145,8 @@ TEST(NDManagerConcurrencyTest, ContextsOpenAttachAndCloseUnderOnePredictor) {
 
 // Closing a parent while its children are being opened, filled and closed by other
 // threads: every array ends up freed exactly once and nothing is left behind.
-TEST(NDManagerConcurrencyTest, ClosingTheParentRacesItsChildren) {
-  const Baseline baseline;
+TEST_F(NDManagerConcurrencyTest, ClosingTheParentRacesItsChildren) {
+  const Baseline baseline = TakeBaseline();
   for (int round = 0; round < 20; ++round) {
     std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
     std::atomic<int> started{0};

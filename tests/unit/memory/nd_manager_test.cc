@@ -1,4 +1,4 @@
-// The scope rules of NDManager/NDArray (DESIGN.md §3, issue 3), one test per rule.
+// The scope rules of NDManager/NDArray (docs/design.md §2), one test per rule.
 #include "memory/nd_manager.h"
 
 #include <cstdint>
@@ -10,14 +10,15 @@
 namespace ndserve {
 namespace {
 
-using testing_util::AllocatedBytes;
-using testing_util::Base;
 using testing_util::IsFreedError;
 using testing_util::Must;
 
-TEST(NDManagerTest, SystemManagerIsAPerDeviceSingletonThatRefusesClose) {
-  std::shared_ptr<NDManager> a = Must(NDManager::SystemManager(Device::Cpu()));
-  std::shared_ptr<NDManager> b = Must(NDManager::SystemManager(Device::Cpu()));
+// Each test's managers hang under a memory system of its own (ScopeTest::memory_).
+class NDManagerTest : public testing_util::ScopeTest {};
+
+TEST_F(NDManagerTest, SystemManagerIsAPerDeviceSingletonThatRefusesClose) {
+  std::shared_ptr<NDManager> a = System();
+  std::shared_ptr<NDManager> b = System();
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a, b);
   EXPECT_TRUE(a->is_system());
@@ -31,8 +32,8 @@ TEST(NDManagerTest, SystemManagerIsAPerDeviceSingletonThatRefusesClose) {
   EXPECT_TRUE(NDManager::UnsafeFree(x).ok());
 }
 
-TEST(NDManagerTest, BaseManagersHangUnderTheSystemManager) {
-  std::shared_ptr<NDManager> system = Must(NDManager::SystemManager(Device::Cpu()));
+TEST_F(NDManagerTest, BaseManagersHangUnderTheSystemManager) {
+  std::shared_ptr<NDManager> system = System();
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel);
   EXPECT_EQ(model->parent(), system);
   EXPECT_EQ(model->device(), Device::Cpu());
@@ -42,12 +43,12 @@ TEST(NDManagerTest, BaseManagersHangUnderTheSystemManager) {
   EXPECT_EQ(named->name(), "resnet-predictor");
   EXPECT_GT(named->uid(), model->uid());
   EXPECT_TRUE(absl::IsInvalidArgument(
-      NDManager::NewBaseManager(Device::Cpu(), ManagerLevel::kSystem).status()));
+      memory_.NewBaseManager(Device::Cpu(), ManagerLevel::kSystem).status()));
   EXPECT_TRUE(model->Close().ok());
   EXPECT_TRUE(named->Close().ok());
 }
 
-TEST(NDManagerTest, CreateZerosFromHostAndToHost) {
+TEST_F(NDManagerTest, CreateZerosFromHostAndToHost) {
   ScopedManager ctx(Base(ManagerLevel::kContext));
   NDArray a = Must(ctx->Create({2, 3}, DType::kFp32, "a"));
   EXPECT_EQ(a.rank(), 2);
@@ -82,7 +83,7 @@ TEST(NDManagerTest, CreateZerosFromHostAndToHost) {
   EXPECT_EQ(ctx->bytes(), 24u + 40u + 24u + 3u);
 }
 
-TEST(NDManagerTest, CreateRejectsBadArguments) {
+TEST_F(NDManagerTest, CreateRejectsBadArguments) {
   ScopedManager ctx(Base(ManagerLevel::kContext));
   EXPECT_TRUE(absl::IsInvalidArgument(ctx->Create({2, -1}, DType::kFp32).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ctx->Create({2}, DType::kBytes).status()));
@@ -92,7 +93,7 @@ TEST(NDManagerTest, CreateRejectsBadArguments) {
   EXPECT_EQ(ctx->resource_count(), 0);
 }
 
-TEST(NDManagerTest, HandlesAreCheapCopiesOfOneArray) {
+TEST_F(NDManagerTest, HandlesAreCheapCopiesOfOneArray) {
   const std::uint64_t baseline = AllocatedBytes();
   ScopedManager ctx(Base(ManagerLevel::kContext));
   NDArray a = Must(ctx->Create({8}, DType::kUint8));
@@ -115,7 +116,7 @@ TEST(NDManagerTest, HandlesAreCheapCopiesOfOneArray) {
   EXPECT_FALSE(b.valid());
 }
 
-TEST(NDManagerTest, CloseFreesArraysAndIsIdempotent) {
+TEST_F(NDManagerTest, CloseFreesArraysAndIsIdempotent) {
   const std::uint64_t baseline = AllocatedBytes();
   std::shared_ptr<NDManager> ctx = Base(ManagerLevel::kContext);
   NDArray a = Must(ctx->Create({256}, DType::kFp32, "a"));
@@ -151,7 +152,7 @@ TEST(NDManagerTest, CloseFreesArraysAndIsIdempotent) {
   EXPECT_EQ(AllocatedBytes(), baseline);
 }
 
-TEST(NDManagerTest, ClosingAParentClosesItsChildren) {
+TEST_F(NDManagerTest, ClosingAParentClosesItsChildren) {
   const std::uint64_t baseline = AllocatedBytes();
   std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
   std::shared_ptr<NDManager> ctx = Must(predictor->NewSubManager(ManagerLevel::kContext));
@@ -172,7 +173,7 @@ TEST(NDManagerTest, ClosingAParentClosesItsChildren) {
   EXPECT_EQ(AllocatedBytes(), baseline);
 }
 
-TEST(NDManagerTest, ClosingAChildTakesItOutOfTheTree) {
+TEST_F(NDManagerTest, ClosingAChildTakesItOutOfTheTree) {
   std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
   std::vector<std::shared_ptr<NDManager>> contexts;
   for (int i = 0; i < 5; ++i) {
@@ -188,7 +189,7 @@ TEST(NDManagerTest, ClosingAChildTakesItOutOfTheTree) {
   ASSERT_TRUE(predictor->Close().ok());
 }
 
-TEST(NDManagerTest, CloseThroughTheParentsLastReference) {
+TEST_F(NDManagerTest, CloseThroughTheParentsLastReference) {
   std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
   NDManager* raw = nullptr;
   NDArray x;
@@ -204,24 +205,31 @@ TEST(NDManagerTest, CloseThroughTheParentsLastReference) {
   ASSERT_TRUE(predictor->Close().ok());
 }
 
-TEST(NDManagerTest, LeakReportsNameTheManager) {
-  if (testing_util::CpuPool().debug_level() == 0) {
-    GTEST_SKIP() << "run with NDSERVE_DEBUG_LEVEL=1 or 2 to check leak-report owners";
-  }
-  ScopedManager ctx(Base(ManagerLevel::kContext, "predictor-ctx/17"));
+TEST_F(NDManagerTest, LeakReportsNameTheManager) {
+  // Leak tracking is a setting of the memory system: this one tracks owners.
+  MemoryConfig config;
+  config.debug_level = 1;
+  MemorySystem tracked(config);
+  Pool& pool = *Must(tracked.GetPool(Device::Cpu()));
+  ASSERT_EQ(pool.debug_level(), 1);
+  ScopedManager ctx(
+      Must(tracked.NewBaseManager(Device::Cpu(), ManagerLevel::kContext, "predictor-ctx/17")));
   NDArray x = Must(ctx->Create({1000}, DType::kFp32, "logits"));
   bool found = false;
-  for (const OutstandingAllocation& a : testing_util::CpuPool().Outstanding()) {
+  for (const OutstandingAllocation& a : pool.Outstanding()) {
     if (a.address == reinterpret_cast<std::uintptr_t>(*x.Data())) {
       found = true;
       EXPECT_EQ(a.owner, "predictor-ctx/17 'logits'");
     }
   }
   EXPECT_TRUE(found);
-  EXPECT_NE(testing_util::CpuPool().MemoryStatus().find("predictor-ctx/17"), std::string::npos);
+  EXPECT_NE(pool.MemoryStatus().find("predictor-ctx/17"), std::string::npos);
+  // The test's own memory system tracks nothing.
+  EXPECT_EQ(CpuPool().debug_level(), 0);
+  EXPECT_TRUE(CpuPool().Outstanding().empty());
 }
 
-TEST(NDManagerTest, UnsafeFreeFreesNowAndLaterUseIsAnError) {
+TEST_F(NDManagerTest, UnsafeFreeFreesNowAndLaterUseIsAnError) {
   const std::uint64_t before = AllocatedBytes();
   ScopedManager ctx(Base(ManagerLevel::kContext));
   NDArray a = Must(ctx->Create({1000}, DType::kFp64, "eager"));
@@ -241,7 +249,7 @@ TEST(NDManagerTest, UnsafeFreeFreesNowAndLaterUseIsAnError) {
   EXPECT_EQ(AllocatedBytes(), before);
 }
 
-TEST(NDManagerTest, AttachMovesAnArrayForGood) {
+TEST_F(NDManagerTest, AttachMovesAnArrayForGood) {
   std::shared_ptr<NDManager> a = Base(ManagerLevel::kContext);
   std::shared_ptr<NDManager> b = Base(ManagerLevel::kContext);
   NDArray x = Must(a->Create({4}, DType::kFp32));
@@ -256,7 +264,7 @@ TEST(NDManagerTest, AttachMovesAnArrayForGood) {
   EXPECT_FALSE(x.valid());
 }
 
-TEST(NDManagerTest, TempAttachedArraysComeBackOnClose) {
+TEST_F(NDManagerTest, TempAttachedArraysComeBackOnClose) {
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel);
   NDArray w = Must(model->Zeros({8, 8}, DType::kFp32, "w"));
   NDArray b = Must(model->Zeros({8}, DType::kFp32, "b"));
@@ -277,7 +285,7 @@ TEST(NDManagerTest, TempAttachedArraysComeBackOnClose) {
   EXPECT_FALSE(w.valid());
 }
 
-TEST(NDManagerTest, TempAttachedArraysWhoseOwnerClosedFirstAreFreed) {
+TEST_F(NDManagerTest, TempAttachedArraysWhoseOwnerClosedFirstAreFreed) {
   const std::uint64_t baseline = AllocatedBytes();
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel);
   NDArray w = Must(model->Create({4096}, DType::kFp32, "w"));
@@ -292,7 +300,7 @@ TEST(NDManagerTest, TempAttachedArraysWhoseOwnerClosedFirstAreFreed) {
   EXPECT_EQ(AllocatedBytes(), baseline);  // freed, not leaked
 }
 
-TEST(NDManagerTest, ABorrowFromAClosedBorrowerGoesBackToTheHome) {
+TEST_F(NDManagerTest, ABorrowFromAClosedBorrowerGoesBackToTheHome) {
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel);
   NDArray w = Must(model->Create({4}, DType::kFp32));
   std::shared_ptr<NDManager> first = Base(ManagerLevel::kContext);
@@ -316,7 +324,7 @@ TEST(NDManagerTest, ABorrowFromAClosedBorrowerGoesBackToTheHome) {
   ASSERT_TRUE(model->Close().ok());
 }
 
-TEST(NDManagerTest, AttachEndsABorrow) {
+TEST_F(NDManagerTest, AttachEndsABorrow) {
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel);
   NDArray w = Must(model->Create({4}, DType::kFp32));
   std::shared_ptr<NDManager> scope = Base(ManagerLevel::kContext);
@@ -327,7 +335,7 @@ TEST(NDManagerTest, AttachEndsABorrow) {
   ASSERT_TRUE(model->Close().ok());
 }
 
-TEST(NDManagerTest, RetSurvivesTheCloseOfTheScope) {
+TEST_F(NDManagerTest, RetSurvivesTheCloseOfTheScope) {
   std::shared_ptr<NDManager> ctx = Base(ManagerLevel::kContext);
   std::shared_ptr<NDManager> scratch = Must(ctx->NewSubManager());
   NDArray tmp = Must(scratch->Create({4}, DType::kFp32));
@@ -346,13 +354,13 @@ TEST(NDManagerTest, RetSurvivesTheCloseOfTheScope) {
   ASSERT_TRUE(ctx->Close().ok());
   EXPECT_FALSE(result.valid());
   EXPECT_TRUE(IsFreedError(scratch->Ret(result)));
-  std::shared_ptr<NDManager> system = Must(NDManager::SystemManager(Device::Cpu()));
+  std::shared_ptr<NDManager> system = System();
   NDArray root = Must(system->Create({1}, DType::kFp32));
   EXPECT_TRUE(absl::IsFailedPrecondition(system->Ret(root)));
   ASSERT_TRUE(NDManager::UnsafeFree(root).ok());
 }
 
-TEST(NDManagerTest, AttachingToACappedManagerFailsAndIsCounted) {
+TEST_F(NDManagerTest, AttachingToACappedManagerFailsAndIsCounted) {
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel, "capped-model");
   NDArray w = Must(model->Create({4}, DType::kFp32));
   model->Cap();
@@ -361,7 +369,7 @@ TEST(NDManagerTest, AttachingToACappedManagerFailsAndIsCounted) {
   NDArray x = Must(ctx->Create({4}, DType::kFp32));
   std::shared_ptr<NDManager> sub = Must(model->NewSubManager());  // sub-scopes are fine
   NDArray y = Must(sub->Create({4}, DType::kFp32));
-  const std::int64_t before = NDManager::LevelCounts()[ManagerLevel::kModel].cap_violations;
+  const std::int64_t before = memory_.LevelCounts()[ManagerLevel::kModel].cap_violations;
   const std::uint64_t allocated = AllocatedBytes();
 
   absl::Status create = model->Create({4}, DType::kFp32).status();
@@ -373,7 +381,7 @@ TEST(NDManagerTest, AttachingToACappedManagerFailsAndIsCounted) {
   EXPECT_TRUE(absl::IsFailedPrecondition(model->TempAttachAll({x})));
   EXPECT_TRUE(absl::IsFailedPrecondition(sub->Ret(y)));
 
-  EXPECT_EQ(NDManager::LevelCounts()[ManagerLevel::kModel].cap_violations, before + 5);
+  EXPECT_EQ(memory_.LevelCounts()[ManagerLevel::kModel].cap_violations, before + 5);
   EXPECT_TRUE(ctx->Holds(x));  // refused moves change nothing
   EXPECT_TRUE(sub->Holds(y));
   EXPECT_EQ(model->resource_count(), 1);
@@ -383,21 +391,21 @@ TEST(NDManagerTest, AttachingToACappedManagerFailsAndIsCounted) {
   EXPECT_TRUE(sub->closed());
 }
 
-TEST(NDManagerTest, ABorrowedArrayReturnsToItsCappedOwner) {
+TEST_F(NDManagerTest, ABorrowedArrayReturnsToItsCappedOwner) {
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel);
   NDArray w = Must(model->Create({4}, DType::kFp32));
   model->Cap();
-  const std::int64_t before = NDManager::LevelCounts()[ManagerLevel::kModel].cap_violations;
+  const std::int64_t before = memory_.LevelCounts()[ManagerLevel::kModel].cap_violations;
   std::shared_ptr<NDManager> ctx = Base(ManagerLevel::kContext);
   ASSERT_TRUE(ctx->TempAttachAll({w}).ok());  // taking out of a capped manager is fine
   ASSERT_TRUE(ctx->Close().ok());
   EXPECT_TRUE(model->Holds(w));
   EXPECT_TRUE(w.valid());
-  EXPECT_EQ(NDManager::LevelCounts()[ManagerLevel::kModel].cap_violations, before);
+  EXPECT_EQ(memory_.LevelCounts()[ManagerLevel::kModel].cap_violations, before);
   ASSERT_TRUE(model->Close().ok());
 }
 
-TEST(NDManagerTest, SubManagerOfAndTheOperationRule) {
+TEST_F(NDManagerTest, SubManagerOfAndTheOperationRule) {
   ScopedManager ctx(Base(ManagerLevel::kContext));
   NDArray a = Must(ctx->Create({2}, DType::kFp32));
   NDArray b = Must(ctx->Create({2}, DType::kFp32));
@@ -419,9 +427,9 @@ TEST(NDManagerTest, SubManagerOfAndTheOperationRule) {
   EXPECT_TRUE(IsFreedError(NDManager::SubManagerOf(b).status()));
 }
 
-TEST(NDManagerTest, LevelCountsFollowManagersAndArrays) {
-  ASSERT_TRUE(NDManager::SystemManager(Device::Cpu()).ok());  // made on first use
-  const ManagerLevelSnapshot before = NDManager::LevelCounts();
+TEST_F(NDManagerTest, LevelCountsFollowManagersAndArrays) {
+  ASSERT_NE(System(), nullptr);  // made on first use
+  const ManagerLevelSnapshot before = memory_.LevelCounts();
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel);
   std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
   std::shared_ptr<NDManager> ctx1 = Must(predictor->NewSubManager(ManagerLevel::kContext));
@@ -433,7 +441,7 @@ TEST(NDManagerTest, LevelCountsFollowManagersAndArrays) {
   Must(ctx2->Create({3}, DType::kUint8));
   ASSERT_TRUE(ctx1->TempAttachAll({w}).ok());
 
-  const ManagerLevelSnapshot during = NDManager::LevelCounts();
+  const ManagerLevelSnapshot during = memory_.LevelCounts();
   auto delta = [&](ManagerLevel level, auto field) {
     return during[level].*field - before[level].*field;
   };
@@ -447,7 +455,7 @@ TEST(NDManagerTest, LevelCountsFollowManagersAndArrays) {
   EXPECT_EQ(during[ManagerLevel::kSystem].live_managers, 1);  // one device in use
 
   ASSERT_TRUE(predictor->Close().ok());
-  const ManagerLevelSnapshot after_predictor = NDManager::LevelCounts();
+  const ManagerLevelSnapshot after_predictor = memory_.LevelCounts();
   EXPECT_EQ(after_predictor[ManagerLevel::kContext].live_managers,
             before[ManagerLevel::kContext].live_managers);
   EXPECT_EQ(after_predictor[ManagerLevel::kModel].attached_resources -
@@ -455,7 +463,7 @@ TEST(NDManagerTest, LevelCountsFollowManagersAndArrays) {
             1);  // w went home
   ASSERT_TRUE(model->Close().ok());
   ASSERT_TRUE(batch->Close().ok());
-  const ManagerLevelSnapshot after = NDManager::LevelCounts();
+  const ManagerLevelSnapshot after = memory_.LevelCounts();
   for (int i = 0; i < kNumManagerLevels; ++i) {
     EXPECT_EQ(after.levels[i].live_managers, before.levels[i].live_managers) << i;
     EXPECT_EQ(after.levels[i].attached_resources, before.levels[i].attached_resources) << i;
@@ -463,7 +471,7 @@ TEST(NDManagerTest, LevelCountsFollowManagersAndArrays) {
   }
 }
 
-TEST(NDManagerTest, DebugDumpShowsTheTree) {
+TEST_F(NDManagerTest, DebugDumpShowsTheTree) {
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel, "bert");
   Must(model->Create({256}, DType::kFp32));
   model->Cap();
@@ -482,12 +490,12 @@ TEST(NDManagerTest, DebugDumpShowsTheTree) {
   ASSERT_EQ(info.children.size(), 1u);
   EXPECT_EQ(info.children[0].uid, sub->uid());
   EXPECT_EQ(info.children[0].resource_count, 2);
-  EXPECT_NE(NDManager::DebugDumpAll().find("  bert (uid="), std::string::npos);
+  EXPECT_NE(memory_.DebugDumpAll().find("  bert (uid="), std::string::npos);
   ASSERT_TRUE(model->Close().ok());
-  EXPECT_EQ(NDManager::DebugDumpAll().find("bert"), std::string::npos);
+  EXPECT_EQ(memory_.DebugDumpAll().find("bert"), std::string::npos);
 }
 
-TEST(NDManagerTest, AnUnclosedManagerStaysInTheTreeUntilItsParentCloses) {
+TEST_F(NDManagerTest, AnUnclosedManagerStaysInTheTreeUntilItsParentCloses) {
   const std::uint64_t baseline = AllocatedBytes();
   std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
   NDArray leaked;
@@ -503,7 +511,7 @@ TEST(NDManagerTest, AnUnclosedManagerStaysInTheTreeUntilItsParentCloses) {
   EXPECT_EQ(AllocatedBytes(), baseline);
 }
 
-TEST(NDManagerTest, ScopedManagerClosesOnScopeExit) {
+TEST_F(NDManagerTest, ScopedManagerClosesOnScopeExit) {
   NDArray x;
   std::shared_ptr<NDManager> seen;
   {
@@ -517,8 +525,8 @@ TEST(NDManagerTest, ScopedManagerClosesOnScopeExit) {
 
 // The brief's end-of-life rule: once every manager but the system ones is closed, the
 // pool holds nothing, whatever moved between them on the way.
-TEST(NDManagerTest, AfterClosingEverythingButTheSystemManagersThePoolIsEmpty) {
-  std::shared_ptr<NDManager> system = Must(NDManager::SystemManager(Device::Cpu()));
+TEST_F(NDManagerTest, AfterClosingEverythingButTheSystemManagersThePoolIsEmpty) {
+  std::shared_ptr<NDManager> system = System();
   ASSERT_EQ(system->resource_count(), 0);
   std::shared_ptr<NDManager> model = Base(ManagerLevel::kModel);
   std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
@@ -548,8 +556,8 @@ TEST(NDManagerTest, AfterClosingEverythingButTheSystemManagersThePoolIsEmpty) {
   ASSERT_TRUE(trainer->Close().ok());
 
   EXPECT_EQ(system->resource_count(), 0);
-  EXPECT_EQ(system->child_count(), 0u) << NDManager::DebugDumpAll();
-  const PoolStats stats = testing_util::CpuPool().Stats();
+  EXPECT_EQ(system->child_count(), 0u) << memory_.DebugDumpAll();
+  const PoolStats stats = CpuPool().Stats();
   EXPECT_EQ(stats.allocated_bytes, 0u);
   EXPECT_EQ(stats.outstanding_allocations, 0u);
 }

@@ -20,13 +20,20 @@ T Must(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
-inline std::shared_ptr<NDManager> Base(ManagerLevel level, absl::string_view name = {}) {
-  return Must(NDManager::NewBaseManager(Device::Cpu(), level, name));
-}
+// A fixture with a memory system of its own (default config: binned pool, no limit), so
+// that pool stats, level counts and dumps see only what the test made.
+class ScopeTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<NDManager> Base(ManagerLevel level, absl::string_view name = {}) {
+    return Must(memory_.NewBaseManager(Device::Cpu(), level, name));
+  }
+  std::shared_ptr<NDManager> System() { return Must(memory_.SystemManager(Device::Cpu())); }
+  // The CPU pool every manager of this test's memory system allocates from.
+  Pool& CpuPool() { return *Must(memory_.GetPool(Device::Cpu())); }
+  std::uint64_t AllocatedBytes() { return CpuPool().Stats().allocated_bytes; }
 
-// The process-wide CPU pool every manager on cpu:0 allocates from.
-inline Pool& CpuPool() { return *Must(GlobalPool(Device::Cpu())); }
-inline std::uint64_t AllocatedBytes() { return CpuPool().Stats().allocated_bytes; }
+  MemorySystem memory_;
+};
 
 inline bool IsFreedError(const absl::Status& status) {
   return absl::IsFailedPrecondition(status) &&

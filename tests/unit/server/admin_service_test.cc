@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/device_pools.h"
+#include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 #include "memory/pool.h"
 #include "proto/admin.grpc.pb.h"
@@ -32,17 +33,18 @@ using ::ndserve::admin::v1::ReclaimRequest;
 using ::ndserve::admin::v1::ReclaimResponse;
 using ::testing::HasSubstr;
 
-// An AdminServiceImpl over a CPU pool, on an in-process server at 127.0.0.1:<any>.
+// An AdminServiceImpl over a memory system of its own with a CPU pool, on an in-process
+// server at 127.0.0.1:<any>.
 class AdminServiceTest : public ::testing::Test {
  protected:
   void StartServer(std::string token = {}) {
     MemoryConfig config;
     config.debug_level = 1;
-    pools_ = std::make_unique<DevicePools>(config);
-    absl::StatusOr<Pool*> pool = pools_->Get(Device::Cpu());
+    memory_ = std::make_unique<MemorySystem>(config);
+    absl::StatusOr<Pool*> pool = memory_->GetPool(Device::Cpu());
     ASSERT_TRUE(pool.ok()) << pool.status();
     pool_ = *pool;
-    service_ = std::make_unique<AdminServiceImpl>(pools_.get(), AdminAuth(std::move(token)));
+    service_ = std::make_unique<AdminServiceImpl>(memory_.get(), AdminAuth(std::move(token)));
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -81,7 +83,7 @@ class AdminServiceTest : public ::testing::Test {
     return stub_->GetMemoryStatus(&context, request, response);
   }
 
-  std::unique_ptr<DevicePools> pools_;
+  std::unique_ptr<MemorySystem> memory_;
   Pool* pool_ = nullptr;
   std::unique_ptr<AdminServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -214,7 +216,7 @@ TEST_F(AdminServiceTest, TokenRule) {
 TEST_F(AdminServiceTest, DebugDumpShowsTheManagerTree) {
   StartServer();
   absl::StatusOr<std::shared_ptr<NDManager>> model =
-      NDManager::NewBaseManager(Device::Cpu(), ManagerLevel::kModel, "model:admin-test/1");
+      memory_->NewBaseManager(Device::Cpu(), ManagerLevel::kModel, "model:admin-test/1");
   ASSERT_TRUE(model.ok()) << model.status();
   const std::int64_t shape[] = {256};
   ASSERT_TRUE((*model)->Zeros(shape, DType::kFp32).ok());

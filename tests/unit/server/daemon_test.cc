@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "memory/device_pools.h"
+#include "memory/memory_system.h"
 #include "proto/admin.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
 
@@ -79,10 +79,10 @@ Options LocalOptions() {
 }
 
 TEST(DaemonTest, ServesHealthAdminAndMetricsThenStops) {
-  DevicePools pools(MemoryConfig{});
-  ASSERT_TRUE(pools.Get(Device::Cpu()).ok());
+  MemorySystem memory;
+  ASSERT_TRUE(memory.GetPool(Device::Cpu()).ok());
   std::string log;
-  Daemon daemon(LocalOptions(), &pools);
+  Daemon daemon(LocalOptions(), &memory);
   daemon.AddPortService(std::make_unique<FakePortService>(&log));
   absl::Status started = daemon.Start();
   ASSERT_TRUE(started.ok()) << started;
@@ -127,23 +127,23 @@ TEST(DaemonTest, ServesHealthAdminAndMetricsThenStops) {
 }
 
 TEST(DaemonTest, AddressInUseIsAStartupErrorNamingTheFlag) {
-  DevicePools pools(MemoryConfig{});
-  Daemon first(LocalOptions(), &pools);
+  MemorySystem memory;
+  Daemon first(LocalOptions(), &memory);
   ASSERT_TRUE(first.Start().ok());
 
   Options clash = LocalOptions();
   clash.admin_address = absl::StrCat("127.0.0.1:", first.admin_port());
-  Daemon second(clash, &pools);
+  Daemon second(clash, &memory);
   absl::Status s = second.Start();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), HasSubstr("--admin_address"));
 }
 
 TEST(DaemonTest, OpenHealthWatchDoesNotHoldTheDrain) {
-  DevicePools pools(MemoryConfig{});
+  MemorySystem memory;
   Options options = LocalOptions();
   options.exit_timeout_seconds = 20;
-  Daemon daemon(options, &pools);
+  Daemon daemon(options, &memory);
   ASSERT_TRUE(daemon.Start().ok());
   daemon.health().SetReady(true);
 

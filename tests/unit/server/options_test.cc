@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/cuda_runtime.h"
@@ -97,6 +98,62 @@ TEST(OptionsTest, BadEnvironmentValueNamesTheVariable) {
               HasSubstr("NDSERVE_MEMORY_LIMIT"));
   EXPECT_THAT(ValidateOptions(Options{}, FakeEnv({{"NDSERVE_DEBUG_LEVEL", "x"}})).message(),
               HasSubstr("NDSERVE_DEBUG_LEVEL"));
+}
+
+// The variables memory/ used to read itself: each bad value is INVALID_ARGUMENT naming
+// the variable and quoting the text, through the same resolution the daemon uses.
+TEST(OptionsTest, EachBadMemoryVariableIsNamedInItsError) {
+  struct Case {
+    const char* var;
+    const char* value;
+  } cases[] = {{kPoolEnv, "turbo"},         {kLimitEnv, "lots"},
+               {kLimitEnv, "-3GiB"},        {kLimitEnv, "0"},
+               {kLimitEnv, "150%"},         {kDebugLevelEnv, "3"},
+               {kDebugLevelEnv, "verbose"}, {kThreadCacheEnv, "2GiB"},
+               {kThreadCacheEnv, "50%"}};
+  for (const Case& c : cases) {
+    absl::StatusOr<MemoryConfig> config =
+        ResolveMemoryConfig(Options{}, FakeEnv({{c.var, c.value}}));
+    ASSERT_FALSE(config.ok()) << c.var << "=" << c.value;
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(config.status().message(), HasSubstr(absl::StrCat(c.var, "='", c.value, "'")));
+  }
+}
+
+TEST(OptionsTest, EveryMemoryVariableIsReadAndEmptyOnesKeepTheDefaults) {
+  absl::StatusOr<MemoryConfig> config =
+      ResolveMemoryConfig(Options{}, FakeEnv({{kPoolEnv, "none"},
+                                              {kLimitEnv, "64MiB"},
+                                              {kDebugLevelEnv, "1"},
+                                              {kThreadCacheEnv, "256KiB"}}));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->pool, PoolKind::kNone);
+  EXPECT_EQ(config->limit.Resolve(0), 64ull << 20);
+  EXPECT_EQ(config->debug_level, 1);
+  EXPECT_EQ(config->thread_cache_bytes, 256u << 10);
+
+  absl::StatusOr<MemoryConfig> empty = ResolveMemoryConfig(
+      Options{}, FakeEnv({{kPoolEnv, ""}, {kLimitEnv, ""}, {kDebugLevelEnv, ""}}));
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->pool, PoolKind::kBinned);
+  EXPECT_TRUE(empty->limit.unlimited);
+  EXPECT_EQ(empty->debug_level, 0);
+}
+
+TEST(OptionsTest, EachMemoryFlagWinsOverItsVariable) {
+  const EnvLookup bad_env = FakeEnv(
+      {{kPoolEnv, "turbo"}, {kLimitEnv, "lots"}, {kDebugLevelEnv, "9"}, {kThreadCacheEnv, "huge"}});
+  Options flags;
+  flags.memory_pool = "split";
+  flags.memory_limit = "1GiB";
+  flags.debug_level = "2";
+  flags.memory_thread_cache = "0";
+  absl::StatusOr<MemoryConfig> config = ResolveMemoryConfig(flags, bad_env);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->pool, PoolKind::kSplit);
+  EXPECT_EQ(config->limit.Resolve(0), 1ull << 30);
+  EXPECT_EQ(config->debug_level, 2);
+  EXPECT_EQ(config->thread_cache_bytes, 0u);
 }
 
 TEST(OptionsTest, GoodFlagHidesBadEnvironment) {

@@ -1,0 +1,178 @@
+// The PyTorch exports (tools/gen_torch_models.py) loaded by the engine from their
+// repository with no config.pbtxt, as a user would bring them. A model that
+// tests/fixtures/torch_unsupported.txt lists must fail to load with UNIMPLEMENTED or
+// INVALID_ARGUMENT naming the node and its op (or the opset); any other model must load
+// and match PyTorch's outputs on every input set. A listed model that loads and matches
+// fails the test until it is taken off the list, so the list cannot go stale.
+// CPU always; CUDA when a device is present.
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/engine.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "memory/cuda_runtime.h"
+#include "memory/memory_system.h"
+#include "tests/torch/torch_fixtures.h"
+#include "tests/unit/engine/engine_test_util.h"
+
+namespace ndserve::engine {
+namespace {
+
+namespace tf = ::ndserve::torch_fixtures;
+
+TEST(TorchFixtures, ArePresentAndListedModelsExist) {
+  ASSERT_FALSE(tf::FixtureDir().empty()) << "NDSERVE_TORCH_FIXTURES is not set";
+  ASSERT_TRUE(std::filesystem::exists(tf::FixtureDir() / "DONE"))
+      << tf::FixtureDir() << " is not complete: build the target torch_fixtures "
+      << "(/usr/bin/python3 tools/gen_torch_models.py)";
+  const std::vector<std::string> models = tf::ModelNames();
+  EXPECT_GE(models.size(), 11u) << absl::StrJoin(models, ",");
+  for (const std::string& m : models) {
+    EXPECT_GE(tf::CaseDirs(m).size(), 2u) << m << ": the dynamic shapes need two input sets";
+    EXPECT_FALSE(tf::OpTypes(m).empty()) << m;
+    EXPECT_FALSE(std::filesystem::exists(tf::FixtureDir() / m / "config.pbtxt")) << m;
+  }
+  absl::StatusOr<std::vector<tf::UnsupportedEntry>> list = tf::ReadUnsupportedList();
+  ASSERT_TRUE(list.ok()) << list.status();
+  for (const tf::UnsupportedEntry& e : *list) {
+    EXPECT_TRUE(std::find(models.begin(), models.end(), e.model) != models.end())
+        << tf::UnsupportedListPath() << " names '" << e.model << "', which is no fixture";
+  }
+}
+
+// Runs every input set of `model`; a description of each mismatch (empty: all match).
+std::vector<std::string> Mismatches(Engine& engine, const std::string& model) {
+  std::vector<std::string> problems;
+  for (const auto& dir : tf::CaseDirs(model)) {
+    const std::string set = dir.filename().string();
+    const testing::Case c = testing::ReadCase(dir);
+    absl::StatusOr<std::map<std::string, tf::Tolerance>> tol = tf::OutputTolerances(dir);
+    if (!tol.ok()) {
+      problems.push_back(tol.status().ToString());
+      continue;
+    }
+    absl::StatusOr<InferenceResponse> r = engine.Infer(testing::MakeRequest(c, model));
+    if (!r.ok()) {
+      problems.push_back(absl::StrCat(set, ": ", r.status().ToString()));
+      continue;
+    }
+    if (r->outputs.size() != c.outputs.size()) {
+      problems.push_back(
+          absl::StrCat(set, ": ", r->outputs.size(), " outputs, want ", c.outputs.size()));
+      continue;
+    }
+    for (size_t i = 0; i < c.outputs.size(); ++i) {
+      const testing::CaseTensor& want = c.outputs[i];
+      if (r->outputs[i].name != want.name) {
+        problems.push_back(absl::StrCat(set, ": output ", i, " is '", r->outputs[i].name,
+                                        "', want '", want.name, "'"));
+        continue;
+      }
+      const tf::Tolerance t = (*tol)[want.name];
+      ::testing::AssertionResult match =
+          testing::OutputMatches(r->outputs[i], want, t.atol, t.rtol);
+      if (!match) problems.push_back(absl::StrCat(set, ": ", match.message()));
+    }
+  }
+  return problems;
+}
+
+class TorchModelTest : public ::testing::TestWithParam<std::tuple<std::string, DeviceKind>> {};
+
+TEST_P(TorchModelTest, LoadsWithoutConfigAndMatchesPyTorch) {
+  const auto& [model, kind] = GetParam();
+  const bool cuda = kind == DeviceKind::kCuda;
+  if (cuda && CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  absl::StatusOr<std::vector<tf::UnsupportedEntry>> list = tf::ReadUnsupportedList();
+  ASSERT_TRUE(list.ok()) << list.status();
+  const std::optional<tf::UnsupportedEntry> unsupported = tf::FindUnsupported(*list, model, cuda);
+
+  EngineOptions options;
+  options.model_repository = tf::FixtureDir().string();
+  options.device = cuda ? Device::Cuda(0) : Device::Cpu();
+  MemorySystem memory;  // before the engine, which allocates from it
+  Engine engine(options, &memory);
+  tf::Outcome outcome;
+  outcome.load = engine.LoadModel(model);
+  if (outcome.load.ok()) outcome.mismatches = Mismatches(engine, model);
+  const std::vector<std::string> wrong = tf::Judge(model, unsupported, outcome, tf::OpTypes(model));
+  EXPECT_TRUE(wrong.empty()) << absl::StrJoin(wrong, "\n");
+  if (!outcome.load.ok()) {
+    // Nothing half-loaded stays behind.
+    EXPECT_FALSE(engine.IsModelReady(model));
+    return;
+  }
+
+  // The signature comes from the export alone: the exporter's names, in its order.
+  absl::StatusOr<ModelMetadata> md = engine.GetModelMetadata(model);
+  ASSERT_TRUE(md.ok()) << md.status();
+  const std::vector<std::filesystem::path> cases = tf::CaseDirs(model);
+  ASSERT_FALSE(cases.empty());
+  const testing::Case first = testing::ReadCase(cases.front());
+  ASSERT_EQ(md->inputs.size(), first.inputs.size());
+  for (size_t i = 0; i < first.inputs.size(); ++i) {
+    EXPECT_EQ(md->inputs[i].name, first.inputs[i].name);
+    EXPECT_EQ(md->inputs[i].dtype, first.inputs[i].dtype) << first.inputs[i].name;
+  }
+  ASSERT_EQ(md->outputs.size(), first.outputs.size());
+  for (size_t i = 0; i < first.outputs.size(); ++i) {
+    EXPECT_EQ(md->outputs[i].name, first.outputs[i].name);
+  }
+}
+
+// The rule itself, on made-up outcomes: each way a model can be at odds with the list.
+TEST(TorchJudge, ListedModelMustFailNamingNodeAndOp) {
+  const tf::UnsupportedEntry entry{"m", false, "no Conv"};
+  const std::vector<std::string> ops = {"Conv", "Relu"};
+  auto judge = [&](absl::Status load, std::vector<std::string> mismatches = {}) {
+    return absl::StrJoin(tf::Judge("m", entry, {load, mismatches}, ops), "\n");
+  };
+  EXPECT_EQ(judge(absl::UnimplementedError("node 'c1' (Conv): unsupported operator 'Conv'")), "");
+  EXPECT_EQ(judge(absl::InvalidArgumentError("node 'x' (Foo): opset 17 is not supported")), "");
+  EXPECT_THAT(judge(absl::OkStatus()), ::testing::HasSubstr("remove m from"));
+  EXPECT_THAT(judge(absl::OkStatus(), {"b1: logits differ"}),
+              ::testing::AllOf(::testing::HasSubstr("does not match"),
+                               ::testing::HasSubstr("b1: logits differ")));
+  EXPECT_THAT(judge(absl::InternalError("node 'c1' (Conv): boom")),
+              ::testing::HasSubstr("UNIMPLEMENTED or INVALID_ARGUMENT"));
+  EXPECT_THAT(judge(absl::UnimplementedError("unsupported operator 'Conv'")),
+              ::testing::HasSubstr("names no node"));
+  EXPECT_THAT(judge(absl::UnimplementedError("node 'a' (Gather): bad indices")),
+              ::testing::HasSubstr("neither the opset nor an operator type"));
+}
+
+TEST(TorchJudge, UnlistedModelMustLoadAndMatch) {
+  const std::vector<std::string> ops = {"Conv"};
+  EXPECT_TRUE(tf::Judge("m", std::nullopt, {absl::OkStatus(), {}}, ops).empty());
+  EXPECT_THAT(
+      absl::StrJoin(tf::Judge("m", std::nullopt, {absl::UnimplementedError("x"), {}}, ops), ""),
+      ::testing::HasSubstr("list it in"));
+  EXPECT_EQ(tf::Judge("m", std::nullopt, {absl::OkStatus(), {"b2: differs"}}, ops),
+            std::vector<std::string>{"b2: differs"});
+}
+
+TEST(TorchJudge, CudaOnlyEntriesHoldOnCudaOnly) {
+  const std::vector<tf::UnsupportedEntry> list = {{"a", true, "r"}, {"b", false, "r"}};
+  EXPECT_FALSE(tf::FindUnsupported(list, "a", /*cuda=*/false).has_value());
+  EXPECT_TRUE(tf::FindUnsupported(list, "a", /*cuda=*/true).has_value());
+  EXPECT_TRUE(tf::FindUnsupported(list, "b", /*cuda=*/false).has_value());
+  EXPECT_FALSE(tf::FindUnsupported(list, "c", /*cuda=*/true).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Exports, TorchModelTest,
+                         ::testing::Combine(::testing::ValuesIn(tf::ModelNames()),
+                                            ::testing::Values(DeviceKind::kCpu, DeviceKind::kCuda)),
+                         [](const ::testing::TestParamInfo<TorchModelTest::ParamType>& info) {
+                           return absl::StrCat(
+                               std::get<0>(info.param),
+                               std::get<1>(info.param) == DeviceKind::kCuda ? "_cuda" : "_cpu");
+                         });
+// Without generated fixtures there is nothing to instantiate; ArePresent... reports it.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TorchModelTest);
+
+}  // namespace
+}  // namespace ndserve::engine

@@ -1,0 +1,520 @@
+#!/usr/bin/python3
+"""Exports real PyTorch models to ONNX, as a user of ndserve would, with PyTorch references.
+
+Run with Debian's python (python3-torch 1.13, python3-torchvision 0.14, python3-onnx):
+
+    /usr/bin/python3 tools/gen_torch_models.py --out DIR [--only NAME[,NAME...]]
+    /usr/bin/python3 tools/gen_torch_models.py --print-dir   # the cache folder the build uses
+
+The build runs it once per version of this file (CMake target torch_fixtures): the output
+is too big for git, and both build trees (build/, build-asan/) share one copy under
+.fixture-cache/torch/<first 16 hex digits of this file's SHA-256>/. A DONE file marks a
+finished folder; a later run finds it and only touches it. Concurrent runs serialize on a
+lock file, and a folder appears only once complete (written aside, then renamed).
+
+Every model gets random weights from a fixed seed (torchvision with weights=None, nothing
+downloaded) and is exported by torch.onnx.export at opset 17 with no config.pbtxt, batch
+dynamic everywhere and sequence length dynamic for the text models. BatchNorm layers see a
+few random batches in train mode first, so their running statistics fit the data and the
+outputs are not vanishingly small.
+
+Writes, under DIR (a model repository the daemon can serve as it is):
+
+  <model>/1/model.onnx               the export; no config.pbtxt
+  <model>/ops.txt                    '<OpType> <count>' per operator type of the export
+  <model>/cases/<set>/case.txt       one input set and PyTorch's outputs for it
+  <model>/cases/<set>/{in,out}_*.bin
+  DONE                               versions of torch, torchvision and onnx; seconds taken
+
+case.txt uses the manifest grammar of tools/gen_models.py (model/input/output/tolerance
+lines), plus one line per output that readers of the plain grammar skip:
+
+  output_tolerance <name> <atol> <rtol>   this output passes if |got-ref| <= atol + rtol*|ref|
+
+Each output's atol is 1e-4 * max|reference| of that output and rtol is 1e-3; the case's
+'tolerance' line carries the loosest of them. Every model has at least two input sets that
+differ in batch (CNNs) or in batch and sequence length (text models), so dynamic shapes
+really vary; scripts/models-bench.sh times some of these sets (resnet18 b8, bert_encoder
+b8_s32, ...) so that ndserve and ONNX Runtime read the same bytes.
+"""
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import io
+import math
+import os
+import shutil
+import sys
+import time
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+
+OPSET = 17
+SEED = 20261123
+RTOL = 1e-3
+ATOL_FRACTION = 1e-4
+MIN_MAX_ABS = 1e-3  # a reference this small says the model is numerically dead
+
+HEADER = """\
+# ndserve fixture manifest v1 (tools/gen_models.py), written by tools/gen_torch_models.py.
+#   model <path>                       ONNX file, relative to this file
+#   input <name> <DTYPE> <dims> <file> graph input, fed at run time
+#   output <name> <DTYPE> <dims> <file> reference output (PyTorch, float32)
+#   output_tolerance <name> <atol> <rtol>  per output: |got-ref| <= atol + rtol*|ref|
+#   tolerance <atol> <rtol>            the loosest output_tolerance, for plain readers
+"""
+
+DTYPE_NAME = {
+    np.dtype(np.float32): "FP32",
+    np.dtype(np.int64): "INT64",
+    np.dtype(np.bool_): "BOOL",
+}
+
+
+def source_hash():
+    with open(os.path.abspath(__file__), "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def default_cache_dir():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(root, ".fixture-cache", "torch", source_hash())
+
+
+# ---------------------------------------------------------------------------------------
+# The text and sequence models, in plain torch
+
+
+def gelu_erf(x):
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = hidden // heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+
+    def forward(self, x, additive_mask):
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).split(h, dim=-1)
+
+        def heads(t):
+            return t.reshape(b, s, self.heads, self.head_dim).transpose(1, 2)
+
+        q, k, v = heads(q), heads(k), heads(v)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        scores = scores + additive_mask
+        probs = torch.softmax(scores, dim=-1)
+        ctx = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, h)
+        return self.proj(ctx)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, hidden, heads, ffn):
+        super().__init__()
+        self.attn = SelfAttention(hidden, heads)
+        self.ln1 = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, ffn)
+        self.fc2 = nn.Linear(ffn, hidden)
+        self.ln2 = nn.LayerNorm(hidden)
+
+    def forward(self, x, additive_mask):
+        x = self.ln1(x + self.attn(x, additive_mask))
+        return self.ln2(x + self.fc2(gelu_erf(self.fc1(x))))
+
+
+class BertEncoder(nn.Module):
+    """BERT-style: token + position embeddings, post-LN layers, pooled first token."""
+
+    def __init__(self, vocab=1000, hidden=96, heads=4, ffn=256, layers=2, max_pos=256):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, hidden)
+        self.pos = nn.Embedding(max_pos, hidden)
+        self.ln = nn.LayerNorm(hidden)
+        self.layers = nn.ModuleList(EncoderLayer(hidden, heads, ffn) for _ in range(layers))
+        self.pool = nn.Linear(hidden, hidden)
+
+    def forward(self, input_ids, attention_mask):
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        x = self.ln(self.tok(input_ids) + self.pos(positions))
+        # 1 keeps a token, 0 hides it from every query: -10000 before the softmax.
+        additive = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
+        for layer in self.layers:
+            x = layer(x, additive)
+        pooled = torch.tanh(self.pool(x[:, 0]))
+        return x, pooled
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(hidden)
+        self.attn = SelfAttention(hidden, heads)
+        self.ln2 = nn.LayerNorm(hidden)
+        self.fc1 = nn.Linear(hidden, 4 * hidden)
+        self.fc2 = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x, additive_mask):
+        x = x + self.attn(self.ln1(x), additive_mask)
+        return x + self.fc2(gelu_erf(self.fc1(self.ln2(x))))
+
+
+class GptDecoder(nn.Module):
+    """GPT-2-style: pre-LN layers, causal mask from torch.triu, LM head tied to the embedding."""
+
+    def __init__(self, vocab=1000, hidden=64, heads=4, layers=2, max_pos=256):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, hidden)
+        self.pos = nn.Embedding(max_pos, hidden)
+        self.layers = nn.ModuleList(DecoderLayer(hidden, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(hidden)
+
+    def forward(self, input_ids):
+        s = input_ids.shape[1]
+        positions = torch.arange(s, device=input_ids.device).unsqueeze(0)
+        x = self.tok(input_ids) + self.pos(positions)
+        ones = torch.ones(s, s, dtype=torch.bool, device=input_ids.device)
+        future = torch.triu(ones, diagonal=1)
+        zeros = torch.zeros(s, s, dtype=x.dtype, device=x.device)
+        causal = torch.where(future, torch.full_like(zeros, torch.finfo(x.dtype).min), zeros)
+        for layer in self.layers:
+            x = layer(x, causal)
+        return torch.matmul(self.ln_f(x), self.tok.weight.t())
+
+
+class LstmClassifier(nn.Module):
+    def __init__(self, vocab=500, emb=32, hidden=64, classes=5):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, emb)
+        self.lstm = nn.LSTM(emb, hidden, num_layers=1, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, input_ids):
+        _, (h, _) = self.lstm(self.emb(input_ids))
+        return self.head(h[-1])
+
+
+class GruTagger(nn.Module):
+    """Per-step tags from a 2-layer bidirectional GRU over float features."""
+
+    def __init__(self, features=16, hidden=32, tags=7):
+        super().__init__()
+        self.gru = nn.GRU(features, hidden, num_layers=2, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(2 * hidden, tags)
+
+    def forward(self, features):
+        out, _ = self.gru(features)
+        return self.head(out)
+
+
+class ConvAutoencoder(nn.Module):
+    """Encoder-decoder: strided convs down, ConvTranspose2d and Upsample (Resize) back up."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+        self.up1 = nn.Sequential(
+            nn.ConvTranspose2d(32, 16, 4, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.up2 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.out = nn.Conv2d(16, 2, 3, padding=1)
+
+    def forward(self, image):
+        x = self.up1(self.down(image))
+        x = self.up2(x)
+        mask = torch.sigmoid(self.out(x))
+        up_nearest = F.interpolate(image, scale_factor=0.5, mode="nearest")
+        return mask, up_nearest
+
+
+# ---------------------------------------------------------------------------------------
+# The model table
+
+
+class Spec:
+    """One model: how to build it, its graph inputs/outputs, and its input sets."""
+
+    def __init__(self, name, build, inputs, outputs, dynamic, sets, calibrate=None):
+        self.name = name
+        self.build = build  # () -> nn.Module
+        self.inputs = inputs  # input names, in forward()'s order
+        self.outputs = outputs  # output names
+        self.dynamic = dynamic  # dynamic_axes for torch.onnx.export
+        self.sets = sets  # [(set name, (rng) -> [np.ndarray per input])]
+        self.calibrate = calibrate  # (rng) -> inputs for BN calibration, or None
+
+
+def image_set(batch, size=224):
+    def make(rng):
+        return [rng.standard_normal((batch, 3, size, size)).astype(np.float32)]
+
+    return make
+
+
+def token_set(batch, seq, vocab, with_mask, pad_last=0):
+    def make(rng):
+        ids = rng.integers(0, vocab, size=(batch, seq), dtype=np.int64)
+        if not with_mask:
+            return [ids]
+        mask = np.ones((batch, seq), dtype=np.int64)
+        if pad_last and batch > 1:
+            # The last row is padded at the end: its masked tokens must not change the rest.
+            mask[-1, seq - pad_last:] = 0
+            ids[-1, seq - pad_last:] = 0
+        return [ids, mask]
+
+    return make
+
+
+def feature_set(batch, seq, features):
+    def make(rng):
+        return [rng.standard_normal((batch, seq, features)).astype(np.float32)]
+
+    return make
+
+
+def torchvision_model(name):
+    def build():
+        return getattr(torchvision.models, name)(weights=None)
+
+    return build
+
+
+CNN_DYNAMIC = {"images": {0: "batch"}, "logits": {0: "batch"}}
+
+
+def cnn(name, sets):
+    return Spec(name, torchvision_model(name), ["images"], ["logits"], CNN_DYNAMIC, sets,
+                calibrate=image_set(2))
+
+
+MODELS = [
+    cnn("resnet18", [("b1", image_set(1)), ("b3", image_set(3)), ("b8", image_set(8))]),
+    cnn("mobilenet_v2", [("b1", image_set(1)), ("b2", image_set(2))]),
+    cnn("mobilenet_v3_small", [("b1", image_set(1)), ("b2", image_set(2))]),
+    cnn("squeezenet1_0", [("b1", image_set(1)), ("b2", image_set(2))]),
+    cnn("densenet121", [("b1", image_set(1)), ("b2", image_set(2))]),
+    cnn("efficientnet_b0", [("b1", image_set(1)), ("b2", image_set(2))]),
+    Spec("bert_encoder", BertEncoder, ["input_ids", "attention_mask"],
+         ["last_hidden_state", "pooler_output"],
+         {"input_ids": {0: "batch", 1: "sequence"},
+          "attention_mask": {0: "batch", 1: "sequence"},
+          "last_hidden_state": {0: "batch", 1: "sequence"},
+          "pooler_output": {0: "batch"}},
+         [("b2_s16", token_set(2, 16, 1000, True, pad_last=5)),
+          ("b1_s40", token_set(1, 40, 1000, True)),
+          ("b8_s32", token_set(8, 32, 1000, True, pad_last=7)),
+          ("b1_s128", token_set(1, 128, 1000, True))]),
+    Spec("gpt_decoder", GptDecoder, ["input_ids"], ["logits"],
+         {"input_ids": {0: "batch", 1: "sequence"}, "logits": {0: "batch", 1: "sequence"}},
+         [("b2_s12", token_set(2, 12, 1000, False)),
+          ("b1_s20", token_set(1, 20, 1000, False)),
+          ("b8_s32", token_set(8, 32, 1000, False))]),
+    Spec("lstm_classifier", LstmClassifier, ["input_ids"], ["logits"],
+         {"input_ids": {0: "batch", 1: "sequence"}, "logits": {0: "batch"}},
+         [("b2_s10", token_set(2, 10, 500, False)),
+          ("b1_s17", token_set(1, 17, 500, False)),
+          ("b1_s32", token_set(1, 32, 500, False))]),
+    Spec("gru_tagger", GruTagger, ["features"], ["tags"],
+         {"features": {0: "batch", 1: "sequence"}, "tags": {0: "batch", 1: "sequence"}},
+         [("b2_s9", feature_set(2, 9, 16)), ("b3_s5", feature_set(3, 5, 16))]),
+    Spec("conv_autoencoder", ConvAutoencoder, ["image"], ["mask", "downsampled"],
+         {"image": {0: "batch"}, "mask": {0: "batch"}, "downsampled": {0: "batch"}},
+         [("b1", image_set(1, 64)), ("b2", image_set(2, 64))], calibrate=image_set(8, 64)),
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Export and references
+
+
+def calibrate_batchnorm(model, make_inputs, rng):
+    """Running stats from a few random batches (cumulative average), then eval mode."""
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns or make_inputs is None:
+        return
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(*[torch.from_numpy(a) for a in make_inputs(rng)])
+    model.eval()
+
+
+def export(model, spec, example):
+    buf = io.BytesIO()
+    with torch.no_grad():
+        torch.onnx.export(model, tuple(torch.from_numpy(a) for a in example), buf,
+                          opset_version=OPSET, input_names=spec.inputs,
+                          output_names=spec.outputs, dynamic_axes=spec.dynamic,
+                          do_constant_folding=True)
+    proto = onnx.load_from_string(buf.getvalue())
+    onnx.checker.check_model(proto)
+    return proto
+
+
+def run_reference(model, arrays):
+    with torch.no_grad():
+        out = model(*[torch.from_numpy(a) for a in arrays])
+    if isinstance(out, torch.Tensor):
+        out = (out,)
+    return [o.detach().numpy().astype(np.float32) for o in out]
+
+
+def le_bytes(a):
+    a = np.ascontiguousarray(a)
+    if a.dtype == np.bool_:
+        return a.astype(np.uint8).tobytes()
+    return a.astype(a.dtype.newbyteorder("<")).tobytes()
+
+
+def dims_text(shape):
+    return "[" + ",".join(str(int(d)) for d in shape) + "]"
+
+
+def write_file(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+def write_case(case_dir, spec, inputs, outputs):
+    lines = [HEADER.rstrip("\n"), "model ../../1/model.onnx"]
+    for name, arr in zip(spec.inputs, inputs):
+        fname = f"in_{name}.bin"
+        write_file(os.path.join(case_dir, fname), le_bytes(arr))
+        lines.append(f"input {name} {DTYPE_NAME[arr.dtype]} {dims_text(arr.shape)} {fname}")
+    loosest = 0.0
+    tolerances = []
+    for name, arr in zip(spec.outputs, outputs):
+        fname = f"out_{name}.bin"
+        write_file(os.path.join(case_dir, fname), le_bytes(arr))
+        lines.append(f"output {name} {DTYPE_NAME[arr.dtype]} {dims_text(arr.shape)} {fname}")
+        peak = float(np.max(np.abs(arr)))
+        if not np.isfinite(arr).all():
+            raise SystemExit(f"{spec.name}: output '{name}' has non-finite values")
+        if peak <= MIN_MAX_ABS:
+            raise SystemExit(f"{spec.name}: output '{name}' has max|reference| {peak:g} "
+                             f"<= {MIN_MAX_ABS:g}: the model is numerically dead")
+        atol = ATOL_FRACTION * peak
+        loosest = max(loosest, atol)
+        tolerances.append(f"output_tolerance {name} {atol:.6g} {RTOL:g}")
+    lines += tolerances
+    lines.append(f"tolerance {loosest:.6g} {RTOL:g}")
+    write_file(os.path.join(case_dir, "case.txt"), "\n".join(lines) + "\n")
+
+
+def generate(spec, out_dir):
+    torch.manual_seed(SEED)
+    rng = np.random.default_rng(SEED)
+    model = spec.build()
+    model.eval()
+    calibrate_batchnorm(model, spec.calibrate, rng)
+    model.eval()
+
+    sets = [(name, make(rng)) for name, make in spec.sets]
+    proto = export(model, spec, sets[0][1])
+    model_dir = os.path.join(out_dir, spec.name)
+    write_file(os.path.join(model_dir, "1", "model.onnx"),
+               proto.SerializeToString(deterministic=True))
+    counts = {}
+    for node in proto.graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    write_file(os.path.join(model_dir, "ops.txt"),
+               "".join(f"{op} {n}\n" for op, n in sorted(counts.items())))
+
+    names = [vi.name for vi in proto.graph.input]
+    if names != spec.inputs:
+        raise SystemExit(f"{spec.name}: exported inputs {names}, want {spec.inputs}")
+    names = [vi.name for vi in proto.graph.output]
+    if names != spec.outputs:
+        raise SystemExit(f"{spec.name}: exported outputs {names}, want {spec.outputs}")
+
+    for set_name, arrays in sets:
+        outputs = run_reference(model, arrays)
+        if len(outputs) != len(spec.outputs):
+            raise SystemExit(f"{spec.name}: {len(outputs)} outputs, want {len(spec.outputs)}")
+        write_case(os.path.join(model_dir, "cases", set_name), spec, arrays, outputs)
+    return sorted(counts)
+
+
+@contextlib.contextmanager
+def locked(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", help="output folder (default: --print-dir's)")
+    parser.add_argument("--only", help="comma-separated model names (no DONE file then)")
+    parser.add_argument("--print-dir", action="store_true",
+                        help="print the cache folder of this version of the generator and exit")
+    args = parser.parse_args(argv)
+    if args.print_dir:
+        print(default_cache_dir())
+        return 0
+    out = os.path.abspath(args.out or default_cache_dir())
+    specs = MODELS
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = set(wanted) - {s.name for s in MODELS}
+        if unknown:
+            raise SystemExit(f"unknown models: {sorted(unknown)}")
+        specs = [s for s in MODELS if s.name in wanted]
+
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    with locked(os.path.join(os.path.dirname(out), ".lock")):
+        done = os.path.join(out, "DONE")
+        if not args.only and os.path.exists(done):
+            os.utime(done)  # newer than this file, so the build rule stays satisfied
+            print(f"gen_torch_models: {out} is complete")
+            return 0
+        start = time.monotonic()
+        staging = out + f".partial-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        if args.only and os.path.isdir(out):
+            shutil.copytree(out, staging)
+        for spec in specs:
+            t = time.monotonic()
+            ops = generate(spec, staging)
+            print(f"gen_torch_models: {spec.name}: {len(ops)} op types, "
+                  f"{time.monotonic() - t:.1f} s", flush=True)
+        took = time.monotonic() - start
+        if not args.only:
+            write_file(os.path.join(staging, "DONE"),
+                       f"torch {torch.__version__}\ntorchvision {torchvision.__version__}\n"
+                       f"onnx {onnx.__version__}\nseconds {took:.1f}\n")
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(staging, out)
+        # Older versions of this generator left their own folders: they are dead weight.
+        if not args.only:
+            parent = os.path.dirname(out)
+            for entry in os.listdir(parent):
+                path = os.path.join(parent, entry)
+                if path != out and os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+        print(f"gen_torch_models: wrote {len(specs)} models to {out} in {took:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
