@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "engine/fusion.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "kernels/node_attrs.h"
 #include "kernels/op_kind.h"
@@ -351,6 +352,8 @@ absl::StatusOr<GraphDef> ReadOnnxGraphDef(const std::string& path) {
 
 absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path) {
   NDS_ASSIGN_OR_RETURN(GraphDef def, ReadOnnxGraphDef(path));
+  absl::StatusOr<int> fused = FuseConvBatchNorm(&def);
+  if (!fused.ok()) return Prefixed(fused.status(), path);
   absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
   if (!graph.ok()) return Prefixed(graph.status(), path);
   return graph;

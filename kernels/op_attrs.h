@@ -102,6 +102,10 @@ using OpAttrs = std::variant<
     ShapeAttrs,
 
     // kernels/attrs/conv.h
+    ConvAttrs,
+    PoolAttrs,
+    BatchNormAttrs,
+    ResizeAttrs,
 
     // kernels/attrs/rnn.h
     RecurrentAttrs, EinsumAttrs,

@@ -1,6 +1,443 @@
-"""Per-op fixture cases of the conv family (see OP_CASE_FAMILIES in tools/gen_models.py)."""
-from gen_models import OpCase, float_data, EXACT, ELEMENTWISE_MATH, GEMM_TOL, NORM_TOL, REDUCE_TOL  # noqa: F401
+"""Per-op fixture cases of the conv family (see OP_CASE_FAMILIES in tools/gen_models.py).
+
+Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and
+BatchNormalization, with float64 numpy references written from the ONNX definitions.
+Each case seeds its own generator, so adding cases here never changes another family's.
+"""
+import numpy as np
+
+from gen_models import EXACT, GEMM_TOL, NORM_TOL, REDUCE_TOL, float_data  # noqa: F401
+
+# Conv accumulates up to a few hundred products in another order than numpy.
+CONV_TOL = GEMM_TOL
+POOL_AVG_TOL = REDUCE_TOL
+# Nearest is exact; bilinear mixes four pixels with float weights.
+RESIZE_TOL = (1e-5, 1e-5)
+
+
+def _as_2d(x, spatial):
+    """An (N, C, W) array as (N, C, 1, W); 2-D arrays unchanged."""
+    return x[:, :, None, :] if spatial == 1 else x
+
+
+def _pads_2d(pads, spatial):
+    """ONNX pads [b..., e...] as (top, left, bottom, right)."""
+    if spatial == 1:
+        return (0, pads[0], 0, pads[1])
+    return tuple(pads)
+
+
+def _auto_pads(in_sizes, kernel, strides, dilations, auto_pad):
+    """The begin/end pads and output sizes SAME_UPPER / SAME_LOWER give (forward ops)."""
+    begin, end, out = [], [], []
+    for i, n in enumerate(in_sizes):
+        o = -(-n // strides[i])
+        total = max(0, (o - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - n)
+        small, large = total // 2, total - total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else large)
+        end.append(large if auto_pad == "SAME_UPPER" else small)
+        out.append(o)
+    return begin + end
+
+
+def conv_ref(x, w, b, strides=None, pads=None, dilations=None, group=1, auto_pad="NOTSET"):
+    spatial = x.ndim - 2
+    strides = strides or [1] * spatial
+    dilations = dilations or [1] * spatial
+    kernel = list(w.shape[2:])
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = _auto_pads(list(x.shape[2:]), kernel, strides, dilations, auto_pad)
+    elif auto_pad == "VALID" or not pads:
+        pads = [0] * (2 * spatial)
+    x2 = _as_2d(x.astype(np.float64), spatial)
+    w2 = _as_2d(w.astype(np.float64), spatial)
+    s = (1, strides[0]) if spatial == 1 else tuple(strides)
+    d = (1, dilations[0]) if spatial == 1 else tuple(dilations)
+    pt, pl, pb, pr = _pads_2d(pads, spatial)
+    xp = np.pad(x2, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    n, c, hp, wp = xp.shape
+    m, cg, kh, kw = w2.shape
+    oh = (hp - ((kh - 1) * d[0] + 1)) // s[0] + 1
+    ow = (wp - ((kw - 1) * d[1] + 1)) // s[1] + 1
+    mg = m // group
+    y = np.zeros((n, m, oh, ow))
+    for ki in range(kh):
+        for kj in range(kw):
+            h0, w0 = ki * d[0], kj * d[1]
+            xs = xp[:, :, h0:h0 + s[0] * (oh - 1) + 1:s[0], w0:w0 + s[1] * (ow - 1) + 1:s[1]]
+            for g in range(group):
+                y[:, g * mg:(g + 1) * mg] += np.einsum(
+                    "nchw,mc->nmhw", xs[:, g * cg:(g + 1) * cg], w2[g * mg:(g + 1) * mg, :, ki, kj])
+    if b is not None:
+        y += b.astype(np.float64)[None, :, None, None]
+    if spatial == 1:
+        y = y[:, :, 0, :]
+    return y.astype(np.float32)
+
+
+def conv_transpose_ref(x, w, b, strides=None, pads=None, dilations=None, group=1,
+                       output_padding=None, output_shape=None, auto_pad="NOTSET"):
+    spatial = x.ndim - 2
+    strides = strides or [1] * spatial
+    dilations = dilations or [1] * spatial
+    output_padding = output_padding or [0] * spatial
+    in_sizes = list(x.shape[2:])
+    kernel = list(w.shape[2:])
+    full = [strides[i] * (in_sizes[i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
+            for i in range(spatial)]
+    target = output_shape
+    if target is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = [in_sizes[i] * strides[i] for i in range(spatial)]
+    if target is not None:
+        begin, end = [], []
+        for i in range(spatial):
+            total = full[i] - target[i]
+            bgn = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+            begin.append(bgn)
+            end.append(total - bgn)
+        pads = begin + end
+    elif auto_pad == "VALID" or not pads:
+        pads = [0] * (2 * spatial)
+    x2 = _as_2d(x.astype(np.float64), spatial)
+    w2 = _as_2d(w.astype(np.float64), spatial)
+    s = (1, strides[0]) if spatial == 1 else tuple(strides)
+    d = (1, dilations[0]) if spatial == 1 else tuple(dilations)
+    f = (1, full[0]) if spatial == 1 else tuple(full)
+    pt, pl, pb, pr = _pads_2d(pads, spatial)
+    n, c, ih, iw = x2.shape
+    _, mg, kh, kw = w2.shape
+    cg = c // group
+    yf = np.zeros((n, mg * group, f[0], f[1]))
+    for ki in range(kh):
+        for kj in range(kw):
+            h0, w0 = ki * d[0], kj * d[1]
+            for g in range(group):
+                xg, wg = x2[:, g * cg:(g + 1) * cg], w2[g * cg:(g + 1) * cg, :, ki, kj]
+                yf[:, g * mg:(g + 1) * mg, h0:h0 + s[0] * (ih - 1) + 1:s[0],
+                   w0:w0 + s[1] * (iw - 1) + 1:s[1]] += np.einsum("nchw,cm->nmhw", xg, wg)
+    y = yf[:, :, pt:f[0] - pb, pl:f[1] - pr]
+    if b is not None:
+        y = y + b.astype(np.float64)[None, :, None, None]
+    if spatial == 1:
+        y = y[:, :, 0, :]
+    return y.astype(np.float32)
+
+
+def _pool_dim(n, k, s, d, pb, pe, ceil_mode, auto_pad):
+    """Output size and begin/end pads of one pooled dim, as ONNX (and PyTorch) define it."""
+    span = (k - 1) * d + 1
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        o = -(-n // s)
+        total = max(0, (o - 1) * s + span - n)
+        small, large = total // 2, total - total // 2
+        return o, (small, large) if auto_pad == "SAME_UPPER" else (large, small)
+    if auto_pad == "VALID":
+        pb = pe = 0
+    room = n + pb + pe - span
+    if ceil_mode and auto_pad == "NOTSET":
+        o = -(-room // s) + 1
+        if (o - 1) * s >= n + pb:
+            o -= 1
+    else:
+        o = room // s + 1
+    return o, (pb, pe)
+
+
+def pool_ref(x, kind, kernel, strides=None, pads=None, dilations=None, ceil_mode=0,
+             auto_pad="NOTSET", count_include_pad=0):
+    """kind 'max' gives (Y, Indices); 'avg' gives Y."""
+    spatial = x.ndim - 2
+    strides = strides or [1] * spatial
+    dilations = dilations or [1] * spatial
+    pads = pads or [0] * (2 * spatial)
+    dims = [_pool_dim(x.shape[2 + i], kernel[i], strides[i], dilations[i], pads[i],
+                      pads[i + spatial], ceil_mode, auto_pad) for i in range(spatial)]
+    x2 = _as_2d(x.astype(np.float64), spatial)
+    if spatial == 1:
+        dims = [(1, (0, 0))] + dims
+        kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
+    n, c, h, w = x2.shape
+    (oh, (pt, pb)), (ow, (pl, pr)) = dims
+    y = np.zeros((n, c, oh, ow))
+    idx = np.zeros((n, c, oh, ow), np.int64)
+    for r in range(oh):
+        for q in range(ow):
+            rows = [r * strides[0] - pt + i * dilations[0] for i in range(kernel[0])]
+            cols = [q * strides[1] - pl + j * dilations[1] for j in range(kernel[1])]
+            vr = [v for v in rows if 0 <= v < h]
+            vc = [v for v in cols if 0 <= v < w]
+            win = x2[:, :, vr][:, :, :, vc].reshape(n, c, -1)
+            if kind == "max":
+                am = win.argmax(axis=2)
+                y[:, :, r, q] = win.max(axis=2)
+                flat = np.array([vr[a // len(vc)] * w + vc[a % len(vc)] for a in am.ravel()])
+                idx[:, :, r, q] = flat.reshape(n, c) + (np.arange(n * c) * h * w).reshape(n, c)
+            else:
+                if count_include_pad:
+                    cnt = (len([v for v in rows if -pt <= v < h + pb]) *
+                           len([v for v in cols if -pl <= v < w + pr]))
+                else:
+                    cnt = win.shape[2]
+                y[:, :, r, q] = win.sum(axis=2) / cnt
+    if spatial == 1:
+        y, idx = y[:, :, 0, :], idx[:, :, 0, :]
+    return (y.astype(np.float32), idx) if kind == "max" else y.astype(np.float32)
+
+
+def batchnorm_ref(x, scale, b, mean, var, eps):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    xd = x.astype(np.float64)
+    y = (xd - mean.reshape(shape)) / np.sqrt(var.astype(np.float64).reshape(shape) + eps)
+    return (y * scale.reshape(shape) + b.reshape(shape)).astype(np.float32)
+
+
+def _resize_axis(n_in, n_out, scale, mode, coord, nearest):
+    """Per output index: (i0, i1, w1) along one axis, in float32 as the kernels compute."""
+    f = np.float32
+    taps = []
+    for o in range(n_out):
+        x = f(o)
+        if coord == "half_pixel":
+            s = (x + f(0.5)) / f(scale) - f(0.5)
+        elif coord == "pytorch_half_pixel":
+            s = (x + f(0.5)) / f(scale) - f(0.5) if n_out > 1 else f(0)
+        elif coord == "align_corners":
+            s = f(0) if n_out == 1 else x * f(n_in - 1) / f(n_out - 1)
+        elif coord == "asymmetric":
+            s = x / f(scale)
+        else:  # tf_half_pixel_for_nn
+            s = (x + f(0.5)) / f(scale)
+        if mode == "nearest":
+            fl = np.floor(s)
+            half = s == fl + f(0.5)
+            if nearest == "round_prefer_floor":
+                i = fl if half else np.round(s)
+            elif nearest == "round_prefer_ceil":
+                i = fl + 1 if half else np.round(s)
+            elif nearest == "floor":
+                i = fl
+            else:
+                i = np.ceil(s)
+            i = min(max(int(i), 0), n_in - 1)
+            taps.append((i, i, 0.0))
+        else:
+            s = min(max(float(s), 0.0), float(n_in - 1))
+            i0 = int(np.floor(s))
+            taps.append((i0, min(i0 + 1, n_in - 1), s - i0))
+    return taps
+
+
+def resize_ref(x, mode, coord, nearest, scales, sizes):
+    """Resize over the last two dims (np.round is half-to-even, but exact halves never reach
+    it: they are decided by the nearest mode first)."""
+    xs = list(x.shape)
+    if sizes is not None:
+        out = list(sizes)
+        scales = [np.float32(o) / np.float32(i) for o, i in zip(out, xs)]
+    else:
+        out = [int(np.floor(i * float(np.float32(s)))) for i, s in zip(xs, scales)]
+    x3 = x.reshape((-1, 1 if x.ndim == 1 else xs[-2], xs[-1])).astype(np.float64)
+    hin, win = x3.shape[1], x3.shape[2]
+    hout = 1 if x.ndim == 1 else out[-2]
+    hs = scales[-2] if x.ndim > 1 else 1.0
+    rows = _resize_axis(hin, hout, hs, mode, coord, nearest)
+    cols = _resize_axis(win, out[-1], scales[-1], mode, coord, nearest)
+    y = np.zeros((x3.shape[0], hout, out[-1]))
+    for r, (r0, r1, wy) in enumerate(rows):
+        for c, (c0, c1, wx) in enumerate(cols):
+            top = x3[:, r0, c0] * (1 - wx) + x3[:, r0, c1] * wx
+            bottom = x3[:, r1, c0] * (1 - wx) + x3[:, r1, c1] * wx
+            y[:, r, c] = top * (1 - wy) + bottom * wy
+    return y.reshape(out).astype(np.float32)
+
+
+def _ints(v):
+    return ("ints", list(v))
 
 
 def cases(add, rng):
     """Adds this family's OpCases: add(name, op, opset, inputs, outputs, attrs=, tol=)."""
+    del rng  # every case seeds its own generator (see the module docstring)
+    seed = [7000]
+
+    def gen():
+        seed[0] += 1
+        return np.random.default_rng(seed[0])
+
+    # Conv --------------------------------------------------------------------------------
+    conv_cases = [
+        # name, opset, x shape, w shape, bias, attrs (ONNX names)
+        ("conv2d_pads_bias", 13, (2, 3, 7, 6), (4, 3, 3, 3), True, {"pads": [1, 1, 1, 1]}),
+        ("conv2d_strides_asym_pads_dilations", 17, (1, 2, 9, 8), (3, 2, 3, 2), False,
+         {"strides": [2, 1], "pads": [1, 0, 2, 1], "dilations": [2, 1]}),
+        ("conv2d_group2", 13, (2, 4, 5, 5), (6, 2, 3, 3), True, {"group": 2, "pads": [1, 1, 1, 1]}),
+        ("conv2d_depthwise_stride2", 13, (1, 3, 6, 7), (3, 1, 3, 3), True,
+         {"group": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ("conv2d_depthwise_multiplier_dilated", 13, (2, 2, 6, 5), (4, 1, 3, 3), False,
+         {"group": 2, "dilations": [2, 2], "pads": [2, 1, 2, 1]}),
+        ("conv2d_pointwise", 13, (2, 5, 4, 3), (3, 5, 1, 1), True, {}),
+        ("conv2d_pointwise_strided", 13, (1, 4, 5, 5), (2, 4, 1, 1), False, {"strides": [2, 2]}),
+        ("conv2d_same_upper", 13, (1, 2, 7, 7), (2, 2, 4, 4), True,
+         {"strides": [2, 2], "auto_pad": "SAME_UPPER", "kernel_shape": [4, 4]}),
+        ("conv2d_same_lower", 13, (1, 2, 6, 5), (3, 2, 4, 2), False,
+         {"auto_pad": "SAME_LOWER"}),
+        ("conv2d_valid", 13, (1, 3, 6, 6), (2, 3, 3, 3), True,
+         {"auto_pad": "VALID", "strides": [2, 2]}),
+        ("conv2d_empty_batch", 13, (0, 3, 5, 5), (2, 3, 3, 3), True, {}),
+        ("conv1d_strides_pads_bias", 13, (2, 3, 10), (4, 3, 3), True,
+         {"strides": [2], "pads": [1, 2]}),
+        ("conv1d_depthwise_dilated", 13, (1, 4, 9), (4, 1, 5), True,
+         {"group": 4, "dilations": [2], "pads": [4, 4]}),
+    ]
+    for name, opset, xs, ws, has_b, attrs in conv_cases:
+        r = gen()
+        x, w = float_data(r, xs), float_data(r, ws, -1.0, 1.0)
+        b = float_data(r, (ws[0],)) if has_b else None
+        y = conv_ref(x, w, b, strides=attrs.get("strides"), pads=attrs.get("pads"),
+                     dilations=attrs.get("dilations"), group=attrs.get("group", 1),
+                     auto_pad=attrs.get("auto_pad", "NOTSET"))
+        onnx_attrs = {k: (("string", v) if isinstance(v, str) else ("int", v) if isinstance(v, int)
+                          else _ints(v)) for k, v in attrs.items()}
+        inputs = [("input", "X", x), ("const", "W", w)] + ([("const", "B", b)] if has_b else [])
+        add(name, "Conv", opset, inputs, [("Y", y)], attrs=onnx_attrs, tol=CONV_TOL)
+    # Weights fed at run time, not as initializers.
+    r = gen()
+    x, w, b = float_data(r, (1, 2, 4, 4)), float_data(r, (2, 2, 2, 2)), float_data(r, (2,))
+    add("conv2d_runtime_weights", "Conv", 13, [("input", "X", x), ("input", "W", w),
+                                               ("input", "B", b)],
+        [("Y", conv_ref(x, w, b))], tol=CONV_TOL)
+
+    # ConvTranspose -----------------------------------------------------------------------
+    convt_cases = [
+        ("convtranspose2d_stride2_pads_outpad", 13, (1, 3, 4, 5), (3, 2, 3, 3), True,
+         {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}),
+        ("convtranspose2d_group_dilation", 13, (2, 4, 3, 3), (4, 3, 2, 3), False,
+         {"group": 2, "dilations": [2, 1], "strides": [1, 2]}),
+        ("convtranspose2d_output_shape", 13, (1, 2, 3, 3), (2, 2, 3, 3), True,
+         {"strides": [2, 2], "output_shape": [6, 7]}),
+        ("convtranspose2d_same_upper", 13, (1, 2, 3, 4), (2, 3, 3, 3), False,
+         {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+        ("convtranspose2d_same_lower", 17, (1, 2, 3, 3), (2, 2, 4, 4), True,
+         {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+        ("convtranspose1d", 13, (2, 3, 5), (3, 2, 4), True, {"strides": [3], "pads": [1, 2]}),
+    ]
+    for name, opset, xs, ws, has_b, attrs in convt_cases:
+        r = gen()
+        x, w = float_data(r, xs), float_data(r, ws, -1.0, 1.0)
+        b = float_data(r, (ws[1] * attrs.get("group", 1),)) if has_b else None
+        y = conv_transpose_ref(x, w, b, strides=attrs.get("strides"), pads=attrs.get("pads"),
+                               dilations=attrs.get("dilations"), group=attrs.get("group", 1),
+                               output_padding=attrs.get("output_padding"),
+                               output_shape=attrs.get("output_shape"),
+                               auto_pad=attrs.get("auto_pad", "NOTSET"))
+        onnx_attrs = {k: (("string", v) if isinstance(v, str) else ("int", v) if isinstance(v, int)
+                          else _ints(v)) for k, v in attrs.items()}
+        inputs = [("input", "X", x), ("const", "W", w)] + ([("const", "B", b)] if has_b else [])
+        add(name, "ConvTranspose", opset, inputs, [("Y", y)], attrs=onnx_attrs, tol=CONV_TOL)
+
+    # MaxPool / AveragePool ---------------------------------------------------------------
+    pool_cases = [
+        # name, op, opset, x shape, attrs, with Indices
+        ("maxpool2d_k3_s2_p1", "MaxPool", 13, (2, 3, 7, 8),
+         {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, False),
+        ("maxpool2d_ceil_mode", "MaxPool", 13, (1, 2, 8, 7),
+         {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1}, False),
+        ("maxpool2d_dilations_indices", "MaxPool", 13, (2, 2, 7, 7),
+         {"kernel_shape": [2, 2], "dilations": [2, 2], "pads": [1, 0, 1, 1]}, True),
+        ("maxpool2d_same_upper", "MaxPool", 17, (1, 3, 5, 6),
+         {"kernel_shape": [2, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}, False),
+        ("maxpool1d", "MaxPool", 13, (2, 3, 9), {"kernel_shape": [3], "strides": [2],
+                                                 "pads": [1, 1]}, True),
+        ("averagepool2d_exclude_pad", "AveragePool", 13, (2, 3, 6, 7),
+         {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, False),
+        ("averagepool2d_count_include_pad", "AveragePool", 13, (1, 2, 6, 7),
+         {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+          "count_include_pad": 1}, False),
+        ("averagepool2d_ceil_include_pad", "AveragePool", 13, (1, 2, 7, 6),
+         {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [0, 1, 0, 1], "ceil_mode": 1,
+          "count_include_pad": 1}, False),
+        ("averagepool2d_ceil_exclude_pad", "AveragePool", 13, (1, 2, 8, 7),
+         {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, False),
+        ("averagepool2d_same_lower", "AveragePool", 13, (1, 2, 5, 5),
+         {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER"}, False),
+        ("averagepool2d_valid", "AveragePool", 13, (1, 2, 6, 6),
+         {"kernel_shape": [2, 2], "strides": [2, 2], "auto_pad": "VALID"}, False),
+        ("averagepool1d", "AveragePool", 13, (2, 2, 10), {"kernel_shape": [4], "strides": [3],
+                                                          "pads": [2, 2]}, False),
+    ]
+    for name, op, opset, xs, attrs, with_indices in pool_cases:
+        r = gen()
+        x = float_data(r, xs)
+        kw = dict(strides=attrs.get("strides"), pads=attrs.get("pads"),
+                  dilations=attrs.get("dilations"), ceil_mode=attrs.get("ceil_mode", 0),
+                  auto_pad=attrs.get("auto_pad", "NOTSET"))
+        onnx_attrs = {k: (("string", v) if isinstance(v, str) else ("int", v) if isinstance(v, int)
+                          else _ints(v)) for k, v in attrs.items()}
+        if op == "MaxPool":
+            y, idx = pool_ref(x, "max", attrs["kernel_shape"], **kw)
+            outputs = [("Y", y)] + ([("Indices", idx)] if with_indices else [])
+            add(name, op, opset, [("input", "X", x)], outputs, attrs=onnx_attrs, tol=EXACT)
+        else:
+            y = pool_ref(x, "avg", attrs["kernel_shape"],
+                         count_include_pad=attrs.get("count_include_pad", 0), **kw)
+            add(name, op, opset, [("input", "X", x)], [("Y", y)], attrs=onnx_attrs,
+                tol=POOL_AVG_TOL)
+
+    # GlobalAveragePool / GlobalMaxPool ---------------------------------------------------
+    for tag, xs in [("4d", (2, 3, 5, 7)), ("3d", (2, 4, 40))]:
+        r = gen()
+        x = float_data(r, xs)
+        axes = tuple(range(2, x.ndim))
+        add(f"globalaveragepool_{tag}", "GlobalAveragePool", 13, [("input", "X", x)],
+            [("Y", x.mean(axis=axes, keepdims=True, dtype=np.float64).astype(np.float32))],
+            tol=POOL_AVG_TOL)
+        add(f"globalmaxpool_{tag}", "GlobalMaxPool", 13, [("input", "X", x)],
+            [("Y", x.max(axis=axes, keepdims=True))], tol=EXACT)
+
+    # BatchNormalization (inference) ------------------------------------------------------
+    for name, opset, xs, eps in [("batchnorm_4d", 15, (2, 3, 4, 5), 1e-5),
+                                 ("batchnorm_2d_eps", 14, (4, 6), 1e-3),
+                                 ("batchnorm_3d_opset13", 13, (2, 5, 7), 1e-5)]:
+        r = gen()
+        c = xs[1]
+        x = float_data(r, xs)
+        scale, b = float_data(r, (c,)), float_data(r, (c,))
+        mean, var = float_data(r, (c,)), r.uniform(0.1, 2.0, size=(c,)).astype(np.float32)
+        attrs = {} if eps == 1e-5 else {"epsilon": ("float", eps)}
+        add(name, "BatchNormalization", opset,
+            [("input", "X", x), ("const", "scale", scale), ("const", "B", b),
+             ("const", "input_mean", mean), ("const", "input_var", var)],
+            [("Y", batchnorm_ref(x, scale, b, mean, var, eps))], attrs=attrs, tol=NORM_TOL)
+
+    # Resize (roi, scales, sizes are constants read on the host) ---------------------------
+    resize_cases = [
+        # name, x shape, mode, coordinate mode, nearest mode, scales or None, sizes or None
+        ("resize_nearest_asymmetric_floor", (1, 2, 4, 5), "nearest", "asymmetric", "floor",
+         [1.0, 1.0, 2.0, 2.0], None),
+        ("resize_nearest_half_pixel_sizes", (1, 2, 6, 5), "nearest", "half_pixel",
+         "round_prefer_floor", None, [1, 2, 9, 3]),
+        ("resize_nearest_align_corners_prefer_ceil", (2, 1, 4, 5), "nearest", "align_corners",
+         "round_prefer_ceil", [1.0, 1.0, 1.5, 2.5], None),
+        ("resize_nearest_tf_half_pixel_ceil", (1, 1, 5, 4), "nearest", "tf_half_pixel_for_nn",
+         "ceil", None, [1, 1, 3, 7]),
+        ("resize_linear_half_pixel_scales", (2, 3, 4, 5), "linear", "half_pixel", None,
+         [1.0, 1.0, 2.0, 2.0], None),
+        ("resize_linear_pytorch_half_pixel_sizes", (1, 2, 5, 6), "linear", "pytorch_half_pixel",
+         None, None, [1, 2, 1, 4]),
+        ("resize_linear_align_corners", (2, 1, 4, 5), "linear", "align_corners", None, None,
+         [2, 1, 7, 9]),
+        ("resize_linear_asymmetric_rank3", (2, 3, 6), "linear", "asymmetric", None,
+         [1.0, 2.0, 0.5], None),
+    ]
+    for name, xs, mode, coord, nearest, scales, sizes in resize_cases:
+        r = gen()
+        x = float_data(r, xs)
+        y = resize_ref(x, mode, coord, nearest or "round_prefer_floor", scales, sizes)
+        inputs = [("input", "X", x), ("const", "roi", np.zeros((0,), np.float32)),
+                  ("const", "scales", np.array(scales or [], np.float32))]
+        if sizes is not None:
+            inputs.append(("const", "sizes", np.array(sizes, np.int64)))
+        attrs = {"mode": ("string", mode), "coordinate_transformation_mode": ("string", coord)}
+        if nearest is not None:
+            attrs["nearest_mode"] = ("string", nearest)
+        add(name, "Resize", 13, inputs, [("Y", y)], attrs=attrs, tol=RESIZE_TOL)

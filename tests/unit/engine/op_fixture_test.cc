@@ -101,6 +101,14 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"Size", {0, 0}},
 
       // Convolution, pooling, normalization, resizing
+      {"Conv", {1e-5, 1e-4}},
+      {"ConvTranspose", {1e-5, 1e-4}},
+      {"BatchNormalization", {1e-5, 1e-4}},
+      {"GlobalAveragePool", {1e-5, 1e-5}},
+      {"GlobalMaxPool", {0, 0}},
+      {"MaxPool", {0, 0}},
+      {"AveragePool", {1e-5, 1e-5}},
+      {"Resize", {1e-5, 1e-5}},
 
       // Recurrent ops and Einsum
       {"LSTM", {2e-5, 1e-4}},

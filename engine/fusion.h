@@ -1,0 +1,26 @@
+#ifndef NDSERVE_ENGINE_FUSION_H_
+#define NDSERVE_ENGINE_FUSION_H_
+
+// Load-time rewrites of a GraphDef, applied before Graph::Build validates it (see
+// LoadOnnxGraph). Each keeps the graph's outputs equal up to float rounding.
+
+#include "absl/status/statusor.h"
+#include "engine/graph.h"
+
+namespace ndserve::engine {
+
+// Folds each BatchNormalization (inference) into the Conv that feeds it: with
+// a = scale / sqrt(var + epsilon), the conv's weights become W[m] * a[m] and its bias
+// (B[m] - mean[m]) * a[m] + bias[m], and the pair becomes that one Conv. It applies only
+// where the rewrite is exact: the BN's first input is a default-domain Conv's output that
+// nothing else reads and that is no graph output; the BN's four parameters and the
+// conv's W (and B, if given) are FP32 initializers of the right shapes; the BN is not in
+// training mode and has no statistics outputs. The folded parameters are new initializers
+// (the originals may be shared), and ones left unread are dropped by Graph::Build.
+// Returns how many pairs were fused; anything it does not recognise is left as it is, so
+// it never fails on a graph Graph::Build would accept. Not thread-safe on one `def`.
+absl::StatusOr<int> FuseConvBatchNorm(GraphDef* def);
+
+}  // namespace ndserve::engine
+
+#endif  // NDSERVE_ENGINE_FUSION_H_

@@ -1,0 +1,239 @@
+// Conv and ConvTranspose on the CPU. Conv: per image and group, im2col into request
+// scratch and one cblas_sgemm (W_g [Mg x K] times col [K x P]); a 1x1 stride-1 unpadded
+// conv reads X as the col matrix directly, and a depthwise conv (one input channel per
+// group) is a direct loop, where a GEMM would have K = kh*kw and waste its blocking.
+// ConvTranspose: col = W_g^T x_g by GEMM, then col2im scatters and accumulates col into Y.
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "kernels/conv_geometry.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+// The window walk shared by im2col and col2im: an image of img_h x img_w pixels and a
+// grid of col_h x col_w window positions; position (r, s), tap (ki, kj) reads image pixel
+// (r * sh - pt + ki * dh, s * sw - pl + kj * dw) when it lies inside the image.
+struct Window {
+  int64_t img_h, img_w, col_h, col_w, kh, kw, sh, sw, dh, dw, pt, pl;
+
+  int64_t col_plane() const { return col_h * col_w; }
+};
+
+Window ConvWindow(const ConvGeometry& g) {  // image = X, positions = Y
+  return {g.in_h,     g.in_w,     g.out_h, g.out_w, g.k_h,     g.k_w,
+          g.stride_h, g.stride_w, g.dil_h, g.dil_w, g.pad_top, g.pad_left};
+}
+Window TransposeWindow(const ConvGeometry& g) {  // image = Y, positions = X
+  return {g.out_h,    g.out_w,    g.in_h,  g.in_w,  g.k_h,     g.k_w,
+          g.stride_h, g.stride_w, g.dil_h, g.dil_w, g.pad_top, g.pad_left};
+}
+
+// Positions s in [0, n) with 0 <= s * stride + off < size: [*lo, *hi).
+void ValidRange(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t* lo, int64_t* hi) {
+  // s >= ceil(-off / stride) and s < ceil((size - off) / stride).
+  auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  *lo = std::clamp<int64_t>(ceil_div(-off, stride), 0, n);
+  *hi = std::clamp<int64_t>(ceil_div(size - off, stride), *lo, n);
+}
+
+// col[(c * kh + ki) * kw + kj][r * col_w + s] = image pixel or 0, for `channels` planes.
+void Im2Col(const float* img, int64_t channels, const Window& w, float* col) {
+  const int64_t plane = w.img_h * w.img_w;
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* xc = img + c * plane;
+    for (int64_t ki = 0; ki < w.kh; ++ki) {
+      for (int64_t kj = 0; kj < w.kw; ++kj) {
+        const int64_t off_w = kj * w.dw - w.pl;
+        int64_t lo, hi;
+        ValidRange(off_w, w.sw, w.img_w, w.col_w, &lo, &hi);
+        for (int64_t r = 0; r < w.col_h; ++r, col += w.col_w) {
+          const int64_t ih = r * w.sh - w.pt + ki * w.dh;
+          if (ih < 0 || ih >= w.img_h) {
+            std::fill(col, col + w.col_w, 0.0f);
+            continue;
+          }
+          const float* xr = xc + ih * w.img_w;
+          std::fill(col, col + lo, 0.0f);
+          if (w.sw == 1) {
+            std::memcpy(col + lo, xr + lo + off_w, (hi - lo) * sizeof(float));
+          } else {
+            for (int64_t s = lo; s < hi; ++s) col[s] = xr[s * w.sw + off_w];
+          }
+          std::fill(col + hi, col + w.col_w, 0.0f);
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of Im2Col: image pixel += every col entry that reads it.
+void Col2Im(const float* col, int64_t channels, const Window& w, float* img) {
+  const int64_t plane = w.img_h * w.img_w;
+  for (int64_t c = 0; c < channels; ++c) {
+    float* yc = img + c * plane;
+    for (int64_t ki = 0; ki < w.kh; ++ki) {
+      for (int64_t kj = 0; kj < w.kw; ++kj) {
+        const int64_t off_w = kj * w.dw - w.pl;
+        int64_t lo, hi;
+        ValidRange(off_w, w.sw, w.img_w, w.col_w, &lo, &hi);
+        for (int64_t r = 0; r < w.col_h; ++r, col += w.col_w) {
+          const int64_t ih = r * w.sh - w.pt + ki * w.dh;
+          if (ih < 0 || ih >= w.img_h) continue;
+          float* yr = yc + ih * w.img_w;
+          for (int64_t s = lo; s < hi; ++s) yr[s * w.sw + off_w] += col[s];
+        }
+      }
+    }
+  }
+}
+
+// y[m][p] for one image: filled with the bias (or zeros) so the GEMM accumulates onto it.
+void FillBias(const float* bias, int64_t m, int64_t plane, float* y) {
+  for (int64_t i = 0; i < m; ++i) {
+    std::fill(y + i * plane, y + (i + 1) * plane, bias != nullptr ? bias[i] : 0.0f);
+  }
+}
+
+absl::Status CheckBlasDims(absl::string_view op, int64_t m, int64_t n, int64_t k) {
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+    return absl::UnimplementedError(
+        absl::StrFormat("%s: GEMM dimensions %dx%dx%d exceed the BLAS int range", op, m, n, k));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float*> Scratch(absl::string_view op, const KernelContext& ctx, int64_t floats) {
+  if (ctx.scratch == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, ": the kernel context has no scratch allocator"));
+  }
+  NDS_ASSIGN_OR_RETURN(void* p, ctx.scratch->Allocate(floats * sizeof(float)));
+  return static_cast<float*>(p);
+}
+
+// One image of a depthwise conv (one input channel per group, Mg outputs per group).
+void DepthwiseImage(const float* x, const float* wt, const float* bias, int64_t groups, int64_t mg,
+                    const Window& w, float* y) {
+  const int64_t in_plane = w.img_h * w.img_w, out_plane = w.col_plane();
+  for (int64_t m = 0; m < groups * mg; ++m) {
+    const float* xc = x + (m / mg) * in_plane;
+    const float* wm = wt + m * w.kh * w.kw;
+    float* ym = y + m * out_plane;
+    std::fill(ym, ym + out_plane, bias != nullptr ? bias[m] : 0.0f);
+    for (int64_t r = 0; r < w.col_h; ++r) {
+      float* yr = ym + r * w.col_w;
+      for (int64_t ki = 0; ki < w.kh; ++ki) {
+        const int64_t ih = r * w.sh - w.pt + ki * w.dh;
+        if (ih < 0 || ih >= w.img_h) continue;
+        for (int64_t kj = 0; kj < w.kw; ++kj) {
+          const int64_t off_w = kj * w.dw - w.pl;
+          int64_t lo, hi;
+          ValidRange(off_w, w.sw, w.img_w, w.col_w, &lo, &hi);
+          const float* xr = xc + ih * w.img_w;
+          const float tap = wm[ki * w.kw + kj];
+          if (w.sw == 1) {
+            const float* xs = xr + lo + off_w;
+            float* ys = yr + lo;
+            for (int64_t s = 0; s < hi - lo; ++s) ys[s] += tap * xs[s];
+          } else {
+            for (int64_t s = lo; s < hi; ++s) yr[s] += tap * xr[s * w.sw + off_w];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const ConvAttrs& a = std::get<ConvAttrs>(attrs);
+  const ShapeSpan xs = in[0].shape, ws = in[1].shape;
+  NDS_ASSIGN_OR_RETURN(const ConvGeometry g,
+                       MakeConvGeometry("Conv", a, xs.subspan(2), ws.subspan(2), false));
+  const Window w = ConvWindow(g);
+  const int64_t n = xs[0], c = xs[1], m = ws[0], groups = a.group;
+  const int64_t cg = c / groups, mg = m / groups;
+  const int64_t k = cg * g.k_plane(), p = g.out_plane();
+  const float* x = in[0].as<const float>();
+  const float* wt = in[1].as<const float>();
+  const float* bias = in.size() > 2 ? in[2].as<const float>() : nullptr;
+  float* y = out[0].as<float>();
+  if (out[0].numel() == 0) return absl::OkStatus();
+  if (cg == 1 && groups > 1) {
+    for (int64_t i = 0; i < n; ++i) {
+      DepthwiseImage(x + i * c * g.in_plane(), wt, bias, groups, mg, w, y + i * m * p);
+    }
+    return absl::OkStatus();
+  }
+  NDS_RETURN_IF_ERROR(CheckBlasDims("Conv", mg, p, k));
+  const bool pointwise = g.IsPointwise();
+  float* col = nullptr;
+  if (!pointwise && k > 0) {
+    NDS_ASSIGN_OR_RETURN(col, Scratch("Conv", ctx, k * p));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float* yi = y + i * m * p;
+    FillBias(bias, m, p, yi);
+    if (k == 0) continue;  // no input channels: the bias alone
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const float* xg = x + (i * c + gi * cg) * g.in_plane();
+      const float* b = xg;
+      if (!pointwise) {
+        Im2Col(xg, cg, w, col);
+        b = col;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
+                  static_cast<int>(p), static_cast<int>(k), 1.0f, wt + gi * mg * k,
+                  static_cast<int>(k), b, static_cast<int>(p), 1.0f, yi + gi * mg * p,
+                  static_cast<int>(p));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConvTranspose(const KernelContext& ctx, absl::Span<const TensorView> in,
+                           absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const ConvAttrs& a = std::get<ConvAttrs>(attrs);
+  const ShapeSpan xs = in[0].shape, ws = in[1].shape;
+  NDS_ASSIGN_OR_RETURN(const ConvGeometry g,
+                       MakeConvGeometry("ConvTranspose", a, xs.subspan(2), ws.subspan(2), true));
+  const Window w = TransposeWindow(g);
+  const int64_t n = xs[0], c = xs[1], groups = a.group;
+  const int64_t cg = c / groups, mg = ws[1], m = mg * groups;
+  const int64_t k = mg * g.k_plane(), p = g.in_plane();  // col is [k x p] per group
+  const float* x = in[0].as<const float>();
+  const float* wt = in[1].as<const float>();
+  const float* bias = in.size() > 2 ? in[2].as<const float>() : nullptr;
+  float* y = out[0].as<float>();
+  if (out[0].numel() == 0) return absl::OkStatus();
+  NDS_RETURN_IF_ERROR(CheckBlasDims("ConvTranspose", k, p, cg));
+  float* col = nullptr;
+  if (k * p > 0) {
+    NDS_ASSIGN_OR_RETURN(col, Scratch("ConvTranspose", ctx, k * p));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float* yi = y + i * m * g.out_plane();
+    FillBias(bias, m, g.out_plane(), yi);
+    if (cg == 0 || p == 0) continue;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const float* xg = x + (i * c + gi * cg) * p;
+      // W_g is [cg x k] row-major; col = W_g^T [k x cg] * x_g [cg x p].
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(k), static_cast<int>(p),
+                  static_cast<int>(cg), 1.0f, wt + gi * cg * k, static_cast<int>(k), xg,
+                  static_cast<int>(p), 0.0f, col, static_cast<int>(p));
+      Col2Im(col, mg, w, yi + gi * mg * g.out_plane());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::kernels::cpu

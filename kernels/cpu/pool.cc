@@ -1,0 +1,121 @@
+// MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on the CPU: a direct walk of
+// each output's window, clipped to the input (the padding contributes nothing to a max,
+// and to an average only through its divisor when count_include_pad).
+#include <algorithm>
+#include <limits>
+
+#include "base/status_macros.h"
+#include "kernels/conv_geometry.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+// The window of output (r, s): input rows [h0, h1) and cols [w0, w1) stepped by the
+// dilation, with the first tap's index clipped into the input.
+struct Span1 {
+  int64_t first, end, step;  // taps first, first + step, ... < end
+  int64_t padded_count;      // taps in the window counting padding (not the ceil overhang)
+};
+
+Span1 Clip(int64_t start, int64_t k, int64_t dil, int64_t size, int64_t pad_end) {
+  Span1 s{start, start + (k - 1) * dil + 1, dil, 0};
+  // Taps that land in the padding count for count_include_pad; those past the end padding
+  // (ceil_mode's overhang) never do.
+  const int64_t limit = std::min(s.end, size + pad_end);
+  s.padded_count = limit > start ? (limit - start + dil - 1) / dil : 0;
+  if (s.first < 0) s.first += ((-s.first + dil - 1) / dil) * dil;
+  s.end = std::min(s.end, size);
+  return s;
+}
+
+template <bool kMax>
+absl::Status Pool(absl::string_view name, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const PoolAttrs& a) {
+  const ShapeSpan xs = in[0].shape;
+  NDS_ASSIGN_OR_RETURN(const ConvGeometry g, MakePoolGeometry(name, a, xs.subspan(2)));
+  const int64_t planes = xs[0] * xs[1];
+  const float* x = in[0].as<const float>();
+  float* y = out[0].as<float>();
+  int64_t* indices = out.size() > 1 ? out[1].as<int64_t>() : nullptr;
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* xp = x + pl * g.in_plane();
+    for (int64_t r = 0; r < g.out_h; ++r) {
+      const Span1 hs = Clip(r * g.stride_h - g.pad_top, g.k_h, g.dil_h, g.in_h, g.pad_bottom);
+      for (int64_t s = 0; s < g.out_w; ++s) {
+        const Span1 ws = Clip(s * g.stride_w - g.pad_left, g.k_w, g.dil_w, g.in_w, g.pad_right);
+        const int64_t o = (pl * g.out_h + r) * g.out_w + s;
+        if constexpr (kMax) {
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t best_at = -1;
+          for (int64_t h = hs.first; h < hs.end; h += hs.step) {
+            for (int64_t w = ws.first; w < ws.end; w += ws.step) {
+              const float v = xp[h * g.in_w + w];
+              // The first NaN wins and stays, as in a max that propagates NaN.
+              if (best_at < 0 || v > best || (v != v && best == best)) {
+                best = v;
+                best_at = h * g.in_w + w;
+              }
+            }
+          }
+          y[o] = best;
+          if (indices != nullptr) indices[o] = best_at < 0 ? -1 : pl * g.in_plane() + best_at;
+        } else {
+          float sum = 0.0f;
+          int64_t count = 0;
+          for (int64_t h = hs.first; h < hs.end; h += hs.step) {
+            for (int64_t w = ws.first; w < ws.end; w += ws.step) {
+              sum += xp[h * g.in_w + w];
+              ++count;
+            }
+          }
+          if (a.count_include_pad) count = hs.padded_count * ws.padded_count;
+          y[o] = count > 0 ? sum / static_cast<float>(count) : 0.0f;
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MaxPool(const KernelContext&, absl::Span<const TensorView> in,
+                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Pool<true>("MaxPool", in, out, std::get<PoolAttrs>(attrs));
+}
+
+absl::Status AveragePool(const KernelContext&, absl::Span<const TensorView> in,
+                         absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Pool<false>("AveragePool", in, out, std::get<PoolAttrs>(attrs));
+}
+
+absl::Status GlobalAveragePool(const KernelContext&, absl::Span<const TensorView> in,
+                               absl::Span<const TensorView> out, const OpAttrs&) {
+  const int64_t planes = in[0].shape[0] * in[0].shape[1];
+  const int64_t plane = planes == 0 ? 0 : in[0].numel() / planes;
+  const float* x = in[0].as<const float>();
+  float* y = out[0].as<float>();
+  for (int64_t p = 0; p < planes; ++p) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < plane; ++i) sum += x[p * plane + i];
+    y[p] = sum / static_cast<float>(plane);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlobalMaxPool(const KernelContext&, absl::Span<const TensorView> in,
+                           absl::Span<const TensorView> out, const OpAttrs&) {
+  const int64_t planes = in[0].shape[0] * in[0].shape[1];
+  const int64_t plane = planes == 0 ? 0 : in[0].numel() / planes;
+  const float* x = in[0].as<const float>();
+  float* y = out[0].as<float>();
+  for (int64_t p = 0; p < planes; ++p) {
+    float best = x[p * plane];
+    for (int64_t i = 1; i < plane; ++i) best = std::max(best, x[p * plane + i]);
+    y[p] = best;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::kernels::cpu

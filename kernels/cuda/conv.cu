@@ -1,0 +1,111 @@
+// Conv's device kernels: im2col and its adjoint col2im (ConvTranspose), a direct
+// depthwise convolution and the bias fill the GEMMs accumulate onto.
+#include "kernels/cuda/conv_launchers.h"
+#include "kernels/cuda/device_util.cuh"
+
+namespace ndserve::kernels::gpu {
+namespace {
+
+__global__ void Im2ColKernel(const float* img, ConvWindowArgs w, float* col, int64_t total) {
+  const int64_t cols = w.col_h * w.col_w;
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    const int64_t pos = i % cols;
+    const int64_t row = i / cols;  // (c * kh + ki) * kw + kj
+    const int64_t kj = row % w.kw;
+    const int64_t ki = (row / w.kw) % w.kh;
+    const int64_t c = row / (w.kw * w.kh);
+    const int64_t ih = (pos / w.col_w) * w.sh - w.pt + ki * w.dh;
+    const int64_t iw = (pos % w.col_w) * w.sw - w.pl + kj * w.dw;
+    const bool inside = ih >= 0 && ih < w.img_h && iw >= 0 && iw < w.img_w;
+    col[i] = inside ? img[(c * w.img_h + ih) * w.img_w + iw] : 0.0f;
+  }
+}
+
+__global__ void Col2ImKernel(const float* col, ConvWindowArgs w, float* img, int64_t total) {
+  const int64_t cols = w.col_h * w.col_w;
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    const int64_t iw = i % w.img_w;
+    const int64_t ih = (i / w.img_w) % w.img_h;
+    const int64_t c = i / (w.img_w * w.img_h);
+    float sum = 0.0f;
+    for (int64_t ki = 0; ki < w.kh; ++ki) {
+      const int64_t rh = ih + w.pt - ki * w.dh;  // = r * sh for the position that reads it
+      if (rh < 0 || rh % w.sh != 0 || rh / w.sh >= w.col_h) continue;
+      for (int64_t kj = 0; kj < w.kw; ++kj) {
+        const int64_t rw = iw + w.pl - kj * w.dw;
+        if (rw < 0 || rw % w.sw != 0 || rw / w.sw >= w.col_w) continue;
+        sum += col[((c * w.kh + ki) * w.kw + kj) * cols + (rh / w.sh) * w.col_w + rw / w.sw];
+      }
+    }
+    img[i] += sum;
+  }
+}
+
+__global__ void DepthwiseKernel(const float* x, const float* weight, const float* bias, float* y,
+                                int64_t mg, ConvWindowArgs w, int64_t total) {
+  const int64_t cols = w.col_h * w.col_w;
+  const int64_t m_total = w.channels * mg;
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    const int64_t s = i % w.col_w;
+    const int64_t r = (i / w.col_w) % w.col_h;
+    const int64_t m = (i / cols) % m_total;
+    const int64_t n = i / (cols * m_total);
+    const float* xc = x + (n * w.channels + m / mg) * w.img_h * w.img_w;
+    const float* wm = weight + m * w.kh * w.kw;
+    float sum = bias != nullptr ? bias[m] : 0.0f;
+    for (int64_t ki = 0; ki < w.kh; ++ki) {
+      const int64_t ih = r * w.sh - w.pt + ki * w.dh;
+      if (ih < 0 || ih >= w.img_h) continue;
+      for (int64_t kj = 0; kj < w.kw; ++kj) {
+        const int64_t iw = s * w.sw - w.pl + kj * w.dw;
+        if (iw < 0 || iw >= w.img_w) continue;
+        sum += wm[ki * w.kw + kj] * xc[ih * w.img_w + iw];
+      }
+    }
+    y[i] = sum;
+  }
+}
+
+__global__ void FillChannelBiasKernel(const float* bias, float* y, int64_t m, int64_t plane,
+                                      int64_t total) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    y[i] = bias != nullptr ? bias[(i / plane) % m] : 0.0f;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchIm2Col(const float* img, const ConvWindowArgs& w, float* col,
+                         cudaStream_t stream) {
+  const int64_t total = w.channels * w.kh * w.kw * w.col_h * w.col_w;
+  if (total == 0) return cudaSuccess;
+  Im2ColKernel<<<GridFor(total), kBlock, 0, stream>>>(img, w, col, total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCol2Im(const float* col, const ConvWindowArgs& w, float* img,
+                         cudaStream_t stream) {
+  const int64_t total = w.channels * w.img_h * w.img_w;
+  if (total == 0) return cudaSuccess;
+  Col2ImKernel<<<GridFor(total), kBlock, 0, stream>>>(col, w, img, total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchDepthwiseConv(const float* x, const float* weight, const float* bias, float* y,
+                                int64_t n, int64_t mg, const ConvWindowArgs& w,
+                                cudaStream_t stream) {
+  const int64_t total = n * w.channels * mg * w.col_h * w.col_w;
+  if (total == 0) return cudaSuccess;
+  DepthwiseKernel<<<GridFor(total), kBlock, 0, stream>>>(x, weight, bias, y, mg, w, total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchFillChannelBias(const float* bias, float* y, int64_t n, int64_t m, int64_t plane,
+                                  cudaStream_t stream) {
+  const int64_t total = n * m * plane;
+  if (total == 0) return cudaSuccess;
+  FillChannelBiasKernel<<<GridFor(total), kBlock, 0, stream>>>(bias, y, m, plane, total);
+  return cudaGetLastError();
+}
+
+}  // namespace ndserve::kernels::gpu

@@ -1,0 +1,69 @@
+#ifndef NDSERVE_KERNELS_CUDA_CONV_LAUNCHERS_H_
+#define NDSERVE_KERNELS_CUDA_CONV_LAUNCHERS_H_
+
+// Raw launchers of the conv family's .cu kernels (conv.cu, pool.cu, batch_norm.cu,
+// resize.cu): plain
+// pointers and sizes in, the launch's cudaError_t out. Like launchers.h, no Abseil, so
+// nvcc stays fast; conv_kernels.cc plans and calls these. Each queues work on `stream`
+// and returns at once; nothing is launched for an empty output. Reentrant.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ndserve::kernels::gpu {
+
+// A window walk (see kernels/cpu/conv.cc's Window): `channels` image planes of
+// img_h x img_w and a grid of col_h x col_w window positions; position (r, s), tap
+// (ki, kj) reads pixel (r * sh - pt + ki * dh, s * sw - pl + kj * dw) when it is inside.
+struct ConvWindowArgs {
+  int64_t channels = 0;
+  int64_t img_h = 1, img_w = 1, col_h = 1, col_w = 1;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int64_t pb = 0, pr = 0;  // end padding (pooling's count_include_pad)
+};
+
+// col[(c * kh + ki) * kw + kj][r * col_w + s] = pixel or 0.
+cudaError_t LaunchIm2Col(const float* img, const ConvWindowArgs& w, float* col,
+                         cudaStream_t stream);
+// img[pixel] += the sum of every col entry that reads it (the adjoint of Im2Col). One
+// thread per pixel gathers, so no atomics and a deterministic order.
+cudaError_t LaunchCol2Im(const float* col, const ConvWindowArgs& w, float* img,
+                         cudaStream_t stream);
+// Depthwise conv of `n` images: input channel c feeds outputs c * mg .. c * mg + mg - 1;
+// w.channels is the input channel count. `bias` may be null.
+cudaError_t LaunchDepthwiseConv(const float* x, const float* weight, const float* bias, float* y,
+                                int64_t n, int64_t mg, const ConvWindowArgs& w,
+                                cudaStream_t stream);
+// y[i][m][p] = bias[m], or 0 when bias is null.
+cudaError_t LaunchFillChannelBias(const float* bias, float* y, int64_t n, int64_t m, int64_t plane,
+                                  cudaStream_t stream);
+
+// MaxPool (indices may be null) or AveragePool over `planes` planes: window positions
+// are the output pixels.
+cudaError_t LaunchMaxPool(const float* x, float* y, int64_t* indices, int64_t planes,
+                          const ConvWindowArgs& w, cudaStream_t stream);
+cudaError_t LaunchAveragePool(const float* x, float* y, int64_t planes, const ConvWindowArgs& w,
+                              bool count_include_pad, cudaStream_t stream);
+// One warp per plane of `plane` elements: its mean or max.
+cudaError_t LaunchGlobalPool(const float* x, float* y, int64_t planes, int64_t plane, bool max,
+                             cudaStream_t stream);
+
+// y = (x - mean[c]) * scale[c] / sqrt(var[c] + epsilon) + bias[c] over (n, c, inner).
+cudaError_t LaunchBatchNorm(const float* x, const float* scale, const float* bias,
+                            const float* mean, const float* var, float* y, int64_t n, int64_t c,
+                            int64_t inner, float epsilon, cudaStream_t stream);
+
+// Resize of `planes` planes from in_h x in_w to out_h x out_w; coord and nearest are the
+// ResizeCoord / ResizeNearest codes (kernels/resize_coord.h).
+struct ResizeArgs {
+  int64_t planes = 0, in_h = 1, in_w = 1, out_h = 1, out_w = 1;
+  float scale_h = 1.0f, scale_w = 1.0f;
+  int coord = 0, nearest = 0;
+  bool linear = false;
+};
+cudaError_t LaunchResize(const float* x, float* y, const ResizeArgs& args, cudaStream_t stream);
+
+}  // namespace ndserve::kernels::gpu
+
+#endif  // NDSERVE_KERNELS_CUDA_CONV_LAUNCHERS_H_

@@ -1,0 +1,64 @@
+#include "kernels/resize_plan.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ndserve::kernels {
+
+absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& a, ShapeSpan x) {
+  const std::size_t rank = x.size();
+  const bool by_sizes = !a.sizes.empty();
+  const std::size_t given = by_sizes ? a.sizes.size() : a.scales.size();
+  if (rank == 0 || given != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("Resize: ", by_sizes ? "sizes" : "scales",
+                                                   " has ", given, " values, X ", ShapeToString(x),
+                                                   " has rank ", rank));
+  }
+  ResizePlan p;
+  std::vector<float> scales(rank);
+  p.out_shape.resize(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (by_sizes) {
+      if (a.sizes[d] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Resize: negative size in [", absl::StrJoin(a.sizes, ","), "]"));
+      }
+      p.out_shape[d] = a.sizes[d];
+      scales[d] = x[d] == 0 ? 1.0f : static_cast<float>(a.sizes[d]) / static_cast<float>(x[d]);
+    } else {
+      if (!(a.scales[d] > 0.0f)) {
+        return absl::InvalidArgumentError(absl::StrCat("Resize: scales must be positive, got [",
+                                                       absl::StrJoin(a.scales, ","), "]"));
+      }
+      scales[d] = a.scales[d];
+      p.out_shape[d] = static_cast<int64_t>(
+          std::floor(static_cast<double>(x[d]) * static_cast<double>(a.scales[d])));
+    }
+    if (d + 2 < rank && p.out_shape[d] != x[d]) {
+      return absl::UnimplementedError(
+          absl::StrCat("Resize: only the last two dims may be resized; X ", ShapeToString(x),
+                       " to ", ShapeToString(p.out_shape)));
+    }
+  }
+  p.in_w = x[rank - 1];
+  p.out_w = p.out_shape[rank - 1];
+  p.scale_w = scales[rank - 1];
+  if (rank >= 2) {
+    p.in_h = x[rank - 2];
+    p.out_h = p.out_shape[rank - 2];
+    p.scale_h = scales[rank - 2];
+  }
+  if ((p.out_h > 0 && p.in_h == 0) || (p.out_w > 0 && p.in_w == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("Resize: cannot resize the empty X ",
+                                                   ShapeToString(x), " to ",
+                                                   ShapeToString(p.out_shape)));
+  }
+  p.planes = 1;
+  for (std::size_t d = 0; d + 2 < rank; ++d) p.planes *= x[d];
+  return p;
+}
+
+}  // namespace ndserve::kernels

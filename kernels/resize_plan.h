@@ -1,0 +1,31 @@
+#ifndef NDSERVE_KERNELS_RESIZE_PLAN_H_
+#define NDSERVE_KERNELS_RESIZE_PLAN_H_
+
+// Resize's shape arithmetic, shared by its rules and kernels: the output shape and the
+// per-axis scale that maps output coordinates back onto the input. Pure; thread-safe.
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "kernels/attrs/conv.h"
+#include "kernels/tensor_view.h"
+
+namespace ndserve::kernels {
+
+// X as `planes` planes of in_h x in_w (the last two dims; 1 x in_w for rank 1) resized
+// to out_h x out_w. scale_* is what coordinate_transformation_mode divides by: the
+// given scale, or out / in when sizes were given. A plain value.
+struct ResizePlan {
+  Shape out_shape;
+  int64_t planes = 0;
+  int64_t in_h = 1, in_w = 1, out_h = 1, out_w = 1;
+  float scale_h = 1.0f, scale_w = 1.0f;
+};
+
+// INVALID_ARGUMENT for scales/sizes of the wrong length or non-positive values;
+// UNIMPLEMENTED when a dim other than the last two changes size.
+absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& attrs, ShapeSpan x);
+
+}  // namespace ndserve::kernels
+
+#endif  // NDSERVE_KERNELS_RESIZE_PLAN_H_

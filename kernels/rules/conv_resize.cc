@@ -1,0 +1,85 @@
+// Rules of Resize (opset 13+): roi, scales and sizes are host inputs 1-3; modes nearest
+// and linear over the last two dims.
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/op_rules.h"
+#include "kernels/resize_plan.h"
+#include "kernels/rules/rule_util.h"
+
+namespace ndserve::kernels::rules {
+
+absl::StatusOr<OpAttrs> BuildResize(OpKind op, int, const AttrMap& attrs, const HostInputs& host) {
+  ResizeAttrs a;
+  NDS_ASSIGN_OR_RETURN(const std::string mode, GetAttr<std::string>(op, attrs, "mode", "nearest"));
+  if (mode == "nearest") {
+    a.mode = ResizeMode::kNearest;
+  } else if (mode == "linear") {
+    a.mode = ResizeMode::kLinear;
+  } else if (mode == "cubic") {
+    return absl::UnimplementedError("Resize: mode 'cubic' is not supported (nearest, linear)");
+  } else {
+    return Invalid(op, absl::StrCat("unknown mode '", mode, "'"));
+  }
+  NDS_ASSIGN_OR_RETURN(
+      const std::string coord,
+      GetAttr<std::string>(op, attrs, "coordinate_transformation_mode", "half_pixel"));
+  if (coord == "half_pixel") {
+    a.coord = ResizeCoord::kHalfPixel;
+  } else if (coord == "pytorch_half_pixel") {
+    a.coord = ResizeCoord::kPytorchHalfPixel;
+  } else if (coord == "align_corners") {
+    a.coord = ResizeCoord::kAlignCorners;
+  } else if (coord == "asymmetric") {
+    a.coord = ResizeCoord::kAsymmetric;
+  } else if (coord == "tf_half_pixel_for_nn") {
+    a.coord = ResizeCoord::kTfHalfPixelForNn;
+  } else if (coord == "tf_crop_and_resize") {
+    return absl::UnimplementedError(
+        "Resize: coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+  } else {
+    return Invalid(op, absl::StrCat("unknown coordinate_transformation_mode '", coord, "'"));
+  }
+  NDS_ASSIGN_OR_RETURN(const std::string nearest,
+                       GetAttr<std::string>(op, attrs, "nearest_mode", "round_prefer_floor"));
+  if (nearest == "round_prefer_floor") {
+    a.nearest = ResizeNearest::kRoundPreferFloor;
+  } else if (nearest == "round_prefer_ceil") {
+    a.nearest = ResizeNearest::kRoundPreferCeil;
+  } else if (nearest == "floor") {
+    a.nearest = ResizeNearest::kFloor;
+  } else if (nearest == "ceil") {
+    a.nearest = ResizeNearest::kCeil;
+  } else {
+    return Invalid(op, absl::StrCat("unknown nearest_mode '", nearest, "'"));
+  }
+  // An empty scales or sizes tensor stands for an omitted input (opset 13 exporters write
+  // one so that a later input can be given).
+  if (const HostValue* scales = host.Get(2); scales != nullptr && scales->numel() > 0) {
+    if (!scales->IsReal() || scales->shape.size() != 1) {
+      return Invalid(op, "scales must be a 1-D floating-point tensor");
+    }
+    for (double s : scales->reals) a.scales.push_back(static_cast<float>(s));
+  }
+  if (const HostValue* sizes = host.Get(3); sizes != nullptr && sizes->numel() > 0) {
+    NDS_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> v, host.Ints(op, 3, "sizes"));
+    a.sizes = *std::move(v);
+  }
+  if (a.scales.empty() == a.sizes.empty()) {
+    return Invalid(op, "exactly one of the inputs scales and sizes must be given (as a constant)");
+  }
+  return a;
+}
+
+absl::StatusOr<Descs> InferResize(OpKind op, absl::Span<const TensorDesc> in,
+                                  const OpAttrs& attrs) {
+  const ResizeAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "X", {DType::kFp32}));
+  NDS_ASSIGN_OR_RETURN(const ResizePlan p, MakeResizePlan(*a, in[0].shape));
+  return Descs{{DType::kFp32, p.out_shape}};
+}
+
+}  // namespace ndserve::kernels::rules
