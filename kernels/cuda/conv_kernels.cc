@@ -12,33 +12,12 @@
 #include "kernels/conv_geometry.h"
 #include "kernels/cuda/conv_launchers.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cublas_util.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/resize_plan.h"
 
 namespace ndserve::kernels::gpu {
 namespace {
-
-absl::Status CublasStatus(cublasStatus_t st, absl::string_view what) {
-  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrFormat("cuBLAS %s failed with status %d", what, static_cast<int>(st)));
-}
-
-absl::StatusOr<cublasHandle_t> HandleOf(absl::string_view op, const KernelContext& ctx) {
-  if (ctx.cublas_handle == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(op, ": the CUDA context has no cuBLAS handle (use GpuResources)"));
-  }
-  return static_cast<cublasHandle_t>(ctx.cublas_handle);
-}
-
-absl::Status CheckIntDims(absl::string_view op, int64_t m, int64_t n, int64_t k) {
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
-    return absl::UnimplementedError(
-        absl::StrFormat("%s: GEMM dimensions %dx%dx%d exceed the cuBLAS int range", op, m, n, k));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<float*> Scratch(absl::string_view op, const KernelContext& ctx, int64_t floats) {
   if (ctx.scratch == nullptr) {

@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/cublas_util.h"
 #include "kernels/cuda/rnn_launchers.h"
 #include "kernels/einsum_plan.h"
 #include "kernels/plans.h"
@@ -23,12 +24,6 @@
 namespace ndserve::kernels::gpu {
 namespace {
 
-absl::Status Cublas(cublasStatus_t st, absl::string_view op) {
-  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrFormat("%s: cublasSgemm failed with status %d", op, static_cast<int>(st)));
-}
-
 // Row-major C[m, n] (row stride ldc) = A[m, k] * B[n, k]^T. cuBLAS is column-major, so it
 // computes C^T = B A^T with B read transposed.
 absl::Status GemmNT(absl::string_view op, cublasHandle_t handle, int64_t m, int64_t n, int64_t k,
@@ -36,7 +31,7 @@ absl::Status GemmNT(absl::string_view op, cublasHandle_t handle, int64_t m, int6
                     int64_t ldc) {
   if (m == 0 || n == 0) return absl::OkStatus();
   const float one = 1.0f, zero = 0.0f;
-  return Cublas(
+  return CublasStatus(
       cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
                   static_cast<int>(k), &one, b, static_cast<int>(std::max<int64_t>(ldb, 1)), a,
                   static_cast<int>(std::max<int64_t>(lda, 1)), &zero, c, static_cast<int>(ldc)),
@@ -228,7 +223,7 @@ absl::Status Einsum(const KernelContext& ctx, absl::Span<const TensorView> in,
     NDS_ASSIGN_OR_RETURN(const float* a, Arrange(ctx, in[0], p.a));
     NDS_ASSIGN_OR_RETURN(const float* b, Arrange(ctx, in[1], p.b));
     const float one = 1.0f, zero = 0.0f;
-    NDS_RETURN_IF_ERROR(Cublas(
+    NDS_RETURN_IF_ERROR(CublasStatus(
         cublasSgemmStridedBatched(static_cast<cublasHandle_t>(ctx.cublas_handle),
                                   p.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
                                   p.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p.n),
