@@ -50,6 +50,7 @@ struct InferenceTimings {
   int64_t compute_infer_ns = 0;   // running the graph
   int64_t compute_output_ns = 0;  // copying outputs out
   uint64_t context_peak_bytes = 0;
+  uint64_t context_output_bytes = 0;  // every node output's bytes, summed (no liveness)
 };
 
 struct InferenceResponse {

@@ -64,6 +64,7 @@ absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& req
     response.outputs.push_back(std::move(out));
   }
   response.timings.context_peak_bytes = ctx.peak_bytes();
+  response.timings.context_output_bytes = ctx.output_bytes();
   NDS_RETURN_IF_ERROR(ctx.Close());
   const absl::Time done = absl::Now();
   response.timings.compute_input_ns = absl::ToInt64Nanoseconds(uploaded - start);

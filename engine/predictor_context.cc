@@ -258,6 +258,7 @@ absl::Status PredictorContext::RunNode(int n) {
         out_manager.Create(desc.shape, desc.dtype,
                            value == kNoValue ? absl::string_view() : graph.values()[value].name));
     NDS_ASSIGN_OR_RETURN(kernels::TensorView view, ViewOf(array, desc.shape));
+    output_bytes_ += array.nbytes();
     outputs.push_back(std::move(view));
     if (value == kNoValue) {
       ignored.push_back(std::move(array));

@@ -68,6 +68,9 @@ class PredictorContext : private kernels::ScratchAllocator {
 
   // The most bytes the context held at once so far.
   uint64_t peak_bytes() const { return peak_bytes_; }
+  // The bytes of every node output made so far, as if none were ever released: what
+  // the liveness plan (Graph::ReleasedAfter) saves is this minus peak_bytes().
+  uint64_t output_bytes() const { return output_bytes_; }
   NDManager& manager() const { return *manager_; }
   // The working space every kernel call of Run gets (KernelContext::scratch).
   kernels::ScratchAllocator& scratch() { return *this; }
@@ -120,6 +123,7 @@ class PredictorContext : private kernels::ScratchAllocator {
   bool scratch_on_host_ = false;
   std::vector<NDArray> scratch_;  // blocks to free after the current node
   uint64_t peak_bytes_ = 0;
+  uint64_t output_bytes_ = 0;
   bool closed_ = false;
 };
 

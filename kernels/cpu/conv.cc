@@ -17,6 +17,9 @@
 namespace ndserve::kernels::cpu {
 namespace {
 
+// Most bytes of one band of the im2col matrix (see Conv).
+constexpr int64_t kIm2ColBandBytes = int64_t{1} << 20;
+
 // The window walk shared by im2col and col2im: an image of img_h x img_w pixels and a
 // grid of col_h x col_w window positions; position (r, s), tap (ki, kj) reads image pixel
 // (r * sh - pt + ki * dh, s * sw - pl + kj * dw) when it lies inside the image.
@@ -43,8 +46,10 @@ void ValidRange(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t* l
   *hi = std::clamp<int64_t>(ceil_div(size - off, stride), *lo, n);
 }
 
-// col[(c * kh + ki) * kw + kj][r * col_w + s] = image pixel or 0, for `channels` planes.
-void Im2Col(const float* img, int64_t channels, const Window& w, float* col) {
+// col[(c * kh + ki) * kw + kj][(r - r0) * col_w + s] = image pixel or 0, for `channels`
+// planes and the window rows r in [r0, r1): one tile of the full col matrix.
+void Im2Col(const float* img, int64_t channels, const Window& w, int64_t r0, int64_t r1,
+            float* col) {
   const int64_t plane = w.img_h * w.img_w;
   for (int64_t c = 0; c < channels; ++c) {
     const float* xc = img + c * plane;
@@ -53,7 +58,7 @@ void Im2Col(const float* img, int64_t channels, const Window& w, float* col) {
         const int64_t off_w = kj * w.dw - w.pl;
         int64_t lo, hi;
         ValidRange(off_w, w.sw, w.img_w, w.col_w, &lo, &hi);
-        for (int64_t r = 0; r < w.col_h; ++r, col += w.col_w) {
+        for (int64_t r = r0; r < r1; ++r, col += w.col_w) {
           const int64_t ih = r * w.sh - w.pt + ki * w.dh;
           if (ih < 0 || ih >= w.img_h) {
             std::fill(col, col + w.col_w, 0.0f);
@@ -176,9 +181,13 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   }
   NDS_RETURN_IF_ERROR(CheckBlasDims("Conv", mg, p, k));
   const bool pointwise = g.IsPointwise();
+  // The col matrix is built a band of output rows at a time, so a large image's im2col
+  // (resnet's first conv: 7.4 MB at batch 1) never sits in the request's scope whole.
+  const int64_t band_rows =
+      std::clamp<int64_t>(kIm2ColBandBytes / std::max<int64_t>(1, k * w.col_w * 4), 1, w.col_h);
   float* col = nullptr;
   if (!pointwise && k > 0) {
-    NDS_ASSIGN_OR_RETURN(col, Scratch("Conv", ctx, k * p));
+    NDS_ASSIGN_OR_RETURN(col, Scratch("Conv", ctx, k * band_rows * w.col_w));
   }
   for (int64_t i = 0; i < n; ++i) {
     float* yi = y + i * m * p;
@@ -186,15 +195,22 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
     if (k == 0) continue;  // no input channels: the bias alone
     for (int64_t gi = 0; gi < groups; ++gi) {
       const float* xg = x + (i * c + gi * cg) * g.in_plane();
-      const float* b = xg;
-      if (!pointwise) {
-        Im2Col(xg, cg, w, col);
-        b = col;
+      const float* wg = wt + gi * mg * k;
+      float* yg = yi + gi * mg * p;
+      if (pointwise) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
+                    static_cast<int>(p), static_cast<int>(k), 1.0f, wg, static_cast<int>(k), xg,
+                    static_cast<int>(p), 1.0f, yg, static_cast<int>(p));
+        continue;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
-                  static_cast<int>(p), static_cast<int>(k), 1.0f, wt + gi * mg * k,
-                  static_cast<int>(k), b, static_cast<int>(p), 1.0f, yi + gi * mg * p,
-                  static_cast<int>(p));
+      for (int64_t r0 = 0; r0 < w.col_h; r0 += band_rows) {
+        const int64_t r1 = std::min(w.col_h, r0 + band_rows);
+        const int64_t cols = (r1 - r0) * w.col_w;
+        Im2Col(xg, cg, w, r0, r1, col);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
+                    static_cast<int>(cols), static_cast<int>(k), 1.0f, wg, static_cast<int>(k),
+                    col, static_cast<int>(cols), 1.0f, yg + r0 * w.col_w, static_cast<int>(p));
+      }
     }
   }
   return absl::OkStatus();

@@ -124,6 +124,30 @@ TEST_P(TorchModelTest, LoadsWithoutConfigAndMatchesPyTorch) {
   }
 }
 
+// A request's memory: intermediates are freed after their last reader (the liveness plan
+// made at load) and kernel scratch (im2col) comes from the request's scope, so resnet18 at
+// batch 1 peaks well below what its node outputs add up to, and under 16 MiB.
+TEST(TorchRequestMemory, Resnet18PeakIsBoundedByLiveness) {
+  const std::filesystem::path b1 = tf::FixtureDir() / "resnet18/cases/b1";
+  ASSERT_TRUE(std::filesystem::exists(b1 / "case.txt")) << b1;
+  EngineOptions options;
+  options.model_repository = tf::FixtureDir().string();
+  options.device = Device::Cpu();
+  MemorySystem memory;
+  Engine engine(options, &memory);
+  ASSERT_TRUE(engine.LoadModel("resnet18").ok());
+  absl::StatusOr<InferenceResponse> r =
+      engine.Infer(testing::MakeRequest(testing::ReadCase(b1), "resnet18"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const uint64_t peak = r->timings.context_peak_bytes;
+  const uint64_t outputs = r->timings.context_output_bytes;
+  RecordProperty("context_peak_bytes", std::to_string(peak));
+  RecordProperty("context_output_bytes", std::to_string(outputs));
+  EXPECT_GT(peak, 0u);
+  EXPECT_LT(peak, uint64_t{16} << 20) << "peak " << peak << " B, node outputs " << outputs << " B";
+  EXPECT_LT(peak * 3, outputs) << "peak " << peak << " B, node outputs " << outputs << " B";
+}
+
 // The rule itself, on made-up outcomes: each way a model can be at odds with the list.
 TEST(TorchJudge, ListedModelMustFailNamingNodeAndOp) {
   const tf::UnsupportedEntry entry{"m", false, "no Conv"};
