@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/broadcast_loop.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/numeric_dispatch.h"
 #include "kernels/math_ops.h"
 #include "kernels/plans.h"
 
@@ -17,24 +18,6 @@ template <typename A, typename B, typename O, typename Op>
 void Broadcast2(const TensorView& a, const TensorView& b, const TensorView& out, Op op) {
   const BroadcastPlan p = MakeBroadcastPlan(out.shape, a.shape, b.shape);
   BroadcastBinary(a.as<const A>(), b.as<const B>(), out.as<O>(), p, op);
-}
-
-// Calls f(T{}) for the FP32, INT32 or INT64 element type `dtype`.
-template <typename F>
-absl::Status ForNumeric(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFp32:
-      f(float{});
-      return absl::OkStatus();
-    case DType::kInt32:
-      f(int32_t{});
-      return absl::OkStatus();
-    case DType::kInt64:
-      f(int64_t{});
-      return absl::OkStatus();
-    default:  // InferOutputs admits no other type
-      return absl::InternalError("math op: unexpected dtype");
-  }
 }
 
 // Min / Max over 1..N inputs: the first pair into the output, then each further input

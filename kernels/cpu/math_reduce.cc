@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/numeric_dispatch.h"
 #include "kernels/cpu/row_walker.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/math_ops.h"
@@ -17,23 +18,6 @@
 
 namespace ndserve::kernels::cpu {
 namespace {
-
-template <typename F>
-absl::Status ForNumeric(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFp32:
-      f(float{});
-      return absl::OkStatus();
-    case DType::kInt32:
-      f(int32_t{});
-      return absl::OkStatus();
-    case DType::kInt64:
-      f(int64_t{});
-      return absl::OkStatus();
-    default:  // InferOutputs admits no other type
-      return absl::InternalError("math op: unexpected dtype");
-  }
-}
 
 // The value an empty max (min) reduction gives: -inf (+inf) or the type's lowest
 // (highest) value, as ONNX defines it from opset 18.
