@@ -9,9 +9,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/text.h"
 
 namespace ndserve::logging {
 namespace {
+
+// Long enough for a start-up summary of every failed model; short enough that a line
+// stays one write(2) a reader can take in.
+constexpr size_t kMaxLogLineBytes = 16 * 1024;
 
 std::atomic<int> min_severity{static_cast<int>(Severity::kInfo)};
 
@@ -35,8 +40,11 @@ LogMessage::LogMessage(Severity severity, const char* file, int line) : severity
 
 LogMessage::~LogMessage() {
   if (static_cast<int>(severity_) < min_severity.load(std::memory_order_relaxed)) return;
-  stream_ << '\n';
-  const std::string text = stream_.str();
+  // Log lines quote names and errors that clients and model files control: keep each
+  // line valid UTF-8 (log shippers reject or mangle the rest) and bounded, so that a
+  // hostile request cannot write hundreds of kilobytes per line.
+  std::string text = SafeUtf8(stream_.str(), kMaxLogLineBytes);
+  text += '\n';
   ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
   (void)ignored;
 }

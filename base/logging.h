@@ -5,6 +5,7 @@
 // 20220623, which predates absl/log; this keeps call sites identical to absl's so the
 // header can be swapped for "absl/log/log.h" once the distribution has it.
 // Each statement becomes one write(2) of one line, so lines from threads never mix.
+// Lines are made valid UTF-8 and cut at 16 KiB (base/text.h).
 
 #include <sstream>
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 
 namespace ndserve::engine {
 namespace {
@@ -97,7 +98,9 @@ absl::Status Engine::LoadModel(absl::string_view name) {
     // A failed reload leaves the old versions serving.
     if (auto it = models_.find(key); it != models_.end() && it->second.versions.empty()) {
       it->second.state = ModelState::kUnavailable;
-      it->second.reason = std::string(status.message());
+      // Clients read the reason (RepositoryIndex): a config.pbtxt byte that is not UTF-8
+      // must not make the index undecodable for every client.
+      it->second.reason = SafeUtf8(status.message());
     }
     LOG(ERROR) << status.message();
     return status;

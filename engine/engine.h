@@ -42,7 +42,7 @@ struct ModelIndexEntry {
   std::string name;
   int64_t version = 0;  // 0 when no version is loaded
   ModelState state = ModelState::kUnavailable;
-  std::string reason;  // why it is unavailable (the load error), or empty
+  std::string reason;  // why it is unavailable (the load error, as base/text.h SafeUtf8), or empty
 };
 
 // What KServe's ModelMetadata returns. Shapes include the batch dimension (-1) when

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "proto/model_config.pb.h"
@@ -52,9 +53,12 @@ inference::DataType ToProtoType(DType dtype) {
 
 template <typename Proto>
 absl::StatusOr<TensorSpec> ToSpec(const Proto& t, absl::string_view kind, absl::string_view what) {
-  const std::string where = absl::StrCat(what, ": ", kind, " '", t.name(), "'");
+  const std::string where = absl::StrCat(what, ": ", kind, " '", ClipName(t.name()), "'");
   if (t.name().empty())
     return absl::InvalidArgumentError(absl::StrCat(what, ": an ", kind, " has no name"));
+  if (absl::Status s = CheckName(absl::StrCat(kind, " name"), t.name()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", s.message()));
+  }
   TensorSpec spec;
   spec.name = t.name();
   NDS_ASSIGN_OR_RETURN(spec.dtype, FromProtoType(t.data_type(), where));
@@ -129,9 +133,10 @@ absl::Status ReadModelFields(const inference::ModelConfig& proto, absl::string_v
                                                    config->default_model_filename,
                                                    "' must be a plain file name"));
   }
-  if (proto.max_batch_size() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": max_batch_size must be >= 0, not ", proto.max_batch_size()));
+  if (proto.max_batch_size() < 0 || proto.max_batch_size() > kMaxBatchSizeLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": max_batch_size must be from 0 to ",
+                                                   kMaxBatchSizeLimit, ", not ",
+                                                   proto.max_batch_size()));
   }
   config->max_batch_size = proto.max_batch_size();
   return absl::OkStatus();
@@ -141,9 +146,15 @@ absl::StatusOr<InstanceGroupConfig> ToInstanceGroup(const inference::ModelInstan
                                                     absl::string_view what) {
   InstanceGroupConfig group;
   group.name = g.name();
-  if (g.count() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": instance_group count must be >= 0, not ", g.count()));
+  if (g.count() < 0 || g.count() > kMaxInstanceCount) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": instance_group count must be from 0 to ", kMaxInstanceCount, ", not ", g.count()));
+  }
+  for (int gpu : g.gpus()) {
+    if (gpu < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": instance_group gpus must be >= 0, not ", gpu));
+    }
   }
   // Triton's default count is 1 when the field is absent (0 in proto3).
   group.count = g.count() == 0 ? 1 : g.count();
@@ -165,10 +176,25 @@ absl::StatusOr<InstanceGroupConfig> ToInstanceGroup(const inference::ModelInstan
   return group;
 }
 
-DynamicBatchingConfig ToDynamicBatching(const inference::ModelDynamicBatching& proto) {
+absl::StatusOr<DynamicBatchingConfig> ToDynamicBatching(
+    const inference::ModelDynamicBatching& proto, int max_batch_size, absl::string_view what) {
   DynamicBatchingConfig db;
-  db.preferred_batch_sizes.assign(proto.preferred_batch_size().begin(),
-                                  proto.preferred_batch_size().end());
+  for (int size : proto.preferred_batch_size()) {
+    // As Triton: a preferred size the batcher can never form is a config error.
+    if (size < 1 || size > max_batch_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": dynamic_batching preferred_batch_size must be from 1 to ",
+                       "max_batch_size (", max_batch_size, "), not ", size));
+    }
+    db.preferred_batch_sizes.push_back(size);
+  }
+  // The field is unsigned 64-bit; absl::Microseconds takes int64, so 2^64-1 would wrap
+  // to a negative (read as no delay) without this check.
+  if (proto.max_queue_delay_microseconds() > kMaxQueueDelayMicroseconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": dynamic_batching max_queue_delay_microseconds must be at most ",
+        kMaxQueueDelayMicroseconds, " (one hour), not ", proto.max_queue_delay_microseconds()));
+  }
   db.max_queue_delay_microseconds = proto.max_queue_delay_microseconds();
   db.preserve_ordering = proto.preserve_ordering();
   return db;
@@ -209,12 +235,20 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
   NDS_RETURN_IF_ERROR(ReadModelFields(proto, what, &config));
   NDS_ASSIGN_OR_RETURN(config.inputs, ToSpecs(proto.input(), "input", what));
   NDS_ASSIGN_OR_RETURN(config.outputs, ToSpecs(proto.output(), "output", what));
+  int64_t instances = 0;
   for (const inference::ModelInstanceGroup& g : proto.instance_group()) {
     NDS_ASSIGN_OR_RETURN(InstanceGroupConfig group, ToInstanceGroup(g, what));
+    // Summed in 64 bits: two groups near INT_MAX must not wrap to a small total.
+    instances += group.count;
+    if (instances > kMaxInstanceCount) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": the instance_group counts add up to more than ", kMaxInstanceCount));
+    }
     config.instance_groups.push_back(std::move(group));
   }
   if (proto.has_dynamic_batching()) {
-    config.dynamic_batching = ToDynamicBatching(proto.dynamic_batching());
+    NDS_ASSIGN_OR_RETURN(config.dynamic_batching,
+                         ToDynamicBatching(proto.dynamic_batching(), config.max_batch_size, what));
   }
   NDS_ASSIGN_OR_RETURN(config.version_policy, ToVersionPolicy(proto.version_policy(), what));
   return config;

@@ -17,6 +17,14 @@
 
 namespace ndserve::engine {
 
+// Range limits checked at load (docs/design.md §4). Beyond them a config is refused with
+// INVALID_ARGUMENT naming the field and the file: every one of these values makes the
+// process allocate or wait in proportion (predictors, batch buffers, a batcher's timer),
+// so an unchecked typo or a hostile config could take the whole daemon down.
+inline constexpr int kMaxInstanceCount = 1024;  // per instance_group and summed over them
+inline constexpr int kMaxBatchSizeLimit = 1 << 20;
+inline constexpr uint64_t kMaxQueueDelayMicroseconds = 3'600'000'000;  // one hour
+
 struct InstanceGroupConfig {
   enum class Kind { kAuto, kGpu, kCpu, kModel };
   std::string name;
@@ -63,8 +71,12 @@ struct ModelConfig {
 
 // Parses config.pbtxt text. Unknown Triton fields are ignored (they may be set in a
 // Triton config we do not use); syntax errors, unknown enum values, a non-ONNX
-// platform/backend, negative max_batch_size or counts, duplicate tensor names, bad dims
-// and TYPE_INVALID are INVALID_ARGUMENT naming `what` and the line. Thread-safe.
+// platform/backend, duplicate tensor names, bad dims, TYPE_INVALID, tensor names beyond
+// kMaxNameBytes or not UTF-8, and values out of range (max_batch_size outside
+// [0, kMaxBatchSizeLimit], an instance_group count outside [0, kMaxInstanceCount] or
+// counts summing past it, a negative gpu, max_queue_delay_microseconds past one hour,
+// a preferred_batch_size outside [1, max_batch_size]) are INVALID_ARGUMENT naming
+// `what` and the field. Thread-safe.
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view what);
 
 // Reads and parses a config.pbtxt file; NOT_FOUND if it does not exist.

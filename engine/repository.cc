@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 
 namespace ndserve::engine {
 namespace fs = std::filesystem;
@@ -36,11 +37,12 @@ absl::Status CheckModelFile(const ModelVersionLocation& v) {
 
 absl::Status ValidateModelName(absl::string_view name) {
   if (name.empty()) return absl::InvalidArgumentError("model name is empty");
+  NDS_RETURN_IF_ERROR(CheckName("model name", name));
   if (name == "." || name == ".." || name.find('/') != absl::string_view::npos ||
       name.find('\\') != absl::string_view::npos ||
       std::any_of(name.begin(), name.end(), [](char c) { return absl::ascii_iscntrl(c); })) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model name '", absl::CEscape(name), "' is not a valid directory name"));
+    return absl::InvalidArgumentError(absl::StrCat("model name '", absl::CEscape(ClipName(name)),
+                                                   "' is not a valid directory name"));
   }
   return absl::OkStatus();
 }

@@ -59,8 +59,9 @@ class ModelRepository {
   std::string root_;
 };
 
-// OK for a name that can be a model directory: non-empty, no '/', not "." or "..", no
-// control characters. The gRPC repository API passes client text here.
+// OK for a name that can be a model directory: non-empty, at most kMaxNameBytes of valid
+// UTF-8 (base/text.h), no '/', not "." or "..", no control characters. The gRPC
+// repository API passes client text here.
 absl::Status ValidateModelName(absl::string_view name);
 
 }  // namespace ndserve::engine

@@ -1,5 +1,6 @@
 #include "engine/signature.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -201,6 +202,11 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const ModelSignature& signature
       return absl::InvalidArgumentError(
           absl::StrCat("unknown output '", name,
                        "' requested (the model's outputs are: ", Names(signature.outputs), ")"));
+    }
+    // Refused, as Triton does: each repeat would copy the whole tensor into the response
+    // again, so a small request could ask for an arbitrarily large one.
+    if (std::find(v.outputs.begin(), v.outputs.end(), found) != v.outputs.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("output '", name, "' is requested twice"));
     }
     v.outputs.push_back(found);
   }

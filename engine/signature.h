@@ -49,7 +49,8 @@ struct ValidatedRequest {
 // a missing input, a wrong datatype, a shape whose rank or fixed dims differ from the
 // model's (kAnyDim matches any size), a negative or zero dimension (unless the model
 // declares that dimension as 0), a batch above max_batch_size or differing between
-// inputs, a byte count that is not numel x element size, or an unknown output.
+// inputs, a byte count that is not numel x element size, or an unknown or repeated
+// requested output.
 absl::StatusOr<ValidatedRequest> ValidateRequest(const ModelSignature& signature,
                                                  const InferenceRequest& request);
 

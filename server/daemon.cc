@@ -59,8 +59,10 @@ absl::Status Daemon::Start() {
 absl::Status Daemon::StartAdmin() {
   std::string token;
   if (!options_.admin_token_file.empty()) {
-    absl::StatusOr<std::string> read = ReadAdminToken(options_.admin_token_file);
+    std::string warning;
+    absl::StatusOr<std::string> read = ReadAdminToken(options_.admin_token_file, &warning);
     if (!read.ok()) return read.status();
+    if (!warning.empty()) LOG(WARNING) << warning;
     token = std::move(*read);
   }
   admin_service_ = std::make_unique<AdminServiceImpl>(memory_, AdminAuth(std::move(token)));
@@ -81,8 +83,12 @@ absl::Status Daemon::StartInference() {
   grpc::ServerBuilder builder;
   ExclusivePort(builder);
   builder.AddListeningPort(options_.grpc_address, grpc::InsecureServerCredentials(), &grpc_port_);
-  // Tensors routinely exceed gRPC's 4 MiB default; Triton lifts the cap the same way.
-  builder.SetMaxReceiveMessageSize(INT_MAX);
+  // Tensors routinely exceed gRPC's 4 MiB default, so the cap is the operator's
+  // (--max_request_bytes). It is fixed before any model loads (the listeners start
+  // first and models come and go at run time), so it cannot follow the models' inputs.
+  absl::StatusOr<HostBounds> bounds = ResolveHostBounds(options_);
+  if (!bounds.ok()) return bounds.status();
+  builder.SetMaxReceiveMessageSize(static_cast<int>(bounds->max_request_bytes));
   builder.SetMaxSendMessageSize(INT_MAX);
   builder.RegisterService(&health_service_);
   for (const std::unique_ptr<PortService>& service : port_services_) service->Register(builder);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/text.h"
 #include "engine/tensor_spec.h"
 
 namespace ndserve {
@@ -293,6 +294,15 @@ absl::Status ValidateBytesTensor(absl::string_view data, int64_t elements, absl:
 absl::StatusOr<DecodedInferRequest> DecodeInferRequest(const ModelInferRequest& wire) {
   DecodedInferRequest decoded;
   engine::InferenceRequest& out = decoded.request_;
+  // Names first: every later message quotes them, and none may be long or binary.
+  if (absl::Status s = CheckName("model name", wire.model_name()); !s.ok()) return s;
+  if (absl::Status s = CheckName("request id", wire.id()); !s.ok()) return s;
+  for (const ModelInferRequest::InferInputTensor& in : wire.inputs()) {
+    if (absl::Status s = CheckName("input name", in.name()); !s.ok()) return s;
+  }
+  for (const ModelInferRequest::InferRequestedOutputTensor& o : wire.outputs()) {
+    if (absl::Status s = CheckName("requested output name", o.name()); !s.ok()) return s;
+  }
   out.model_name = wire.model_name();
   absl::StatusOr<int64_t> version = ParseModelVersion(wire.model_version());
   if (!version.ok()) return version.status();
@@ -367,6 +377,17 @@ absl::StatusOr<DecodedInferRequest> DecodeInferRequest(const ModelInferRequest& 
     out.requested_outputs.push_back(name);
   }
   return decoded;
+}
+
+size_t EncodedResponseBytes(const engine::InferenceResponse& response) {
+  // Per field: a tag and a length prefix (at most 1 + 10 bytes), generously rounded up.
+  constexpr size_t kFieldOverhead = 16;
+  size_t bytes = response.model_name.size() + response.id.size() + 3 * kFieldOverhead;
+  for (const engine::InferOutputTensor& t : response.outputs) {
+    bytes += t.name.size() + DTypeName(t.dtype).size() + t.data.size() +
+             t.shape.size() * kFieldOverhead + 4 * kFieldOverhead;
+  }
+  return bytes;
 }
 
 void EncodeInferResponse(const engine::InferenceResponse& response,

@@ -67,12 +67,18 @@ absl::StatusOr<int64_t> CheckedElementCount(absl::Span<const int64_t> shape,
 absl::Status ValidateBytesTensor(absl::string_view data, int64_t elements, absl::string_view what);
 
 // ModelInferRequest -> engine request. Every error is INVALID_ARGUMENT and names the tensor
-// where there is one: no inputs, an unknown datatype, a negative or huge dimension, raw
-// contents whose count differs from the inputs' or whose size differs from
-// shape x datatype, typed contents in the wrong field or of the wrong count, raw and
-// typed contents together, FP16/BF16 sent typed, out-of-range typed values, malformed
-// BYTES. Whether the inputs fit the model is the engine's to say.
+// where there is one: a model name, request id, input or requested output name longer
+// than kMaxNameBytes or not UTF-8 (base/text.h; checked before anything else), no inputs, an
+// unknown datatype, a negative or huge dimension, raw contents whose count differs from the inputs'
+// or whose size differs from shape x datatype, typed contents in the wrong field or of the wrong
+// count, raw and typed contents together, FP16/BF16 sent typed, out-of-range typed values,
+// malformed BYTES. Whether the inputs fit the model is the engine's to say.
 absl::StatusOr<DecodedInferRequest> DecodeInferRequest(const inference::ModelInferRequest& wire);
+
+// An upper bound of the bytes EncodeInferResponse's message holds for `response` (tensor
+// bytes plus names, shapes and field overhead), so that a response can be refused before
+// it is built.
+size_t EncodedResponseBytes(const engine::InferenceResponse& response);
 
 // Engine response -> ModelInferResponse: model name and version, the request's id, and
 // every output as an InferOutputTensor (name, datatype, shape) plus its bytes in

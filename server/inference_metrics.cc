@@ -65,7 +65,13 @@ InferenceMetrics::InferenceMetrics(prometheus::Registry* registry)
       context_peak_(&prometheus::BuildHistogram()
                          .Name("ndserve_request_context_peak_bytes")
                          .Help("Bytes one request's PredictorContext held at most.")
-                         .Register(*registry)) {}
+                         .Register(*registry)),
+      host_request_bytes_(&prometheus::BuildGauge()
+                               .Name("ndserve_host_request_bytes")
+                               .Help("Host memory held by inference requests and responses in "
+                                     "flight, outside the pools (--max_inflight_host_bytes).")
+                               .Register(*registry)
+                               .Add({})) {}
 
 InferenceMetrics::~InferenceMetrics() = default;
 

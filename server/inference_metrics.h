@@ -35,6 +35,7 @@ namespace ndserve {
 //   ndserve_inference_inflight{model}
 //   ndserve_model_loaded{model,version}
 //   ndserve_request_context_peak_bytes{model}                   (histogram)
+//   ndserve_host_request_bytes                                  (HostMemoryBudget's gauge)
 //
 // Label cardinality is bounded by the repository, not by clients: a model name that
 // was never announced with ModelLoaded() is recorded as model="_unknown", and a version
@@ -91,6 +92,10 @@ class InferenceMetrics {
 
   void RecordRequest(const Request& request);
 
+  // Host bytes held by inference requests and responses in flight; the inference
+  // service's HostMemoryBudget moves it.
+  prometheus::Gauge* host_request_bytes() const { return host_request_bytes_; }
+
   // Bucket upper bounds, exposed for tests and dashboards.
   static const std::vector<double>& DurationBuckets();
   static const std::vector<double>& ContextBytesBuckets();
@@ -129,6 +134,7 @@ class InferenceMetrics {
   prometheus::Family<prometheus::Gauge>* inflight_;
   prometheus::Family<prometheus::Gauge>* loaded_;
   prometheus::Family<prometheus::Histogram>* context_peak_;
+  prometheus::Gauge* host_request_bytes_;
 
   mutable absl::Mutex mu_;
   // Key: model + '\0' + version.

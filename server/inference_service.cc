@@ -16,7 +16,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/logging.h"
+#include "base/text.h"
 #include "engine/engine.h"
+#include "memory/pool_stats.h"
 #include "server/health_service.h"
 #include "server/infer_codec.h"
 #include "server/inference_metrics.h"
@@ -135,7 +137,10 @@ grpc::Status Unavailable(absl::string_view message) {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(message));
 }
 
+// Also refuses a model name no model can have (too long, not UTF-8) before it reaches the
+// engine, the logs or an error message.
 absl::StatusOr<int64_t> VersionOf(absl::string_view model, absl::string_view version) {
+  if (absl::Status s = CheckName("model name", model); !s.ok()) return s;
   absl::StatusOr<int64_t> v = ParseModelVersion(version);
   if (!v.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model '", model, "': ", v.status().message()));
@@ -150,7 +155,8 @@ void FillDuration(uint64_t count, uint64_t ns, inference::StatisticDuration* out
 
 void FillTensorMetadata(const engine::TensorSpec& spec,
                         inference::ModelMetadataResponse::TensorMetadata* out) {
-  out->set_name(spec.name);
+  // Tensor names come from the model file, which may hold any bytes.
+  out->set_name(SafeUtf8(spec.name));
   out->set_datatype(std::string(DTypeName(spec.dtype)));
   out->mutable_shape()->Add(spec.dims.begin(), spec.dims.end());
 }
@@ -164,7 +170,8 @@ InferenceServiceImpl::InferenceServiceImpl(engine::Engine* engine, ModelLifecycl
       lifecycle_(lifecycle),
       health_(health),
       metrics_(metrics),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      host_memory_(options_.max_inflight_host_bytes, metrics_->host_request_bytes()) {}
 
 InferenceServiceImpl::~InferenceServiceImpl() {
   Stop();
@@ -348,14 +355,23 @@ grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest
   record.model = request.model_name();
   record.version = request.model_version();
   absl::Status status;
-  absl::StatusOr<DecodedInferRequest> decoded = DecodeInferRequest(request);
-  if (!decoded.ok()) {
+  // Host memory this request holds until the handler returns (HostMemoryBudget): the
+  // wire request gRPC parsed, the decoder's copies, then the response.
+  absl::StatusOr<HostMemoryBudget::Reservation> held =
+      host_memory_.Reserve(request.ByteSizeLong(), "the request");
+  absl::StatusOr<DecodedInferRequest> decoded = absl::UnknownError("not decoded");
+  if (held.ok()) decoded = DecodeInferRequest(request);
+  if (!held.ok()) {
+    status = held.status();
+  } else if (!decoded.ok()) {
     status = decoded.status();
   } else {
+    status = held->Grow(decoded->owned_bytes(), "the decoded request");
+  }
+  if (status.ok()) {
     absl::StatusOr<engine::InferenceResponse> result = engine_->Infer(decoded->request());
-    if (!result.ok()) {
-      status = result.status();
-    } else {
+    status = result.ok() ? ReserveResponse(*result, &*held) : result.status();
+    if (status.ok()) {
       EncodeInferResponse(*result, response);
       if (response->id().empty()) response->set_id(request.id());
       record.version = response->model_version();
@@ -370,6 +386,17 @@ grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest
   record.total_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   metrics_->RecordRequest(record);
   return ToGrpcStatus(status);
+}
+
+absl::Status InferenceServiceImpl::ReserveResponse(const engine::InferenceResponse& result,
+                                                   HostMemoryBudget::Reservation* held) const {
+  const size_t bytes = EncodedResponseBytes(result);
+  if (options_.max_response_bytes > 0 && bytes > options_.max_response_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "model '", result.model_name, "': the response would hold ", FormatBytes(bytes),
+        ", more than --max_response_bytes (", FormatBytes(options_.max_response_bytes), ")"));
+  }
+  return held->Grow(bytes, "the response");
 }
 
 grpc::Status InferenceServiceImpl::ModelStatistics(const inference::ModelStatisticsRequest& request,
@@ -402,10 +429,12 @@ grpc::Status InferenceServiceImpl::RepositoryIndex(const inference::RepositoryIn
                                                    inference::RepositoryIndexResponse* response) {
   for (const engine::ModelIndexEntry& row : engine_->RepositoryIndex(request.ready())) {
     inference::RepositoryIndexResponse::ModelIndex* out = response->add_models();
-    out->set_name(row.name);
+    // Directory names and load errors (which quote config.pbtxt) may hold any bytes; one
+    // that is not UTF-8 would make the whole reply undecodable for every client.
+    out->set_name(SafeUtf8(row.name));
     if (row.version > 0) out->set_version(absl::StrCat(row.version));
     out->set_state(std::string(engine::ModelStateName(row.state)));
-    out->set_reason(row.reason);
+    out->set_reason(SafeUtf8(row.reason));
   }
   return grpc::Status::OK;
 }
@@ -418,11 +447,15 @@ grpc::Status InferenceServiceImpl::RepositoryModelLoad(
   if (request.model_name().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "RepositoryModelLoad: no model_name");
   }
+  if (absl::Status s = CheckName("model name", request.model_name()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   if (!request.parameters().empty()) {
     // Triton's config and file overrides would bypass the repository; not supported.
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                        absl::StrCat("model '", request.model_name(), "': load parameters ('",
-                                     request.parameters().begin()->first, "') are not supported"));
+    return grpc::Status(
+        grpc::StatusCode::UNIMPLEMENTED,
+        absl::StrCat("model '", request.model_name(), "': load parameters ('",
+                     ClipName(request.parameters().begin()->first), "') are not supported"));
   }
   return ToGrpcStatus(lifecycle_->Load(request.model_name()));
 }
@@ -436,12 +469,15 @@ grpc::Status InferenceServiceImpl::RepositoryModelUnload(
   if (request.model_name().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "RepositoryModelUnload: no model_name");
   }
+  if (absl::Status s = CheckName("model name", request.model_name()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   for (const auto& [key, value] : request.parameters()) {
     // Models have no dependents here, so Triton's one unload parameter changes nothing.
     if (key != "unload_dependents") {
       return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                           absl::StrCat("model '", request.model_name(), "': unload parameter '",
-                                       key, "' is not supported"));
+                                       ClipName(key), "' is not supported"));
     }
   }
   return ToGrpcStatus(lifecycle_->Unload(request.model_name()));

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/inference.grpc.pb.h"
 #include "server/daemon.h"
+#include "server/host_memory_budget.h"
 #include "server/options.h"
 #include "server/worker_pool.h"
 
@@ -20,6 +21,7 @@ namespace ndserve {
 
 namespace engine {
 class Engine;
+struct InferenceResponse;
 }  // namespace engine
 class HealthState;
 class InferenceMetrics;
@@ -33,6 +35,9 @@ struct InferenceServiceOptions {
   int completion_queues = 0;
   // Threads running ModelInfer and the repository RPCs; <= 0: one per core.
   int workers = 0;
+  // Host-memory bounds (server/options.h HostBounds); 0: no limit.
+  uint64_t max_response_bytes = 0;
+  uint64_t max_inflight_host_bytes = 0;
 };
 
 // inference.GRPCInferenceService (KServe v2 + Triton's repository, statistics and model
@@ -99,11 +104,17 @@ class InferenceServiceImpl final : public PortService {
   void RequestNext(const Call& done);
   void Poll(grpc::ServerCompletionQueue* cq);
 
+  // Checks --max_response_bytes and holds the response's bytes in `held` before
+  // ModelInfer builds it.
+  absl::Status ReserveResponse(const engine::InferenceResponse& result,
+                               HostMemoryBudget::Reservation* held) const;
+
   engine::Engine* const engine_;
   ModelLifecycle* const lifecycle_;
   HealthState* const health_;
   InferenceMetrics* const metrics_;
   const InferenceServiceOptions options_;
+  HostMemoryBudget host_memory_;
 
   inference::GRPCInferenceService::AsyncService service_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs_;

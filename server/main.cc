@@ -59,6 +59,17 @@ ABSL_FLAG(int, exit_timeout_seconds, 30,
 ABSL_FLAG(ndserve::ModelControlMode, model_control_mode, ndserve::ModelControlMode::kExplicit,
           "explicit: load every model at start and let the repository RPCs load and unload; "
           "none: load every model at start and refuse the repository RPCs (UNAVAILABLE).");
+// Bounds on host memory outside the pools.
+ABSL_FLAG(std::string, max_request_bytes, "256MiB",
+          "Largest request message accepted; gRPC refuses a larger one (RESOURCE_EXHAUSTED) from "
+          "its length prefix. At most 2147483647.");
+ABSL_FLAG(std::string, max_response_bytes, "1GiB",
+          "Largest inference response built; a larger one is refused (RESOURCE_EXHAUSTED) "
+          "before it is encoded. At most 2147483647.");
+ABSL_FLAG(std::string, max_inflight_host_bytes, "4GiB",
+          "Host memory that inference requests and responses in flight may hold together "
+          "(gauge ndserve_host_request_bytes); beyond it requests get RESOURCE_EXHAUSTED. "
+          "none: count only.");
 
 namespace ndserve {
 namespace {
@@ -77,6 +88,9 @@ Options OptionsFromFlags() {
   o.memory_thread_cache = absl::GetFlag(FLAGS_memory_thread_cache);
   o.exit_timeout_seconds = absl::GetFlag(FLAGS_exit_timeout_seconds);
   o.model_control_mode = absl::GetFlag(FLAGS_model_control_mode);
+  o.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  o.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
+  o.max_inflight_host_bytes = absl::GetFlag(FLAGS_max_inflight_host_bytes);
   return o;
 }
 
@@ -92,6 +106,8 @@ int Run(Options options) {
   if (!memory.ok()) return StartupError(memory.status());
   absl::StatusOr<Device> device = ResolveDevice(options.device);
   if (!device.ok()) return StartupError(device.status());
+  absl::StatusOr<HostBounds> bounds = ResolveHostBounds(options);
+  if (!bounds.ok()) return StartupError(bounds.status());
 
   LOG(INFO) << "ndserved " << NDSERVE_VERSION << " starting: device " << device->ToString()
             << ", memory pool " << PoolKindName(memory->pool) << ", debug level "
@@ -115,7 +131,9 @@ int Run(Options options) {
   daemon.AddPortService(std::make_unique<InferenceServiceImpl>(
       &engine, &lifecycle, &daemon.health(), &daemon.metrics(),
       InferenceServiceOptions{.server_version = NDSERVE_VERSION,
-                              .model_control_mode = options.model_control_mode}));
+                              .model_control_mode = options.model_control_mode,
+                              .max_response_bytes = bounds->max_response_bytes,
+                              .max_inflight_host_bytes = bounds->max_inflight_host_bytes}));
   // Listeners first: health, metrics and admin answer while the models load.
   if (absl::Status s = daemon.Start(); !s.ok()) return StartupError(s);
   // Both control modes load the whole repository at start (as Triton's "none" and

@@ -1,9 +1,13 @@
 #include "server/options.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 #include <vector>
 
@@ -11,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "memory/cuda_runtime.h"
 #include "memory/pool.h"
 
@@ -138,6 +143,47 @@ absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options, const E
   return config;
 }
 
+namespace {
+
+// A byte size flag. `allow_none`: "none" (or empty) means no limit, returned as 0.
+absl::StatusOr<uint64_t> ParseByteFlag(const std::string& text, absl::string_view flag,
+                                       bool allow_none, uint64_t max) {
+  const std::string source = absl::StrCat("--", flag);
+  absl::StatusOr<MemoryLimit> parsed = ParseMemoryLimit(text, source);
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->unlimited) {
+    if (allow_none) return 0;
+    return Invalid(flag, text, "a size is required (e.g. 64MiB)");
+  }
+  if (parsed->fraction != 0) return Invalid(flag, text, "a size is required, not a percentage");
+  if (parsed->bytes > max) {
+    return Invalid(flag, text, absl::StrCat("must be at most ", max, " bytes"));
+  }
+  return parsed->bytes;
+}
+
+// gRPC keeps message size limits in an int.
+constexpr uint64_t kMaxGrpcMessageBytes = 2147483647;
+
+}  // namespace
+
+absl::StatusOr<HostBounds> ResolveHostBounds(const Options& options) {
+  HostBounds bounds;
+  absl::StatusOr<uint64_t> v = ParseByteFlag(options.max_request_bytes, "max_request_bytes",
+                                             /*allow_none=*/false, kMaxGrpcMessageBytes);
+  if (!v.ok()) return v.status();
+  bounds.max_request_bytes = *v;
+  v = ParseByteFlag(options.max_response_bytes, "max_response_bytes", /*allow_none=*/false,
+                    kMaxGrpcMessageBytes);
+  if (!v.ok()) return v.status();
+  bounds.max_response_bytes = *v;
+  v = ParseByteFlag(options.max_inflight_host_bytes, "max_inflight_host_bytes",
+                    /*allow_none=*/true, UINT64_MAX);
+  if (!v.ok()) return v.status();
+  bounds.max_inflight_host_bytes = *v;
+  return bounds;
+}
+
 absl::StatusOr<Device> ResolveDevice(absl::string_view text) {
   const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   const int gpus = CudaDeviceCount();
@@ -209,6 +255,9 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
     return Invalid("exit_timeout_seconds", std::to_string(options.exit_timeout_seconds),
                    "must not be negative");
   }
+  if (absl::StatusOr<HostBounds> bounds = ResolveHostBounds(options); !bounds.ok()) {
+    return bounds.status();
+  }
   if (!options.model_repository.empty()) {
     std::error_code ec;
     if (!fs::is_directory(options.model_repository, ec)) {
@@ -218,18 +267,47 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadAdminToken(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--admin_token_file='", path, "': cannot be read"));
+absl::StatusOr<std::string> ReadAdminToken(const std::string& path, std::string* warning) {
+  auto error = [&path](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("--admin_token_file='", path, "': ", why));
+  };
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return error(absl::StrCat("cannot be read (", std::strerror(errno), ")"));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return error(absl::StrCat("cannot stat (", std::strerror(errno), ")"));
+  if (!S_ISREG(st.st_mode)) return error("not a regular file");
+  if (st.st_size > static_cast<off_t>(kMaxAdminTokenFileBytes)) {
+    return error(absl::StrCat("holds ", st.st_size, " bytes; a token file may hold at most ",
+                              kMaxAdminTokenFileBytes));
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(contents.str()));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--admin_token_file='", path, "': the file holds no token"));
+  // One byte more than allowed, so that a file that grew since fstat is still caught.
+  std::string contents(kMaxAdminTokenFileBytes + 1, '\0');
+  size_t filled = 0;
+  while (filled < contents.size()) {
+    const ssize_t n = ::read(fd, contents.data() + filled, contents.size() - filled);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return error(absl::StrCat("cannot be read (", std::strerror(errno), ")"));
+    if (n == 0) break;
+    filled += static_cast<size_t>(n);
+  }
+  if (filled > kMaxAdminTokenFileBytes) {
+    return error(absl::StrCat("holds more than ", kMaxAdminTokenFileBytes, " bytes"));
+  }
+  contents.resize(filled);
+  std::string token(absl::StripAsciiWhitespace(contents));
+  if (token.empty()) return error("the file holds no token");
+  if (warning != nullptr) {
+    warning->clear();
+    if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+      *warning = absl::StrCat("--admin_token_file='", path, "' is accessible to group or others ",
+                              "(mode ", absl::StrFormat("%04o", st.st_mode & 07777),
+                              "); chmod 600 it so that only the daemon's user can read the token");
+    }
   }
   return token;
 }

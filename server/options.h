@@ -57,7 +57,27 @@ struct Options {
   std::string memory_thread_cache;
   int exit_timeout_seconds = 30;
   ModelControlMode model_control_mode = ModelControlMode::kExplicit;
+
+  // Bounds on what requests make the daemon hold outside the pools (ResolveHostBounds).
+  // Sizes as --memory_limit spells them (no percentages).
+  std::string max_request_bytes = "256MiB";
+  std::string max_response_bytes = "1GiB";
+  std::string max_inflight_host_bytes = "4GiB";  // "none": counted, not limited
 };
+
+// The host-memory bounds of Options, resolved.
+struct HostBounds {
+  // gRPC refuses a larger request message (RESOURCE_EXHAUSTED) from its length prefix.
+  uint64_t max_request_bytes = 0;
+  // ModelInfer refuses to build a larger response (RESOURCE_EXHAUSTED).
+  uint64_t max_response_bytes = 0;
+  // Requests and responses in flight together; 0: no limit.
+  uint64_t max_inflight_host_bytes = 0;
+};
+
+// INVALID_ARGUMENT naming the flag for a size that does not parse, is a percentage, or
+// (for the request and response caps, which gRPC keeps in an int) exceeds 2147483647.
+absl::StatusOr<HostBounds> ResolveHostBounds(const Options& options);
 
 // Reads an environment variable; nullptr when unset. Injectable for tests.
 using EnvLookup = std::function<const char*(const char*)>;
@@ -65,7 +85,8 @@ EnvLookup ProcessEnvironment();
 
 // Checks every option that can be checked without side effects: addresses parse, the
 // admin listener is on loopback unless a token file is given, the device and the
-// memory settings parse, the timeout is not negative, the repository is a directory.
+// memory settings parse, the timeout is not negative, the host bounds parse
+// (ResolveHostBounds), the repository is a directory.
 // The first problem found is INVALID_ARGUMENT naming the flag (or the environment
 // variable a memory setting came from).
 absl::Status ValidateOptions(const Options& options, const EnvLookup& env = ProcessEnvironment());
@@ -96,9 +117,17 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text, absl::s
 // True for 127.0.0.0/8, ::1, localhost and unix sockets: reachable from this host only.
 bool IsLoopback(const ListenAddress& address);
 
-// The admin token: the file's contents without surrounding whitespace. An unreadable or
-// empty file is an error naming --admin_token_file.
-absl::StatusOr<std::string> ReadAdminToken(const std::string& path);
+// The most an admin token file may hold. Tokens are a few dozen bytes; the cap keeps a
+// mistaken path (a log, /dev/zero) from growing memory at start.
+inline constexpr size_t kMaxAdminTokenFileBytes = 4096;
+
+// The admin token: the file's contents without surrounding whitespace. Opened without
+// blocking and checked before reading, so that a FIFO or a device cannot hang or flood
+// the start: anything but a regular file, a file over kMaxAdminTokenFileBytes, an
+// unreadable or an empty file is INVALID_ARGUMENT naming --admin_token_file. A file that
+// group or others may read is accepted (Kubernetes mounts secrets 0644 by default), and
+// `warning`, when given, says so; main logs it.
+absl::StatusOr<std::string> ReadAdminToken(const std::string& path, std::string* warning = nullptr);
 
 }  // namespace ndserve
 

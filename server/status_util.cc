@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "base/text.h"
+
 namespace ndserve {
 namespace {
 
@@ -17,7 +19,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   const int raw = static_cast<int>(status.code());
   const grpc::StatusCode code =
       IsCanonical(raw) ? static_cast<grpc::StatusCode>(raw) : grpc::StatusCode::UNKNOWN;
-  return grpc::Status(code, std::string(status.message()));
+  return grpc::Status(code, SafeUtf8(status.message(), kMaxMessageBytes));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

@@ -10,7 +10,10 @@ namespace ndserve {
 
 // absl::Status and grpc::Status share the canonical code space (0..16), so the mapping
 // is one-to-one in both directions and keeps the message. Codes outside that space
-// (never made by our code) become UNKNOWN.
+// (never made by our code) become UNKNOWN. ToGrpcStatus makes the message valid UTF-8
+// and at most kMaxMessageBytes (base/text.h): messages quote client and file text, and a
+// longer one would exceed gRPC's metadata limit and reach the client as
+// RESOURCE_EXHAUSTED instead of the real code.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
@@ -169,6 +170,42 @@ TEST(EngineTest, ABadModelDoesNotStopTheOthers) {
   EXPECT_EQ(engine.LoadModel("absent").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(engine.Infer({"absent"}).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(engine.RepositoryIndex().size(), listed);
+}
+
+// A config.pbtxt byte that is not UTF-8 used to reach the stored reason verbatim, and
+// with it every client's RepositoryIndex reply. The reason is valid UTF-8 now, the other
+// models still load, and out-of-range config values fail the load naming the field.
+TEST(EngineTest, LoadErrorsAreStoredAsValidUtf8AndRangeChecked) {
+  TempDir dir;
+  Copy(MlpFile(), dir.path() / "mlp/1/model.onnx");
+  Copy(MlpFile(), dir.path() / "binary/1/model.onnx");
+  testing::WriteFile(dir.path() / "binary/config.pbtxt",
+                     "name: \"binary\"\nplatform: \"\xFF\xFE\"\n");
+  Copy(MlpFile(), dir.path() / "greedy/1/model.onnx");
+  testing::WriteFile(dir.path() / "greedy/config.pbtxt",
+                     "instance_group [ { count: 2147483647 }, { count: 2147483647 } ]");
+  MemorySystem memory;
+  Engine engine(Options(dir.path()), &memory);
+  EXPECT_FALSE(engine.LoadAllModels().ok());
+  EXPECT_TRUE(engine.IsModelReady("mlp"));
+  int seen = 0;
+  for (const ModelIndexEntry& e : engine.RepositoryIndex()) {
+    EXPECT_TRUE(IsValidUtf8(e.reason)) << e.name;
+    if (e.name == "binary") {
+      ++seen;
+      EXPECT_EQ(e.state, ModelState::kUnavailable);
+      EXPECT_THAT(e.reason, HasSubstr("binary/config.pbtxt"));
+    }
+    if (e.name == "greedy") {
+      ++seen;
+      EXPECT_THAT(e.reason, HasSubstr("greedy/config.pbtxt: instance_group count must be from 0 "
+                                      "to 1024, not 2147483647"));
+    }
+  }
+  EXPECT_EQ(seen, 2);
+  const absl::Status long_name = engine.LoadModel(std::string(100'000, 'm'));
+  EXPECT_EQ(long_name.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(long_name.message().size(), 300u);
 }
 
 TEST(EngineTest, AFailedReloadKeepsTheOldVersionServing) {

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "base/text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/engine_test_util.h"
@@ -80,7 +82,7 @@ TEST(ModelConfigTest, ErrorsNameTheFileAndLine) {
       std::string(ParseModelConfig("platform: \"tensorflow_savedmodel\"", "c").status().message()),
       HasSubstr("platform 'tensorflow_savedmodel' is not supported"));
   EXPECT_THAT(std::string(ParseModelConfig("max_batch_size: -1", "c").status().message()),
-              HasSubstr("max_batch_size must be >= 0"));
+              HasSubstr("max_batch_size must be from 0 to 1048576, not -1"));
   EXPECT_THAT(
       std::string(
           ParseModelConfig("input [ { name: \"x\" dims: [ 1 ] } ]", "c").status().message()),
@@ -101,6 +103,48 @@ TEST(ModelConfigTest, ErrorsNameTheFileAndLine) {
   EXPECT_FALSE(ParseModelConfig("default_model_filename: \"../x.onnx\"", "c").ok());
   EXPECT_EQ(ReadModelConfig("/nonexistent/config.pbtxt").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// Values that make the process allocate or wait in proportion are range-checked at load,
+// naming the file and the field: before, count 2147483647 grew the process to gigabytes,
+// two such groups overflowed to a small total, max_batch_size 2147483647 was accepted
+// and a queue delay of 2^64-1 microseconds was read as none.
+TEST(ModelConfigTest, OutOfRangeValuesAreRefusedNamingTheField) {
+  auto message = [](const std::string& text) {
+    absl::Status s = ParseModelConfig(text, "repo/m/config.pbtxt").status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << text;
+    return std::string(s.message());
+  };
+  EXPECT_THAT(message("instance_group [ { count: 2147483647 } ]"),
+              HasSubstr("repo/m/config.pbtxt: instance_group count must be from 0 to 1024, "
+                        "not 2147483647"));
+  EXPECT_THAT(message("instance_group [ { count: 1000 }, { count: 1000 } ]"),
+              HasSubstr("repo/m/config.pbtxt: the instance_group counts add up to more than 1024"));
+  EXPECT_THAT(message("instance_group [ { count: 1 kind: KIND_GPU gpus: [ -1 ] } ]"),
+              HasSubstr("instance_group gpus must be >= 0"));
+  EXPECT_THAT(message("max_batch_size: 2147483647"),
+              HasSubstr("repo/m/config.pbtxt: max_batch_size must be from 0 to 1048576"));
+  EXPECT_THAT(message("max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: "
+                      "18446744073709551615 }"),
+              HasSubstr("repo/m/config.pbtxt: dynamic_batching max_queue_delay_microseconds "
+                        "must be at most 3600000000"));
+  EXPECT_THAT(message("max_batch_size: 8 dynamic_batching { preferred_batch_size: [ 4, 16 ] }"),
+              HasSubstr("preferred_batch_size must be from 1 to max_batch_size (8), not 16"));
+  EXPECT_THAT(message("max_batch_size: 8 dynamic_batching { preferred_batch_size: [ 0 ] }"),
+              HasSubstr("preferred_batch_size must be from 1"));
+  EXPECT_THAT(message(absl::StrCat("input [ { name: \"", std::string(300, 'x'),
+                                   "\" data_type: TYPE_FP32 dims: [ 1 ] } ]")),
+              HasSubstr("input name 'xxx"));
+
+  // The limits themselves are accepted.
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(
+      "max_batch_size: 1048576 instance_group [ { count: 1000 }, { count: 24 } ] "
+      "dynamic_batching { max_queue_delay_microseconds: 3600000000 preferred_batch_size: [ "
+      "1048576 ] }",
+      "c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->InstanceCount(), 1024);
+  EXPECT_EQ(c->dynamic_batching->max_queue_delay_microseconds, 3600000000u);
 }
 
 TEST(ModelConfigTest, TextRoundTrips) {

@@ -111,6 +111,11 @@ TEST_F(RequestValidationTest, NamesTheTensorAndTheProblem) {
   r = Valid();
   r.requested_outputs = {"logits"};
   ExpectInvalid(r, "unknown output 'logits' requested (the model's outputs are: probabilities)");
+
+  // Each repeat would copy the output into the response once more.
+  r = Valid();
+  r.requested_outputs = {"probabilities", "probabilities"};
+  ExpectInvalid(r, "output 'probabilities' is requested twice");
 }
 
 TEST_F(RequestValidationTest, UnknownModelOrVersionIsNotFound) {

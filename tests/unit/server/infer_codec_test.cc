@@ -431,6 +431,57 @@ TEST(InferCodecTest, EncodesOutputsAsRaw) {
   EXPECT_EQ(wire.raw_output_contents(0), bytes);
   EXPECT_EQ(wire.outputs(1).datatype(), "INT64");
   EXPECT_EQ(wire.raw_output_contents(1), "");
+  // The size the handler checks before encoding bounds the encoded message.
+  EXPECT_GE(EncodedResponseBytes(response), wire.ByteSizeLong());
+  EXPECT_LT(EncodedResponseBytes(response), wire.ByteSizeLong() + 512);
+}
+
+TEST(InferCodecTest, EncodedResponseBytesBoundsLargeResponses) {
+  engine::InferenceResponse response;
+  response.model_name = std::string(200, 'm');
+  for (int i = 0; i < 50; ++i) {
+    engine::InferOutputTensor& out = response.outputs.emplace_back();
+    out.name = std::string(200, 'o') + std::to_string(i);
+    out.dtype = DType::kFp32;
+    out.shape = {int64_t{1} << 40, 3, 1 << 20};
+    out.data.assign(1000 + i, 'd');
+  }
+  ModelInferResponse wire;
+  EncodeInferResponse(response, &wire);
+  EXPECT_GE(EncodedResponseBytes(response), wire.ByteSizeLong());
+}
+
+// Names are checked before anything quotes them: a 100 KB name used to be echoed whole
+// into the error, which then overflowed gRPC's metadata limit.
+TEST(InferCodecTest, LongOrBinaryNamesAreRefusedUpFront) {
+  const std::string huge(100'000, 'n');
+  ModelInferRequest r = RawRequest("FP32", {1}, Bytes<float>({1}));
+  r.set_model_name(huge);
+  ExpectInvalid(r, "model name 'nnnn");
+  EXPECT_LT(DecodeInferRequest(r).status().message().size(), 200u);
+
+  r = RawRequest("FP32", {1}, Bytes<float>({1}));
+  r.mutable_inputs(0)->set_name(huge);
+  ExpectInvalid(r, "input name 'nnnn");
+  EXPECT_THAT(std::string(DecodeInferRequest(r).status().message()),
+              HasSubstr("100000 bytes long; at most 256"));
+
+  r = RawRequest("FP32", {1}, Bytes<float>({1}));
+  r.add_outputs()->set_name(huge);
+  ExpectInvalid(r, "requested output name 'nnnn");
+
+  r = RawRequest("FP32", {1}, Bytes<float>({1}));
+  r.set_id(huge);
+  ExpectInvalid(r, "request id 'nnnn");
+
+  r = RawRequest("FP32", {1}, Bytes<float>({1}));
+  r.set_model_name("m\xFF");
+  ExpectInvalid(r, "model name 'm\xEF\xBF\xBD' is not valid UTF-8");
+
+  // 256 bytes is still a name.
+  r = RawRequest("FP32", {1}, Bytes<float>({1}));
+  r.set_model_name(std::string(256, 'm'));
+  EXPECT_TRUE(DecodeInferRequest(r).ok());
 }
 
 }  // namespace

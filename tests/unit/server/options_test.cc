@@ -1,5 +1,9 @@
 #include "server/options.h"
 
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -49,9 +53,9 @@ TEST(OptionsTest, ThreadCacheFromEnvironmentOrFlag) {
   EXPECT_EQ(ResolveMemoryConfig(flags, env)->thread_cache_bytes, 0u);
   flags.memory_thread_cache = "huge";
   EXPECT_THAT(ValidateOptions(flags, env).message(), HasSubstr("--memory_thread_cache='huge'"));
-  EXPECT_THAT(ValidateOptions(Options{}, FakeEnv({{"NDSERVE_MEMORY_THREAD_CACHE", "-3"}}))
-                  .message(),
-              HasSubstr("NDSERVE_MEMORY_THREAD_CACHE"));
+  EXPECT_THAT(
+      ValidateOptions(Options{}, FakeEnv({{"NDSERVE_MEMORY_THREAD_CACHE", "-3"}})).message(),
+      HasSubstr("NDSERVE_MEMORY_THREAD_CACHE"));
 }
 
 TEST(OptionsTest, EnvironmentGivesDefaultsAndFlagsOverride) {
@@ -201,6 +205,76 @@ TEST(OptionsTest, ReadAdminTokenStripsWhitespace) {
       ReadAdminToken(WriteTempFile("ndserve_options_test_token2", "  abc123 \n"));
   ASSERT_TRUE(token.ok());
   EXPECT_EQ(*token, "abc123");
+}
+
+// Before: a FIFO hung the start (open waited for a writer) and /dev/zero was read until
+// memory ran out. Now both are refused at once, without reading.
+TEST(OptionsTest, TokenFileMustBeASmallRegularFile) {
+  const std::string fifo = (std::filesystem::temp_directory_path() /
+                            absl::StrCat("ndserve_options_test_fifo_", getpid()))
+                               .string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  absl::StatusOr<std::string> token = ReadAdminToken(fifo);
+  EXPECT_EQ(token.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(token.status().message(), HasSubstr("not a regular file"));
+  std::filesystem::remove(fifo);
+
+  token = ReadAdminToken("/dev/zero");
+  EXPECT_EQ(token.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(token.status().message(), HasSubstr("--admin_token_file='/dev/zero'"));
+
+  token = ReadAdminToken(WriteTempFile("ndserve_options_test_big_token",
+                                       std::string(kMaxAdminTokenFileBytes + 1, 't')));
+  EXPECT_EQ(token.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(token.status().message(), HasSubstr("at most 4096"));
+  // At the cap is fine.
+  token = ReadAdminToken(
+      WriteTempFile("ndserve_options_test_max_token", std::string(kMaxAdminTokenFileBytes, 't')));
+  EXPECT_TRUE(token.ok()) << token.status();
+}
+
+TEST(OptionsTest, TokenFileReadableByOthersIsAcceptedWithAWarning) {
+  const std::string path = WriteTempFile("ndserve_options_test_shared_token", "secret\n");
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  std::string warning;
+  absl::StatusOr<std::string> token = ReadAdminToken(path, &warning);
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, "secret");
+  EXPECT_THAT(warning, HasSubstr("0644"));
+  EXPECT_THAT(warning, HasSubstr("chmod 600"));
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  token = ReadAdminToken(path, &warning);
+  ASSERT_TRUE(token.ok());
+  EXPECT_EQ(warning, "");
+}
+
+TEST(OptionsTest, HostBoundsParseAndNameTheirFlag) {
+  Options o;
+  absl::StatusOr<HostBounds> bounds = ResolveHostBounds(o);
+  ASSERT_TRUE(bounds.ok()) << bounds.status();
+  EXPECT_EQ(bounds->max_request_bytes, uint64_t{256} << 20);
+  EXPECT_EQ(bounds->max_response_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(bounds->max_inflight_host_bytes, uint64_t{4} << 30);
+
+  o.max_inflight_host_bytes = "none";
+  o.max_request_bytes = "64KiB";
+  bounds = ResolveHostBounds(o);
+  ASSERT_TRUE(bounds.ok()) << bounds.status();
+  EXPECT_EQ(bounds->max_inflight_host_bytes, 0u);
+  EXPECT_EQ(bounds->max_request_bytes, 64u << 10);
+
+  o = Options();
+  o.max_request_bytes = "4GiB";  // gRPC keeps the limit in an int
+  EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(), HasSubstr("--max_request_bytes"));
+  o = Options();
+  o.max_response_bytes = "50%";
+  EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(), HasSubstr("--max_response_bytes"));
+  o = Options();
+  o.max_response_bytes = "none";
+  EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(), HasSubstr("a size is required"));
+  o = Options();
+  o.max_inflight_host_bytes = "lots";
+  EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(), HasSubstr("--max_inflight_host_bytes"));
 }
 
 TEST(OptionsTest, BadAddressesNameTheFlag) {
