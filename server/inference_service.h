@@ -53,8 +53,10 @@ struct InferenceServiceOptions {
 // that tests can call them directly.
 //
 // Uses `engine`, `health`, `metrics` and `lifecycle` (not owned; all must outlive the
-// service). The daemon drives Register/Start/Stop from one thread (PortService); the
-// handlers are thread-safe.
+// service); owns the HostMemoryBudget that bounds ModelInfer's host bytes
+// (max_inflight_host_bytes) and moves `metrics`' ndserve_host_request_bytes gauge. The
+// daemon drives Register/Start/Stop from one thread (PortService); the handlers are
+// thread-safe.
 class InferenceServiceImpl final : public PortService {
  public:
   InferenceServiceImpl(engine::Engine* engine, ModelLifecycle* lifecycle, HealthState* health,
