@@ -66,11 +66,78 @@ inference::ModelInferRequest MlpRequest(const std::string& model) {
   return request;
 }
 
-TEST(BatchIsolationDaemonTest, BadIdsFailOnlyTheirOwnRequests) {
-  // The example recsys batches dynamically: concurrent requests merge while its one
-  // predictor is busy. A third of the clients send one out-of-range id each.
-  auto d = DaemonProcess::Start();
-  ASSERT_TRUE(d.ok()) << d.status();
+// A repository in a temporary folder: mlp as "fast" (no batching), "slow" (gathers for
+// kSlowDelay), "bounded" (gathers for long, at most two requests waiting); recsys
+// gathering for 2 ms, so that concurrent requests merge.
+class OverloadDaemonTest : public ::testing::Test {
+ protected:
+  static constexpr auto kSlowDelay = std::chrono::seconds(4);
+
+  void SetUp() override {
+    char dir[] = "/tmp/ndserve-overload-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    repo_ = dir;
+    const fs::path examples = fs::path(SourceDir()) / "examples/models";
+    const fs::path mlp = examples / "mlp/1/model.onnx";
+    const std::string io = R"(
+input [ { name: "input" data_type: TYPE_FP32 dims: [ 64 ] } ]
+output [ { name: "probabilities" data_type: TYPE_FP32 dims: [ 10 ] } ]
+)";
+    const std::string slow_us = absl::StrCat(
+        std::chrono::duration_cast<std::chrono::microseconds>(kSlowDelay).count());
+    AddModel("fast", mlp, "max_batch_size: 64\n" + io);
+    AddModel("slow", mlp,
+             "max_batch_size: 64\n" + io + "dynamic_batching { max_queue_delay_microseconds: " +
+                 slow_us + " }\n");
+    AddModel("bounded", mlp,
+             "max_batch_size: 64\n" + io + "dynamic_batching { max_queue_delay_microseconds: " +
+                 slow_us + " default_queue_policy { max_queue_size: 2 } }\n");
+    AddModel("recsys", examples / "recsys/1/model.onnx", R"(max_batch_size: 64
+input [ { name: "sparse_ids" data_type: TYPE_INT64 dims: [ 4, 8 ] },
+        { name: "dense" data_type: TYPE_FP32 dims: [ 13 ] } ]
+output [ { name: "score" data_type: TYPE_FP32 dims: [ 1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 2000 }
+)");
+    auto d = DaemonProcess::Start({"--model_repository=" + repo_.string()});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+  }
+
+  void TearDown() override {
+    daemon_.reset();
+    std::error_code ec;
+    fs::remove_all(repo_, ec);
+  }
+
+  void AddModel(const std::string& name, const fs::path& onnx, const std::string& config) {
+    fs::create_directories(repo_ / name / "1");
+    fs::create_symlink(onnx, repo_ / name / "1" / "model.onnx");
+    std::ofstream(repo_ / name / "config.pbtxt") << "name: \"" << name << "\"\n" << config;
+  }
+
+  std::string Metrics() {
+    absl::StatusOr<std::string> text = HttpGet(daemon_->metrics_port(), "/metrics");
+    EXPECT_TRUE(text.ok()) << text.status();
+    return text.value_or("");
+  }
+
+  // Waits (up to a minute) until `name{labels}` reads `want`.
+  bool AwaitMetric(const std::string& name, const std::string& labels, double want) {
+    for (int i = 0; i < 600; ++i) {
+      if (MetricValue(Metrics(), name, labels) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
+  fs::path repo_;
+  std::unique_ptr<DaemonProcess> daemon_;
+};
+
+TEST_F(OverloadDaemonTest, BadIdsFailOnlyTheirOwnRequests) {
+  // A third of the clients send one out-of-range id each; recsys merges concurrent
+  // requests into one run.
+  const std::unique_ptr<DaemonProcess>& d = daemon_;
   constexpr int kClients = 12, kPerClient = 40;
   std::atomic<int> good_ok{0}, good_failed{0}, bad_right{0}, bad_wrong{0};
   std::string first_problem;
@@ -78,7 +145,7 @@ TEST(BatchIsolationDaemonTest, BadIdsFailOnlyTheirOwnRequests) {
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&, c] {
-      auto stub = inference::GRPCInferenceService::NewStub(LoopbackChannel((*d)->grpc_port()));
+      auto stub = inference::GRPCInferenceService::NewStub(LoopbackChannel(d->grpc_port()));
       const bool bad = c % 3 == 0;
       const int64_t own_bad_id = kRecsysRows + 1000 + c;
       for (int i = 0; i < kPerClient; ++i) {
@@ -121,66 +188,6 @@ TEST(BatchIsolationDaemonTest, BadIdsFailOnlyTheirOwnRequests) {
   EXPECT_EQ(bad_wrong, 0) << first_problem;
   EXPECT_EQ(bad_right, kClients / 3 * kPerClient);
 }
-
-// A repository in a temporary folder: mlp as "fast" (no batching), "slow" (gathers for
-// kSlowDelay), "bounded" (gathers for long, at most two requests waiting).
-class OverloadDaemonTest : public ::testing::Test {
- protected:
-  static constexpr auto kSlowDelay = std::chrono::seconds(4);
-
-  void SetUp() override {
-    char dir[] = "/tmp/ndserve-overload-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    repo_ = dir;
-    const fs::path mlp = fs::path(SourceDir()) / "examples/models/mlp/1/model.onnx";
-    const std::string io = R"(
-input [ { name: "input" data_type: TYPE_FP32 dims: [ 64 ] } ]
-output [ { name: "probabilities" data_type: TYPE_FP32 dims: [ 10 ] } ]
-)";
-    const std::string slow_us = absl::StrCat(
-        std::chrono::duration_cast<std::chrono::microseconds>(kSlowDelay).count());
-    AddModel("fast", mlp, "max_batch_size: 64\n" + io);
-    AddModel("slow", mlp,
-             "max_batch_size: 64\n" + io + "dynamic_batching { max_queue_delay_microseconds: " +
-                 slow_us + " }\n");
-    AddModel("bounded", mlp,
-             "max_batch_size: 64\n" + io + "dynamic_batching { max_queue_delay_microseconds: " +
-                 slow_us + " default_queue_policy { max_queue_size: 2 } }\n");
-    auto d = DaemonProcess::Start({"--model_repository=" + repo_.string()});
-    ASSERT_TRUE(d.ok()) << d.status();
-    daemon_ = *std::move(d);
-  }
-
-  void TearDown() override {
-    daemon_.reset();
-    std::error_code ec;
-    fs::remove_all(repo_, ec);
-  }
-
-  void AddModel(const std::string& name, const fs::path& onnx, const std::string& config) {
-    fs::create_directories(repo_ / name / "1");
-    fs::create_symlink(onnx, repo_ / name / "1" / "model.onnx");
-    std::ofstream(repo_ / name / "config.pbtxt") << "name: \"" << name << "\"\n" << config;
-  }
-
-  std::string Metrics() {
-    absl::StatusOr<std::string> text = HttpGet(daemon_->metrics_port(), "/metrics");
-    EXPECT_TRUE(text.ok()) << text.status();
-    return text.value_or("");
-  }
-
-  // Waits (up to a minute) until `name{labels}` reads `want`.
-  bool AwaitMetric(const std::string& name, const std::string& labels, double want) {
-    for (int i = 0; i < 600; ++i) {
-      if (MetricValue(Metrics(), name, labels) == want) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  }
-
-  fs::path repo_;
-  std::unique_ptr<DaemonProcess> daemon_;
-};
 
 TEST_F(OverloadDaemonTest, AModelWaitingForABatchDoesNotDelayAnother) {
   // As many requests to "slow" as the daemon has workers (one per core): before the
