@@ -15,7 +15,7 @@ namespace {
 
 // The reason label values (engine/dynamic_batcher.h), in VersionSeries::rejected order.
 constexpr absl::string_view kRejectReasons[] = {engine::kRejectQueueFull, engine::kRejectTimeout,
-                                                engine::kRejectDeadline};
+                                                engine::kRejectDeadline, kRejectServerBusy};
 
 std::string VersionKey(absl::string_view model, absl::string_view version) {
   return absl::StrCat(model, absl::string_view("\0", 1), version);
@@ -50,8 +50,8 @@ InferenceMetrics::InferenceMetrics(prometheus::Registry* registry)
       rejected_(&prometheus::BuildCounter()
                      .Name("ndserve_inference_rejected_total")
                      .Help("Inference requests refused without running: queue_full (the "
-                           "model's max_queue_size), timeout (its queue policy) or deadline "
-                           "(the client's).")
+                           "model's max_queue_size), timeout (its queue policy), deadline "
+                           "(the client's) or server_busy (--max_pending_infer).")
                      .Register(*registry)),
       total_(&prometheus::BuildHistogram()
                   .Name("ndserve_inference_request_duration_seconds")

@@ -46,6 +46,10 @@ namespace ndserve {
 // The families live in the Registry given at construction, which must outlive this
 // object. Series handles are cached per (model, version), so recording a request
 // costs a reader lock, a hash lookup and a few atomic adds. Thread-safe.
+// The reject reason of a ModelInfer call the server refused before decoding it (too many
+// calls waiting for a worker); the engine's reasons are in engine/dynamic_batcher.h.
+inline constexpr absl::string_view kRejectServerBusy = "server_busy";
+
 class InferenceMetrics {
  public:
   static constexpr char kUnknownModel[] = "_unknown";
@@ -65,7 +69,7 @@ class InferenceMetrics {
     // Bytes the request's PredictorContext held at most; unset as above.
     std::optional<std::uint64_t> context_peak_bytes;
     // Why the request was refused without running (engine::RejectReason: queue_full,
-    // timeout, deadline); empty when it was not.
+    // timeout, deadline; or kRejectServerBusy); empty when it was not.
     absl::string_view rejected_reason;
   };
 
@@ -114,7 +118,7 @@ class InferenceMetrics {
     prometheus::Histogram* queue = nullptr;
     prometheus::Histogram* compute = nullptr;
     // One per reject reason (kRejectReasons' order), made on first use as above.
-    std::array<std::atomic<prometheus::Counter*>, 3> rejected{};
+    std::array<std::atomic<prometheus::Counter*>, 4> rejected{};
   };
   struct ModelSeries {
     prometheus::Gauge* inflight = nullptr;

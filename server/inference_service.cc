@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -48,6 +49,13 @@ class InferenceServiceImpl::Call {
 
  protected:
   void RequestNext() { service_->RequestNext(*this); }
+  bool Shed() const { return service_->InferBacklogFull(); }
+  template <typename Req>
+  void RecordShed(const Req& request) {
+    if constexpr (std::is_same_v<Req, inference::ModelInferRequest>) {
+      service_->RecordShed(request);
+    }
+  }
   // Brackets a reply that another thread sends (ModelInferAsync).
   void BeginAsyncReply() { service_->BeginAsyncReply(); }
   static void EndAsyncReply(InferenceServiceImpl* service) { service->EndAsyncReply(); }
@@ -112,6 +120,15 @@ class UnaryCall final : public InferenceServiceImpl::Call {
     RequestNext();
     finishing_ = true;
     if (method_->async_handler != nullptr) {
+      if (Shed()) {
+        // Answered here on the poller: overload costs the client one round trip.
+        RecordShed(request_);
+        responder_.FinishWithError(
+            grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                         "the server is overloaded (too many requests waiting); retry later"),
+            this);
+        return;
+      }
       BeginAsyncReply();
       Run(method_->blocking, [this, service = service_, handler = method_->async_handler] {
         (service->*handler)(request_, &response_, DeadlineOf(context_),
@@ -310,6 +327,20 @@ void InferenceServiceImpl::RequestNext(const Call& done) {
   done.Clone()->Request();
 }
 
+bool InferenceServiceImpl::InferBacklogFull() const {
+  return options_.max_pending_infer > 0 &&
+         workers_->backlog() >= static_cast<size_t>(options_.max_pending_infer);
+}
+
+void InferenceServiceImpl::RecordShed(const inference::ModelInferRequest& request) {
+  InferenceMetrics::Request record;
+  record.model = request.model_name();
+  record.version = request.model_version();
+  record.code = absl::StatusCode::kUnavailable;
+  record.rejected_reason = kRejectServerBusy;
+  metrics_->RecordRequest(record);
+}
+
 void InferenceServiceImpl::BeginAsyncReply() {
   absl::MutexLock lock(&async_mu_);
   ++async_replies_;
@@ -414,6 +445,14 @@ void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& r
     metrics_->RecordRequest(record);
     return ToGrpcStatus(status);
   };
+  if (start >= deadline) {
+    // The client gave up while the call waited for a worker.
+    return done(finish(engine::WithRejectReason(
+                           absl::DeadlineExceededError(
+                               "the request's deadline passed before it was served; it did not run"),
+                           engine::kRejectDeadline),
+                       nullptr));
+  }
   absl::StatusOr<DecodedInferRequest> decoded = DecodeInferRequest(request);
   if (!decoded.ok()) return done(finish(decoded.status(), nullptr));
   engine::InferenceRequest& engine_request = decoded->mutable_request();

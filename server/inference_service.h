@@ -35,6 +35,10 @@ struct InferenceServiceOptions {
   int completion_queues = 0;
   // Threads running ModelInfer and the repository RPCs; <= 0: one per core.
   int workers = 0;
+  // ModelInfer calls waiting for a worker beyond this many are refused on the polling
+  // thread with UNAVAILABLE, so that an overloaded daemon answers at once instead of
+  // queueing without bound; 0: no limit.
+  int max_pending_infer = 0;
 };
 
 // inference.GRPCInferenceService (KServe v2 + Triton's repository, statistics and model
@@ -109,6 +113,10 @@ class InferenceServiceImpl final : public PortService {
   void RequestAll(grpc::ServerCompletionQueue* cq);
   // Asks for the next call like `done` on its queue, unless the service is stopping.
   void RequestNext(const Call& done);
+  // Whether a new ModelInfer call must be refused: too many wait for a worker.
+  bool InferBacklogFull() const;
+  // The metrics of a ModelInfer call refused before it was decoded.
+  void RecordShed(const inference::ModelInferRequest& request);
   // Counts calls whose reply an engine thread will send; Stop waits for them before it
   // shuts the completion queues down.
   void BeginAsyncReply();

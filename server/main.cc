@@ -59,6 +59,9 @@ ABSL_FLAG(int, exit_timeout_seconds, 30,
 ABSL_FLAG(ndserve::ModelControlMode, model_control_mode, ndserve::ModelControlMode::kExplicit,
           "explicit: load every model at start and let the repository RPCs load and unload; "
           "none: load every model at start and refuse the repository RPCs (UNAVAILABLE).");
+ABSL_FLAG(int, max_pending_infer, 1024,
+          "ModelInfer calls waiting for a worker beyond this many are refused at once with "
+          "UNAVAILABLE (overload shedding); 0: no limit.");
 
 namespace ndserve {
 namespace {
@@ -77,6 +80,7 @@ Options OptionsFromFlags() {
   o.memory_thread_cache = absl::GetFlag(FLAGS_memory_thread_cache);
   o.exit_timeout_seconds = absl::GetFlag(FLAGS_exit_timeout_seconds);
   o.model_control_mode = absl::GetFlag(FLAGS_model_control_mode);
+  o.max_pending_infer = absl::GetFlag(FLAGS_max_pending_infer);
   return o;
 }
 
@@ -115,7 +119,8 @@ int Run(Options options) {
   daemon.AddPortService(std::make_unique<InferenceServiceImpl>(
       &engine, &lifecycle, &daemon.health(), &daemon.metrics(),
       InferenceServiceOptions{.server_version = NDSERVE_VERSION,
-                              .model_control_mode = options.model_control_mode}));
+                              .model_control_mode = options.model_control_mode,
+                              .max_pending_infer = options.max_pending_infer}));
   // Listeners first: health, metrics and admin answer while the models load.
   if (absl::Status s = daemon.Start(); !s.ok()) return StartupError(s);
   // Both control modes load the whole repository at start (as Triton's "none" and

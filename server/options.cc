@@ -209,6 +209,10 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
     return Invalid("exit_timeout_seconds", std::to_string(options.exit_timeout_seconds),
                    "must not be negative");
   }
+  if (options.max_pending_infer < 0) {
+    return Invalid("max_pending_infer", std::to_string(options.max_pending_infer),
+                   "must not be negative (0: no limit)");
+  }
   if (!options.model_repository.empty()) {
     std::error_code ec;
     if (!fs::is_directory(options.model_repository, ec)) {

@@ -57,6 +57,10 @@ struct Options {
   std::string memory_thread_cache;
   int exit_timeout_seconds = 30;
   ModelControlMode model_control_mode = ModelControlMode::kExplicit;
+
+  // Overload shedding (batchiso): ModelInfer calls accepted but not yet taken by a
+  // worker beyond this many are refused at once with UNAVAILABLE; 0: no limit.
+  int max_pending_infer = 1024;
 };
 
 // Reads an environment variable; nullptr when unset. Injectable for tests.

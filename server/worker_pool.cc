@@ -34,6 +34,11 @@ void WorkerPool::Shutdown() {
   }
 }
 
+size_t WorkerPool::backlog() const {
+  absl::MutexLock lock(&mu_);
+  return tasks_.size();
+}
+
 bool WorkerPool::HasWorkOrStopping() const { return stopping_ || !tasks_.empty(); }
 
 void WorkerPool::Loop() {

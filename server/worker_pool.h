@@ -33,12 +33,14 @@ class WorkerPool {
   void Shutdown();
 
   int size() const { return static_cast<int>(threads_.size()); }
+  // Tasks queued and not yet taken by a thread.
+  size_t backlog() const;
 
  private:
   void Loop();
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
