@@ -27,6 +27,7 @@ PY=/usr/bin/python3
 
 model=examples/models/recsys/1/model.onnx
 [[ -f $model ]] || { echo "missing $model: run /usr/bin/python3 tools/gen_models.py" >&2; exit 1; }
+rm -rf "$RESULTS_DIR"
 mkdir -p "$RESULTS_DIR"
 repo=$(mktemp -d /tmp/ndserve-overload-bench-XXXXXX)
 daemon_pid=
@@ -55,8 +56,8 @@ grpc=127.0.0.1:$((PORT_BASE + 1))
   --metrics_address=127.0.0.1:$((PORT_BASE + 2)) --admin_address=127.0.0.1:$((PORT_BASE + 3)) \
   >"$RESULTS_DIR/daemon.log" 2>&1 &
 daemon_pid=$!
-for _ in $(seq 300); do
-  grep -q "loaded model 'recsys'" "$RESULTS_DIR/daemon.log" && break
+for _ in $(seq 1200); do
+  grep -q "\] ready" "$RESULTS_DIR/daemon.log" 2>/dev/null && break
   sleep 0.1
 done
 
