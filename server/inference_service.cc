@@ -7,6 +7,7 @@
 #include <grpcpp/support/async_unary_call.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -470,15 +471,28 @@ void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& r
   // The decoded request views `request`'s bytes and must live until the engine answers.
   auto owned = std::make_unique<DecodedInferRequest>(*std::move(decoded));
   const engine::InferenceRequest& infer = owned->request();
-  engine_->InferAsync(infer, [finish, owned = std::move(owned), inflight = std::move(inflight),
-                              done = std::move(done)](
+  // Answers arriving after InferAsync returned come from a batcher lane; their encoding
+  // and reply go to the worker pool, so that the lane goes straight back to running
+  // batches instead of serializing every member's response.
+  auto submitting = std::make_shared<std::atomic<bool>>(true);
+  engine_->InferAsync(infer, [this, submitting, finish, owned = std::move(owned),
+                              inflight = std::move(inflight), done = std::move(done)](
                                  absl::StatusOr<engine::InferenceResponse> result) mutable {
-    grpc::Status status = result.ok() ? finish(absl::OkStatus(), &*result)
-                                      : finish(result.status(), nullptr);
-    owned.reset();
-    { InferenceMetrics::InflightScope ended = std::move(inflight); }
-    done(std::move(status));
+    auto reply = [finish, owned = std::move(owned), inflight = std::move(inflight),
+                  done = std::move(done), result = std::move(result)]() mutable {
+      grpc::Status status = result.ok() ? finish(absl::OkStatus(), &*result)
+                                        : finish(result.status(), nullptr);
+      owned.reset();
+      { InferenceMetrics::InflightScope ended = std::move(inflight); }
+      done(std::move(status));
+    };
+    if (submitting->load(std::memory_order_acquire) || workers_ == nullptr) {
+      reply();
+    } else {
+      workers_->Submit(std::move(reply));
+    }
   });
+  submitting->store(false, std::memory_order_release);
 }
 
 grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest& request,
