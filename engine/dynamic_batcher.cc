@@ -1,18 +1,50 @@
 #include "engine/dynamic_batcher.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace ndserve::engine {
 
-DynamicBatcher::DynamicBatcher(PredictorPool* pool, int64_t max_batch_size,
-                               absl::Duration max_queue_delay)
-    : pool_(pool),
-      max_batch_size_(max_batch_size),
-      max_queue_delay_(max_queue_delay),
-      free_predictors_(static_cast<int>(pool->size())) {}
+absl::Status WithRejectReason(absl::Status status, absl::string_view reason) {
+  status.SetPayload(kRejectReasonPayload, absl::Cord(reason));
+  return status;
+}
+
+absl::string_view RejectReason(const absl::Status& status) {
+  const auto payload = status.GetPayload(kRejectReasonPayload);
+  if (!payload.has_value()) return {};
+  // The label values come from this fixed set, never from the payload's bytes.
+  for (absl::string_view reason : {kRejectQueueFull, kRejectTimeout, kRejectDeadline}) {
+    if (*payload == reason) return reason;
+  }
+  return {};
+}
+
+namespace {
+
+absl::Duration SaturatingMicros(uint64_t us) {
+  return absl::Microseconds(static_cast<int64_t>(
+      std::min<uint64_t>(us, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))));
+}
+
+}  // namespace
+
+DynamicBatcher::DynamicBatcher(PredictorPool* pool, Options options)
+    : pool_(pool), options_(std::move(options)) {
+  // One lane per predictor: a lane runs one batch at a time, so none ever waits for a lease.
+  const size_t lanes = std::max<size_t>(1, pool->size());
+  lanes_.reserve(lanes);
+  for (size_t i = 0; i < lanes; ++i) lanes_.emplace_back([this] { Lane(); });
+}
+
+DynamicBatcher::~DynamicBatcher() { Shutdown(); }
 
 bool DynamicBatcher::Compatible(const InferenceRequest& a, const ValidatedRequest& plan_a,
                                 const InferenceRequest& b, const ValidatedRequest& plan_b) {
@@ -33,20 +65,116 @@ bool DynamicBatcher::Compatible(const InferenceRequest& a, const ValidatedReques
   return true;
 }
 
-void DynamicBatcher::TakeBatchLocked(Item* lead, std::vector<Item*>* batch, int64_t* rows) {
-  if (!lead->taken) {
-    std::erase(queue_, lead);
-    lead->taken = true;
-    batch->push_back(lead);
-    *rows += lead->plan->batch_size;
+size_t DynamicBatcher::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size() + gathering_;
+}
+
+void DynamicBatcher::Enqueue(const InferenceRequest& request, const ValidatedRequest& plan,
+                             Done done) {
+  const absl::Time now = absl::Now();
+  auto item = std::make_unique<Item>();
+  item->request = &request;
+  item->plan = plan;
+  item->done = std::move(done);
+  item->queued = now;
+  const QueuePolicyConfig& policy = options_.queue_policy;
+  uint64_t timeout_us = policy.default_timeout_microseconds;
+  if (policy.allow_timeout_override && request.timeout_microseconds > 0) {
+    timeout_us = request.timeout_microseconds;
   }
-  for (auto it = queue_.begin(); it != queue_.end() && *rows < max_batch_size_;) {
-    Item* other = *it;
-    if (*rows + other->plan->batch_size <= max_batch_size_ &&
-        Compatible(*lead->request, *lead->plan, *other->request, *other->plan)) {
-      other->taken = true;
-      batch->push_back(other);
-      *rows += other->plan->batch_size;
+  item->timeout = timeout_us > 0 ? now + SaturatingMicros(timeout_us) : absl::InfiniteFuture();
+
+  Batch expired;
+  mu_.Lock();
+  TakeExpiredLocked(now, &expired);
+  if (stopping_) {
+    item->outcome.response = absl::UnavailableError("the model is unloading");
+  } else if (policy.max_queue_size > 0 && queue_.size() + gathering_ >= policy.max_queue_size) {
+    item->outcome.response = WithRejectReason(
+        absl::UnavailableError(absl::StrCat("the model's queue is full (max_queue_size ",
+                                            policy.max_queue_size, "); retry later")),
+        kRejectQueueFull);
+  } else {
+    queue_.push_back(std::move(item));
+  }
+  mu_.Unlock();
+  Finish(expired);
+  if (item != nullptr) {
+    Batch refused;
+    refused.push_back(std::move(item));
+    Finish(refused);
+  }
+}
+
+void DynamicBatcher::Shutdown() {
+  Batch waiting;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    while (!queue_.empty()) {
+      waiting.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+  }
+  for (auto& item : waiting) {
+    item->outcome.response = absl::UnavailableError("the model is unloading");
+  }
+  Finish(waiting);
+  // Concurrent callers all return only once the lanes are gone.
+  absl::MutexLock lock(&shutdown_mu_);
+  for (std::thread& lane : lanes_) {
+    if (lane.joinable()) lane.join();
+  }
+}
+
+namespace {
+
+// DEADLINE_EXCEEDED if `item`'s client deadline, or its REJECT timeout, passed by `now`.
+absl::Status ExpiredStatus(const InferenceRequest& request, absl::Time timeout, bool reject,
+                           absl::Time now) {
+  if (now >= request.deadline) {
+    return WithRejectReason(
+        absl::DeadlineExceededError("the request's deadline passed while it was queued; it did "
+                                    "not run"),
+        kRejectDeadline);
+  }
+  if (reject && now >= timeout) {
+    return WithRejectReason(
+        absl::DeadlineExceededError("the request timed out in the model's queue "
+                                    "(default_queue_policy); it did not run"),
+        kRejectTimeout);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void DynamicBatcher::TakeExpiredLocked(absl::Time now, Batch* expired) {
+  const bool reject =
+      options_.queue_policy.timeout_action == QueuePolicyConfig::TimeoutAction::kReject;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    Item& item = **it;
+    absl::Status status = ExpiredStatus(*item.request, item.timeout, reject, now);
+    if (!status.ok()) {
+      item.outcome.response = std::move(status);
+      expired->push_back(std::move(*it));
+      it = queue_.erase(it);
+      continue;
+    }
+    if (now >= item.timeout) item.late = true;
+    ++it;
+  }
+}
+
+void DynamicBatcher::FillBatchLocked(Batch* batch, int64_t* rows) {
+  const Item& lead = *batch->front();
+  for (auto it = queue_.begin(); it != queue_.end() && *rows < options_.max_batch_size;) {
+    Item& other = **it;
+    if (*rows + other.plan.batch_size <= options_.max_batch_size &&
+        Compatible(*lead.request, lead.plan, *other.request, other.plan)) {
+      *rows += other.plan.batch_size;
+      batch->push_back(std::move(*it));
       it = queue_.erase(it);
     } else {
       ++it;
@@ -54,63 +182,107 @@ void DynamicBatcher::TakeBatchLocked(Item* lead, std::vector<Item*>* batch, int6
   }
 }
 
-DynamicBatcher::Outcome DynamicBatcher::Run(const InferenceRequest& request,
-                                            const ValidatedRequest& plan) {
-  Item item{&request, &plan, absl::Now()};
-  Outcome outcome;
+void DynamicBatcher::Lane() {
+  auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !queue_.empty();
+  };
   mu_.Lock();
-  queue_.push_back(&item);
   while (true) {
-    // Only a request still in the queue takes a predictor: one already in someone's
-    // batch just waits for that batch.
-    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return item.done || (!item.taken && free_predictors_ > 0);
-    };
-    mu_.Await(absl::Condition(&ready));
-    if (item.done) break;
-    --free_predictors_;
-    std::vector<Item*> batch;
-    int64_t rows = 0;
-    TakeBatchLocked(&item, &batch, &rows);
-    if (max_queue_delay_ > absl::ZeroDuration()) {
-      // Hold the predictor until the batch is full or the lead has waited its delay.
-      const absl::Time deadline = item.queued + max_queue_delay_;
+    mu_.Await(absl::Condition(&has_work));
+    if (stopping_) break;
+    Batch expired;
+    TakeExpiredLocked(absl::Now(), &expired);
+    if (!expired.empty() || queue_.empty()) {
+      mu_.Unlock();
+      Finish(expired);
+      mu_.Lock();
+      continue;
+    }
+    // The oldest request that is on time leads; late (DELAY) ones only when none is.
+    auto lead = std::find_if(queue_.begin(), queue_.end(), [](const auto& i) { return !i->late; });
+    if (lead == queue_.end()) lead = queue_.begin();
+    Batch batch;
+    batch.push_back(std::move(*lead));
+    queue_.erase(lead);
+    int64_t rows = batch[0]->plan.batch_size;
+    FillBatchLocked(&batch, &rows);
+    gathering_ += batch.size();
+    if (options_.max_queue_delay > absl::ZeroDuration()) {
+      // Gather until the batch is full or its lead has waited its delay.
+      const absl::Time until = batch[0]->queued + options_.max_queue_delay;
       size_t seen = queue_.size();
-      auto arrivals = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.size() > seen; };
-      while (rows < max_batch_size_ && mu_.AwaitWithDeadline(absl::Condition(&arrivals), deadline)) {
-        TakeBatchLocked(&item, &batch, &rows);
+      auto arrivals = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || queue_.size() > seen;
+      };
+      while (rows < options_.max_batch_size && !stopping_ &&
+             mu_.AwaitWithDeadline(absl::Condition(&arrivals), until)) {
+        const size_t before = batch.size();
+        FillBatchLocked(&batch, &rows);
+        gathering_ += batch.size() - before;
         seen = queue_.size();
       }
     }
+    gathering_ -= batch.size();
+    const bool stopping = stopping_;
     mu_.Unlock();
-    RunBatch(batch, rows);
+    if (stopping) {
+      for (auto& item : batch) item->outcome.response = absl::UnavailableError("the model is unloading");
+      Finish(batch);
+      mu_.Lock();
+      break;
+    }
+    // A member whose deadline passed while the batch gathered does not run.
+    const absl::Time now = absl::Now();
+    const bool reject =
+        options_.queue_policy.timeout_action == QueuePolicyConfig::TimeoutAction::kReject;
+    Batch run, dropped;
+    rows = 0;
+    for (auto& item : batch) {
+      absl::Status status = ExpiredStatus(*item->request, item->timeout, reject, now);
+      if (status.ok()) {
+        rows += item->plan.batch_size;
+        run.push_back(std::move(item));
+      } else {
+        item->outcome.response = std::move(status);
+        dropped.push_back(std::move(item));
+      }
+    }
+    Finish(dropped);
+    if (!run.empty()) RunBatch(run, rows);
+    Finish(run);
     mu_.Lock();
-    ++free_predictors_;
-    outcome.executed = item.result.ok();
-    for (Item* it : batch) it->done = true;  // their owners may return from here on
   }
-  outcome.response = std::move(item.result);
   mu_.Unlock();
-  return outcome;
 }
 
-void DynamicBatcher::RunEach(Predictor& predictor, const std::vector<Item*>& batch) {
-  for (Item* it : batch) {
-    const absl::Time start = absl::Now();
-    it->result = predictor.Predict(*it->request, *it->plan);
-    if (it->result.ok()) it->result->timings.queue_ns = absl::ToInt64Nanoseconds(start - it->queued);
+void DynamicBatcher::Finish(Batch& batch) {
+  for (auto& item : batch) {
+    item->done(std::move(item->outcome));
+    item.reset();
+  }
+  batch.clear();
+}
+
+void DynamicBatcher::RunEach(Predictor& predictor, Batch& batch, absl::Time start) {
+  for (auto& item : batch) {
+    Outcome& outcome = item->outcome;
+    outcome.response = predictor.Predict(*item->request, item->plan);
+    outcome.executed = outcome.response.ok();
+    if (outcome.response.ok()) {
+      outcome.response->timings.queue_ns = absl::ToInt64Nanoseconds(start - item->queued);
+    }
   }
 }
 
-void DynamicBatcher::RunBatch(const std::vector<Item*>& batch, int64_t rows) {
+void DynamicBatcher::RunBatch(Batch& batch, int64_t rows) {
   const absl::Time start = absl::Now();
   absl::StatusOr<PredictorPool::Lease> lease = pool_->Acquire();
   if (!lease.ok()) {
-    for (Item* it : batch) it->result = lease.status();
+    for (auto& item : batch) item->outcome.response = lease.status();
     return;
   }
   if (batch.size() == 1) {
-    RunEach(**lease, batch);
+    RunEach(**lease, batch, start);
     return;
   }
   // One request of `rows` rows: every input is the items' inputs stacked in order.
@@ -122,10 +294,10 @@ void DynamicBatcher::RunBatch(const std::vector<Item*>& batch, int64_t rows) {
   std::vector<std::vector<uint8_t>> stacked(lead.inputs.size());
   for (size_t i = 0; i < lead.inputs.size(); ++i) {
     size_t bytes = 0;
-    for (const Item* it : batch) bytes += it->request->inputs[i].data.size();
+    for (const auto& item : batch) bytes += item->request->inputs[i].data.size();
     stacked[i].reserve(bytes);
-    for (const Item* it : batch) {
-      const absl::Span<const uint8_t> data = it->request->inputs[i].data;
+    for (const auto& item : batch) {
+      const absl::Span<const uint8_t> data = item->request->inputs[i].data;
       stacked[i].insert(stacked[i].end(), data.begin(), data.end());
     }
     InferInputTensor& t = merged.inputs.emplace_back();
@@ -135,30 +307,32 @@ void DynamicBatcher::RunBatch(const std::vector<Item*>& batch, int64_t rows) {
     t.shape[0] = rows;
     t.data = absl::MakeConstSpan(stacked[i]);
   }
-  ValidatedRequest plan = *batch[0]->plan;
+  ValidatedRequest plan = batch[0]->plan;
   plan.batch_size = rows;
   absl::StatusOr<InferenceResponse> whole = (*lease)->Predict(merged, plan);
   if (!whole.ok()) {
-    for (Item* it : batch) it->result = whole.status();
+    // The failure may belong to one member's data, and its message may quote that
+    // member's values: each member runs alone and gets its own result instead.
+    RunEach(**lease, batch, start);
     return;
   }
   for (const InferOutputTensor& out : whole->outputs) {
     if (out.shape.empty() || out.shape[0] != rows || out.dtype == DType::kBytes ||
         out.data.size() % static_cast<size_t>(rows) != 0) {
       // An output that is not one row per input row cannot be cut back apart.
-      RunEach(**lease, batch);
+      RunEach(**lease, batch, start);
       return;
     }
   }
   int64_t first_row = 0;
-  for (Item* it : batch) {
-    const int64_t n = it->plan->batch_size;
+  for (auto& item : batch) {
+    const int64_t n = item->plan.batch_size;
     InferenceResponse response;
     response.model_name = whole->model_name;
     response.model_version = whole->model_version;
-    response.id = it->request->id;
+    response.id = item->request->id;
     response.timings = whole->timings;
-    response.timings.queue_ns = absl::ToInt64Nanoseconds(start - it->queued);
+    response.timings.queue_ns = absl::ToInt64Nanoseconds(start - item->queued);
     for (const InferOutputTensor& out : whole->outputs) {
       const size_t row_bytes = out.data.size() / static_cast<size_t>(rows);
       InferOutputTensor& piece = response.outputs.emplace_back();
@@ -170,8 +344,9 @@ void DynamicBatcher::RunBatch(const std::vector<Item*>& batch, int64_t rows) {
                         out.data.begin() + (first_row + n) * row_bytes);
     }
     first_row += n;
-    it->result = std::move(response);
+    item->outcome.response = std::move(response);
   }
+  batch[0]->outcome.executed = true;
 }
 
 }  // namespace ndserve::engine

@@ -237,6 +237,19 @@ absl::StatusOr<InferenceResponse> Engine::Infer(const InferenceRequest& request)
   return model->Infer(request);
 }
 
+void Engine::InferAsync(const InferenceRequest& request, ServedModel::InferDone done) {
+  absl::StatusOr<std::shared_ptr<ServedModel>> model;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    model = Find(request.model_name, request.model_version);
+  }
+  // Outside mu_: `done` may answer the client right here.
+  if (!model.ok()) return done(model.status());
+  // Unloading shuts the model's batcher down before the engine lets go of the model, so
+  // a queued request never outlives it.
+  (*model)->InferAsync(request, std::move(done));
+}
+
 bool Engine::IsModelReady(absl::string_view name, int64_t version) const {
   absl::ReaderMutexLock lock(&mu_);
   return Find(name, version).ok();

@@ -93,6 +93,11 @@ class Engine {
   // loads or unloads, INVALID_ARGUMENT for a bad request, RESOURCE_EXHAUSTED from the
   // pool.
   absl::StatusOr<InferenceResponse> Infer(const InferenceRequest& request);
+  // The same, asynchronously (ServedModel::InferAsync): `done` is called exactly once,
+  // on this thread before returning or later on a dynamic batcher's thread, and
+  // `request` must stay valid until then. A model that is unloaded while the request is
+  // queued answers UNAVAILABLE.
+  void InferAsync(const InferenceRequest& request, ServedModel::InferDone done);
 
   // `version` 0: the highest loaded.
   bool IsModelReady(absl::string_view name, int64_t version = 0) const;

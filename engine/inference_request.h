@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "memory/dtype.h"
 
@@ -32,6 +33,12 @@ struct InferenceRequest {
   // Names of the outputs to return, in this order; empty: every model output in the
   // model's order.
   std::vector<std::string> requested_outputs;
+  // When the client stops waiting (its gRPC deadline): a request still queued then never
+  // runs and fails with DEADLINE_EXCEEDED.
+  absl::Time deadline = absl::InfiniteFuture();
+  // The request's own queue timeout (Triton's "timeout" parameter), in microseconds; 0:
+  // none. Honoured only where the model's queue policy has allow_timeout_override.
+  uint64_t timeout_microseconds = 0;
 };
 
 // One output tensor; owns its bytes (copied out of device memory before the request's

@@ -197,6 +197,14 @@ absl::StatusOr<DynamicBatchingConfig> ToDynamicBatching(
   }
   db.max_queue_delay_microseconds = proto.max_queue_delay_microseconds();
   db.preserve_ordering = proto.preserve_ordering();
+  const inference::ModelQueuePolicy& qp = proto.default_queue_policy();
+  QueuePolicyConfig& policy = db.default_queue_policy;
+  policy.timeout_action = qp.timeout_action() == inference::ModelQueuePolicy::DELAY
+                              ? QueuePolicyConfig::TimeoutAction::kDelay
+                              : QueuePolicyConfig::TimeoutAction::kReject;
+  policy.default_timeout_microseconds = qp.default_timeout_microseconds();
+  policy.allow_timeout_override = qp.allow_timeout_override();
+  policy.max_queue_size = qp.max_queue_size();
   return db;
 }
 
@@ -309,6 +317,16 @@ std::string ModelConfigToText(const ModelConfig& config) {
     }
     db->set_max_queue_delay_microseconds(config.dynamic_batching->max_queue_delay_microseconds);
     db->set_preserve_ordering(config.dynamic_batching->preserve_ordering);
+    const QueuePolicyConfig& policy = config.dynamic_batching->default_queue_policy;
+    if (policy != QueuePolicyConfig{}) {
+      inference::ModelQueuePolicy* qp = db->mutable_default_queue_policy();
+      qp->set_timeout_action(policy.timeout_action == QueuePolicyConfig::TimeoutAction::kDelay
+                                 ? inference::ModelQueuePolicy::DELAY
+                                 : inference::ModelQueuePolicy::REJECT);
+      qp->set_default_timeout_microseconds(policy.default_timeout_microseconds);
+      qp->set_allow_timeout_override(policy.allow_timeout_override);
+      qp->set_max_queue_size(policy.max_queue_size);
+    }
   }
   switch (config.version_policy.kind) {
     case VersionPolicy::Kind::kAll:

@@ -33,10 +33,23 @@ struct InstanceGroupConfig {
   Kind kind = Kind::kAuto;
 };
 
+// Triton's ModelQueuePolicy: what happens to requests that wait too long or arrive
+// while the queue is full (docs/design.md §5).
+struct QueuePolicyConfig {
+  enum class TimeoutAction { kReject, kDelay };
+  TimeoutAction timeout_action = TimeoutAction::kReject;
+  uint64_t default_timeout_microseconds = 0;  // 0: no timeout
+  bool allow_timeout_override = false;        // the request's "timeout" parameter wins
+  uint32_t max_queue_size = 0;                // 0: no limit
+
+  bool operator==(const QueuePolicyConfig&) const = default;
+};
+
 struct DynamicBatchingConfig {
   std::vector<int> preferred_batch_sizes;
   uint64_t max_queue_delay_microseconds = 0;
   bool preserve_ordering = false;
+  QueuePolicyConfig default_queue_policy;
 };
 
 // Which versions of a model are served. Triton's default is the latest one.

@@ -27,9 +27,12 @@ ServedModel::ServedModel(std::shared_ptr<Model> model, std::unique_ptr<Predictor
     : model_(std::move(model)), pool_(std::move(pool)), stats_(model_->name(), model_->version()) {
   const ModelConfig& config = model_->config();
   if (config.dynamic_batching.has_value() && config.max_batch_size > 0) {
-    batcher_ = std::make_unique<DynamicBatcher>(
-        pool_.get(), config.max_batch_size,
-        absl::Microseconds(config.dynamic_batching->max_queue_delay_microseconds));
+    DynamicBatcher::Options options;
+    options.max_batch_size = config.max_batch_size;
+    options.max_queue_delay =
+        absl::Microseconds(config.dynamic_batching->max_queue_delay_microseconds);
+    options.queue_policy = config.dynamic_batching->default_queue_policy;
+    batcher_ = std::make_unique<DynamicBatcher>(pool_.get(), std::move(options));
   }
 }
 
@@ -78,40 +81,76 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSp
   return served;
 }
 
-absl::StatusOr<InferenceResponse> ServedModel::Infer(const InferenceRequest& request) {
+void ServedModel::InferAsync(const InferenceRequest& request, InferDone done) {
   const absl::Time start = absl::Now();
   stats_.Begin();
-  auto fail = [&](const absl::Status& status) {
+  auto fail = [this, start](const absl::Status& status) {
     stats_.RecordFailure(absl::ToInt64Nanoseconds(absl::Now() - start));
     return status;
   };
   absl::StatusOr<ValidatedRequest> plan = ValidateRequest(model_->signature(), request);
-  if (!plan.ok()) return fail(plan.status());
+  if (!plan.ok()) return done(fail(plan.status()));
   if (batcher_ != nullptr) {
-    DynamicBatcher::Outcome outcome = batcher_->Run(request, *plan);
-    if (!outcome.response.ok()) return fail(outcome.response.status());
-    if (outcome.executed) stats_.RecordExecution();
-    stats_.RecordSuccess(plan->batch_size, outcome.response->timings,
-                         absl::ToInt64Nanoseconds(absl::Now() - start));
-    return std::move(outcome.response);
+    // The batcher's lanes are joined before this object goes (Unload), so `this` outlives
+    // the callback.
+    batcher_->Enqueue(request, *plan,
+                      [this, start, fail, rows = plan->batch_size,
+                       done = std::move(done)](DynamicBatcher::Outcome outcome) mutable {
+                        if (!outcome.response.ok()) return done(fail(outcome.response.status()));
+                        if (outcome.executed) stats_.RecordExecution();
+                        stats_.RecordSuccess(rows, outcome.response->timings,
+                                             absl::ToInt64Nanoseconds(absl::Now() - start));
+                        done(std::move(outcome.response));
+                      });
+    return;
   }
   absl::StatusOr<PredictorPool::Lease> lease = pool_->Acquire();
-  if (!lease.ok()) return fail(lease.status());
+  if (!lease.ok()) return done(fail(lease.status()));
   const absl::Time acquired = absl::Now();
+  if (acquired >= request.deadline) {
+    // The client has stopped waiting: running it would only delay the others.
+    return done(fail(WithRejectReason(
+        absl::DeadlineExceededError(
+            "the request's deadline passed while it waited for a predictor; it did not run"),
+        kRejectDeadline)));
+  }
   absl::StatusOr<InferenceResponse> response = (*lease)->Predict(request, *plan);
-  if (!response.ok()) return fail(response.status());
-  const absl::Time done = absl::Now();
+  if (!response.ok()) return done(fail(response.status()));
+  const absl::Time finished = absl::Now();
   response->timings.queue_ns = absl::ToInt64Nanoseconds(acquired - start);
   stats_.RecordExecution();
-  stats_.RecordSuccess(plan->batch_size, response->timings, absl::ToInt64Nanoseconds(done - start));
-  return response;
+  stats_.RecordSuccess(plan->batch_size, response->timings,
+                       absl::ToInt64Nanoseconds(finished - start));
+  done(std::move(response));
+}
+
+absl::StatusOr<InferenceResponse> ServedModel::Infer(const InferenceRequest& request) {
+  // Shared with the callback, which may still be unlocking when this thread wakes.
+  struct Waiter {
+    absl::Mutex mu;
+    std::optional<absl::StatusOr<InferenceResponse>> result ABSL_GUARDED_BY(mu);
+  };
+  auto waiter = std::make_shared<Waiter>();
+  InferAsync(request, [waiter](absl::StatusOr<InferenceResponse> result) {
+    absl::MutexLock lock(&waiter->mu);
+    waiter->result = std::move(result);
+  });
+  absl::MutexLock lock(&waiter->mu);
+  waiter->mu.Await(absl::Condition(
+      +[](std::optional<absl::StatusOr<InferenceResponse>>* r) { return r->has_value(); },
+      &waiter->result));
+  return *std::move(waiter->result);
 }
 
 void ServedModel::Unload() {
   if (unloaded_.exchange(true)) {
-    pool_->Drain();  // a concurrent first call may still be draining: wait for it too
+    // A concurrent first call may still be draining: wait for it too.
+    if (batcher_ != nullptr) batcher_->Shutdown();
+    pool_->Drain();
     return;
   }
+  // Queued requests fail with UNAVAILABLE; running batches finish first.
+  if (batcher_ != nullptr) batcher_->Shutdown();
   pool_->Drain();
   absl::Status status = model_->Close();
   if (!status.ok()) {

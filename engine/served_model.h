@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/dynamic_batcher.h"
@@ -50,10 +51,21 @@ class ServedModel {
   ServedModel(const ServedModel&) = delete;
   ServedModel& operator=(const ServedModel&) = delete;
 
-  // Validates the request (INVALID_ARGUMENT naming the tensor), waits for a free
-  // predictor and runs it there; with `dynamic_batching` in the config (and a batch
-  // dimension), merged with the compatible requests that queued meanwhile. UNAVAILABLE
-  // once unloading; the pool's RESOURCE_EXHAUSTED passes through.
+  using InferDone = absl::AnyInvocable<void(absl::StatusOr<InferenceResponse>)>;
+
+  // Validates the request (INVALID_ARGUMENT naming the tensor) and runs it. With
+  // `dynamic_batching` in the config (and a batch dimension) it is queued in the
+  // DynamicBatcher and this returns at once; `done` runs later on a batcher thread, with
+  // the request merged with compatible ones or alone, and the queue policy applies
+  // (UNAVAILABLE when the queue is full, DEADLINE_EXCEEDED when its timeout or
+  // `request.deadline` passed before it ran). Otherwise it waits for a free predictor,
+  // runs on this thread and calls `done` before returning (DEADLINE_EXCEEDED, without
+  // running, when `request.deadline` passed while it waited). UNAVAILABLE once
+  // unloading; the pool's RESOURCE_EXHAUSTED passes through. `request` must stay valid
+  // until `done` is called; `done` is called exactly once.
+  void InferAsync(const InferenceRequest& request, InferDone done);
+
+  // InferAsync, waiting for its result.
   absl::StatusOr<InferenceResponse> Infer(const InferenceRequest& request);
 
   // Stops taking requests, waits for those in flight, closes the model manager.
@@ -68,6 +80,8 @@ class ServedModel {
   const Model& model() const { return *model_; }
   const PredictorPool& predictors() const { return *pool_; }
   bool dynamic_batching() const { return batcher_ != nullptr; }
+  // The batcher, for inspection (tests); null without dynamic batching.
+  const DynamicBatcher* batcher() const { return batcher_.get(); }
   ModelStatsSnapshot stats() const { return stats_.Snapshot(); }
 
  private:

@@ -7,10 +7,15 @@
 #include <prometheus/registry.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/dynamic_batcher.h"
 #include "server/status_util.h"
 
 namespace ndserve {
 namespace {
+
+// The reason label values (engine/dynamic_batcher.h), in VersionSeries::rejected order.
+constexpr absl::string_view kRejectReasons[] = {engine::kRejectQueueFull, engine::kRejectTimeout,
+                                                engine::kRejectDeadline, kRejectServerBusy};
 
 std::string VersionKey(absl::string_view model, absl::string_view version) {
   return absl::StrCat(model, absl::string_view("\0", 1), version);
@@ -41,6 +46,12 @@ InferenceMetrics::InferenceMetrics(prometheus::Registry* registry)
     : requests_(&prometheus::BuildCounter()
                      .Name("ndserve_inference_requests_total")
                      .Help("Inference requests finished, by model, version and gRPC status code.")
+                     .Register(*registry)),
+      rejected_(&prometheus::BuildCounter()
+                     .Name("ndserve_inference_rejected_total")
+                     .Help("Inference requests refused without running: queue_full (the "
+                           "model's max_queue_size), timeout (its queue policy), deadline "
+                           "(the client's) or server_busy (--max_pending_infer).")
                      .Register(*registry)),
       total_(&prometheus::BuildHistogram()
                   .Name("ndserve_inference_request_duration_seconds")
@@ -138,6 +149,23 @@ prometheus::Counter* InferenceMetrics::GetRequestCounter(VersionSeries* series, 
   return c;
 }
 
+prometheus::Counter* InferenceMetrics::GetRejectedCounter(VersionSeries* series,
+                                                          absl::string_view reason) {
+  size_t i = 0;
+  while (i < std::size(kRejectReasons) && kRejectReasons[i] != reason) ++i;
+  if (i == std::size(kRejectReasons)) return nullptr;
+  if (prometheus::Counter* c = series->rejected[i].load(std::memory_order_acquire)) return c;
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter* c = series->rejected[i].load(std::memory_order_relaxed);
+  if (c == nullptr) {
+    c = &rejected_->Add({{"model", series->model},
+                         {"version", series->version},
+                         {"reason", std::string(kRejectReasons[i])}});
+    series->rejected[i].store(c, std::memory_order_release);
+  }
+  return c;
+}
+
 void InferenceMetrics::ModelLoaded(absl::string_view model, absl::string_view version) {
   absl::MutexLock lock(&mu_);
   GetModelLocked(std::string(model));
@@ -172,6 +200,9 @@ void InferenceMetrics::RecordRequest(const Request& request) {
   int code = static_cast<int>(request.code);
   if (code < 0 || code >= kCodes) code = static_cast<int>(absl::StatusCode::kUnknown);
   GetRequestCounter(series, code)->Increment();
+  if (!request.rejected_reason.empty()) {
+    if (prometheus::Counter* c = GetRejectedCounter(series, request.rejected_reason)) c->Increment();
+  }
   series->total->Observe(request.total_seconds);
   if (request.queue_seconds) series->queue->Observe(*request.queue_seconds);
   if (request.compute_seconds) series->compute->Observe(*request.compute_seconds);

@@ -29,6 +29,7 @@ namespace ndserve {
 // The per-request and per-model families of docs/design.md §7, recorded by the inference
 // service and the model repository; the only place they touch prometheus-cpp:
 //   ndserve_inference_requests_total{model,version,code}
+//   ndserve_inference_rejected_total{model,version,reason}      (refused without running)
 //   ndserve_inference_request_duration_seconds{model,version}   (histogram)
 //   ndserve_inference_queue_duration_seconds{model,version}     (histogram)
 //   ndserve_inference_compute_duration_seconds{model,version}   (histogram)
@@ -46,6 +47,10 @@ namespace ndserve {
 // The families live in the Registry given at construction, which must outlive this
 // object. Series handles are cached per (model, version), so recording a request
 // costs a reader lock, a hash lookup and a few atomic adds. Thread-safe.
+// The reject reason of a ModelInfer call the server refused before decoding it (too many
+// calls waiting for a worker); the engine's reasons are in engine/dynamic_batcher.h.
+inline constexpr absl::string_view kRejectServerBusy = "server_busy";
+
 class InferenceMetrics {
  public:
   static constexpr char kUnknownModel[] = "_unknown";
@@ -64,6 +69,9 @@ class InferenceMetrics {
     std::optional<double> compute_seconds;
     // Bytes the request's PredictorContext held at most; unset as above.
     std::optional<std::uint64_t> context_peak_bytes;
+    // Why the request was refused without running (engine::RejectReason: queue_full,
+    // timeout, deadline; or kRejectServerBusy); empty when it was not.
+    absl::string_view rejected_reason;
   };
 
   explicit InferenceMetrics(prometheus::Registry* registry);
@@ -114,6 +122,8 @@ class InferenceMetrics {
     prometheus::Histogram* total = nullptr;
     prometheus::Histogram* queue = nullptr;
     prometheus::Histogram* compute = nullptr;
+    // One per reject reason (kRejectReasons' order), made on first use as above.
+    std::array<std::atomic<prometheus::Counter*>, 4> rejected{};
   };
   struct ModelSeries {
     prometheus::Gauge* inflight = nullptr;
@@ -122,12 +132,15 @@ class InferenceMetrics {
 
   VersionSeries* GetVersion(absl::string_view model, absl::string_view version);
   prometheus::Counter* GetRequestCounter(VersionSeries* series, int code);
+  // Null for a reason outside the known set.
+  prometheus::Counter* GetRejectedCounter(VersionSeries* series, absl::string_view reason);
   ModelSeries* GetModel(absl::string_view model) ABSL_LOCKS_EXCLUDED(mu_);
   ModelSeries* GetModelLocked(const std::string& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The model name as labelled: itself when announced, kUnknownModel otherwise.
   absl::string_view Known(absl::string_view model) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Counter>* rejected_;
   prometheus::Family<prometheus::Histogram>* total_;
   prometheus::Family<prometheus::Histogram>* queue_;
   prometheus::Family<prometheus::Histogram>* compute_;

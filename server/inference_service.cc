@@ -7,7 +7,12 @@
 #include <grpcpp/support/async_unary_call.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -17,6 +22,7 @@
 #include "absl/time/time.h"
 #include "base/logging.h"
 #include "base/text.h"
+#include "engine/dynamic_batcher.h"
 #include "engine/engine.h"
 #include "memory/pool_stats.h"
 #include "server/health_service.h"
@@ -46,6 +52,16 @@ class InferenceServiceImpl::Call {
 
  protected:
   void RequestNext() { service_->RequestNext(*this); }
+  bool Shed() const { return service_->InferBacklogFull(); }
+  template <typename Req>
+  void RecordShed(const Req& request) {
+    if constexpr (std::is_same_v<Req, inference::ModelInferRequest>) {
+      service_->RecordShed(request);
+    }
+  }
+  // Brackets a reply that another thread sends (ModelInferAsync).
+  void BeginAsyncReply() { service_->BeginAsyncReply(); }
+  static void EndAsyncReply(InferenceServiceImpl* service) { service->EndAsyncReply(); }
   // Blocking handlers go to the worker pool; cheap ones run on the poller.
   void Run(bool blocking, std::function<void()> fn) {
     if (blocking) {
@@ -63,6 +79,13 @@ namespace {
 
 using AsyncService = GRPCInferenceService::AsyncService;
 
+// The call's gRPC deadline; InfiniteFuture when the client set none.
+absl::Time DeadlineOf(const grpc::ServerContext& context) {
+  const std::chrono::system_clock::time_point deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(deadline);
+}
+
 template <typename Req, typename Resp>
 class UnaryCall final : public InferenceServiceImpl::Call {
  public:
@@ -71,11 +94,14 @@ class UnaryCall final : public InferenceServiceImpl::Call {
                                            grpc::CompletionQueue*, grpc::ServerCompletionQueue*,
                                            void*);
   using HandlerFn = grpc::Status (InferenceServiceImpl::*)(const Req&, Resp*);
-  // How to request and answer one RPC.
+  using AsyncHandlerFn = void (InferenceServiceImpl::*)(const Req&, Resp*, absl::Time,
+                                                        InferenceServiceImpl::Reply);
+  // How to request and answer one RPC: with `handler`, or with `async_handler` when set.
   struct Method {
     RequestFn request;
     HandlerFn handler;
     bool blocking;
+    AsyncHandlerFn async_handler = nullptr;
   };
 
   UnaryCall(InferenceServiceImpl* service, AsyncService* async, grpc::ServerCompletionQueue* cq,
@@ -96,6 +122,27 @@ class UnaryCall final : public InferenceServiceImpl::Call {
     }
     RequestNext();
     finishing_ = true;
+    if (method_->async_handler != nullptr) {
+      if (Shed()) {
+        // Answered here on the poller: overload costs the client one round trip.
+        RecordShed(request_);
+        responder_.FinishWithError(
+            grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                         "the server is overloaded (too many requests waiting); retry later"),
+            this);
+        return;
+      }
+      BeginAsyncReply();
+      Run(method_->blocking, [this, service = service_, handler = method_->async_handler] {
+        (service->*handler)(request_, &response_, DeadlineOf(context_),
+                            [this, service](grpc::Status status) {
+                              // The poller may delete this object as soon as Finish is queued.
+                              responder_.Finish(response_, status, this);
+                              EndAsyncReply(service);
+                            });
+      });
+      return;
+    }
     Run(method_->blocking, [this, service = service_, handler = method_->handler] {
       const grpc::Status status = (service->*handler)(request_, &response_);
       // The poller may delete this object as soon as Finish is queued.
@@ -117,10 +164,11 @@ class UnaryCall final : public InferenceServiceImpl::Call {
 template <typename Req, typename Resp>
 const typename UnaryCall<Req, Resp>::Method* MethodOf(
     typename UnaryCall<Req, Resp>::RequestFn request,
-    typename UnaryCall<Req, Resp>::HandlerFn handler, bool blocking) {
+    typename UnaryCall<Req, Resp>::HandlerFn handler, bool blocking,
+    typename UnaryCall<Req, Resp>::AsyncHandlerFn async_handler = nullptr) {
   // A process-lifetime constant (held by a function-local static in RequestAll), so that
   // calls may point at it without caring about destruction order.
-  return new typename UnaryCall<Req, Resp>::Method{request, handler, blocking};
+  return new typename UnaryCall<Req, Resp>::Method{request, handler, blocking, async_handler};
 }
 
 template <typename Req, typename Resp>
@@ -221,8 +269,14 @@ void InferenceServiceImpl::Stop() {
     stopping_ = true;
   }
   // The server has shut down: no call arrives any more. Finish those accepted, whose
-  // replies land on the queues the pollers still drain.
+  // replies land on the queues the pollers still drain; calls queued in a model's
+  // batcher answer from its threads, and the queues must outlive those replies.
   workers_->Shutdown();
+  {
+    absl::MutexLock lock(&async_mu_);
+    async_mu_.Await(absl::Condition(
+        +[](int* pending) { return *pending == 0; }, &async_replies_));
+  }
   for (auto& cq : cqs_) cq->Shutdown();
   for (std::thread& t : pollers_) t.join();
   pollers_.clear();
@@ -244,7 +298,8 @@ void InferenceServiceImpl::RequestAll(grpc::ServerCompletionQueue* cq) {
   static const auto* config = MethodOf<ModelConfigRequest, ModelConfigResponse>(
       &AsyncService::RequestModelConfig, &InferenceServiceImpl::ModelConfig, kInline);
   static const auto* infer = MethodOf<ModelInferRequest, ModelInferResponse>(
-      &AsyncService::RequestModelInfer, &InferenceServiceImpl::ModelInfer, kBlocking);
+      &AsyncService::RequestModelInfer, &InferenceServiceImpl::ModelInfer, kBlocking,
+      &InferenceServiceImpl::ModelInferAsync);
   static const auto* stats = MethodOf<ModelStatisticsRequest, ModelStatisticsResponse>(
       &AsyncService::RequestModelStatistics, &InferenceServiceImpl::ModelStatistics, kInline);
   static const auto* index = MethodOf<RepositoryIndexRequest, RepositoryIndexResponse>(
@@ -278,6 +333,30 @@ void InferenceServiceImpl::RequestNext(const Call& done) {
   absl::ReaderMutexLock lock(&request_mu_);
   if (stopping_) return;
   done.Clone()->Request();
+}
+
+bool InferenceServiceImpl::InferBacklogFull() const {
+  return options_.max_pending_infer > 0 &&
+         workers_->backlog() >= static_cast<size_t>(options_.max_pending_infer);
+}
+
+void InferenceServiceImpl::RecordShed(const inference::ModelInferRequest& request) {
+  InferenceMetrics::Request record;
+  record.model = request.model_name();
+  record.version = request.model_version();
+  record.code = absl::StatusCode::kUnavailable;
+  record.rejected_reason = kRejectServerBusy;
+  metrics_->RecordRequest(record);
+}
+
+void InferenceServiceImpl::BeginAsyncReply() {
+  absl::MutexLock lock(&async_mu_);
+  ++async_replies_;
+}
+
+void InferenceServiceImpl::EndAsyncReply() {
+  absl::MutexLock lock(&async_mu_);
+  --async_replies_;
 }
 
 void InferenceServiceImpl::Poll(grpc::ServerCompletionQueue* cq) {
@@ -347,31 +426,18 @@ grpc::Status InferenceServiceImpl::ModelConfig(const inference::ModelConfigReque
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest& request,
-                                              inference::ModelInferResponse* response) {
+void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& request,
+                                           inference::ModelInferResponse* response,
+                                           absl::Time deadline, Reply done) {
   const absl::Time start = absl::Now();
   InferenceMetrics::InflightScope inflight = metrics_->TrackInflight(request.model_name());
-  InferenceMetrics::Request record;
-  record.model = request.model_name();
-  record.version = request.model_version();
-  absl::Status status;
-  // Host memory this request holds until the handler returns (HostMemoryBudget): the
-  // wire request gRPC parsed, the decoder's copies, then the response.
-  absl::StatusOr<HostMemoryBudget::Reservation> held =
-      host_memory_.Reserve(request.ByteSizeLong(), "the request");
-  absl::StatusOr<DecodedInferRequest> decoded = absl::UnknownError("not decoded");
-  if (held.ok()) decoded = DecodeInferRequest(request);
-  if (!held.ok()) {
-    status = held.status();
-  } else if (!decoded.ok()) {
-    status = decoded.status();
-  } else {
-    status = held->Grow(decoded->owned_bytes(), "the decoded request");
-  }
-  if (status.ok()) {
-    absl::StatusOr<engine::InferenceResponse> result = engine_->Infer(decoded->request());
-    status = result.ok() ? ReserveResponse(*result, &*held) : result.status();
-    if (status.ok()) {
+  // Records the call's metrics and answers it; the last use of `request` and `response`.
+  auto finish = [this, &request, response, start](
+                    absl::Status status, const engine::InferenceResponse* result) -> grpc::Status {
+    InferenceMetrics::Request record;
+    record.model = request.model_name();
+    record.version = request.model_version();
+    if (result != nullptr) {
       EncodeInferResponse(*result, response);
       if (response->id().empty()) response->set_id(request.id());
       record.version = response->model_version();
@@ -381,11 +447,89 @@ grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest
           static_cast<double>(t.compute_input_ns + t.compute_infer_ns + t.compute_output_ns) * 1e-9;
       record.context_peak_bytes = t.context_peak_bytes;
     }
+    record.code = status.code();
+    record.rejected_reason = engine::RejectReason(status);
+    record.total_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    metrics_->RecordRequest(record);
+    return ToGrpcStatus(status);
+  };
+  if (start >= deadline) {
+    // The client gave up while the call waited for a worker.
+    return done(finish(engine::WithRejectReason(
+                           absl::DeadlineExceededError(
+                               "the request's deadline passed before it was served; it did not run"),
+                           engine::kRejectDeadline),
+                       nullptr));
   }
-  record.code = status.code();
-  record.total_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  metrics_->RecordRequest(record);
-  return ToGrpcStatus(status);
+  // Host memory this request holds until it is answered (HostMemoryBudget): the wire
+  // request gRPC parsed, the decoder's copies, then the response.
+  absl::StatusOr<HostMemoryBudget::Reservation> held =
+      host_memory_.Reserve(request.ByteSizeLong(), "the request");
+  if (!held.ok()) return done(finish(held.status(), nullptr));
+  absl::StatusOr<DecodedInferRequest> decoded = DecodeInferRequest(request);
+  if (!decoded.ok()) return done(finish(decoded.status(), nullptr));
+  if (absl::Status grown = held->Grow(decoded->owned_bytes(), "the decoded request");
+      !grown.ok()) {
+    return done(finish(grown, nullptr));
+  }
+  engine::InferenceRequest& engine_request = decoded->mutable_request();
+  engine_request.deadline = deadline;
+  if (auto timeout = request.parameters().find("timeout"); timeout != request.parameters().end()) {
+    // Triton's per-request queue timeout; the model's queue policy decides whether it counts.
+    if (timeout->second.parameter_choice_case() != inference::InferParameter::kInt64Param ||
+        timeout->second.int64_param() < 0) {
+      return done(finish(absl::InvalidArgumentError(
+                             "parameter 'timeout' must be a non-negative int64 (microseconds)"),
+                         nullptr));
+    }
+    engine_request.timeout_microseconds = static_cast<uint64_t>(timeout->second.int64_param());
+  }
+  // The decoded request views `request`'s bytes and must live until the engine answers.
+  auto owned = std::make_unique<DecodedInferRequest>(*std::move(decoded));
+  const engine::InferenceRequest& infer = owned->request();
+  // Answers arriving after InferAsync returned come from a batcher lane; their encoding
+  // and reply go to the worker pool, so that the lane goes straight back to running
+  // batches instead of serializing every member's response.
+  auto submitting = std::make_shared<std::atomic<bool>>(true);
+  engine_->InferAsync(infer, [this, submitting, finish, owned = std::move(owned),
+                              held = *std::move(held), inflight = std::move(inflight),
+                              done = std::move(done)](
+                                 absl::StatusOr<engine::InferenceResponse> result) mutable {
+    auto reply = [this, finish, owned = std::move(owned), held = std::move(held),
+                  inflight = std::move(inflight), done = std::move(done),
+                  result = std::move(result)]() mutable {
+      absl::Status status = result.ok() ? ReserveResponse(*result, &held) : result.status();
+      grpc::Status answer =
+          status.ok() ? finish(status, &*result) : finish(std::move(status), nullptr);
+      owned.reset();
+      { InferenceMetrics::InflightScope ended = std::move(inflight); }
+      { HostMemoryBudget::Reservation released = std::move(held); }
+      done(std::move(answer));
+    };
+    if (submitting->load(std::memory_order_acquire) || workers_ == nullptr) {
+      reply();
+    } else {
+      workers_->Submit(std::move(reply));
+    }
+  });
+  submitting->store(false, std::memory_order_release);
+}
+
+grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest& request,
+                                              inference::ModelInferResponse* response) {
+  struct Waiter {
+    absl::Mutex mu;
+    std::optional<grpc::Status> status ABSL_GUARDED_BY(mu);
+  };
+  auto waiter = std::make_shared<Waiter>();
+  ModelInferAsync(request, response, absl::InfiniteFuture(), [waiter](grpc::Status status) {
+    absl::MutexLock lock(&waiter->mu);
+    waiter->status = std::move(status);
+  });
+  absl::MutexLock lock(&waiter->mu);
+  waiter->mu.Await(absl::Condition(
+      +[](std::optional<grpc::Status>* s) { return s->has_value(); }, &waiter->status));
+  return *waiter->status;
 }
 
 absl::Status InferenceServiceImpl::ReserveResponse(const engine::InferenceResponse& result,

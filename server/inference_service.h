@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/inference.grpc.pb.h"
 #include "server/daemon.h"
 #include "server/host_memory_budget.h"
@@ -38,6 +40,10 @@ struct InferenceServiceOptions {
   // Host-memory bounds (server/options.h HostBounds); 0: no limit.
   uint64_t max_response_bytes = 0;
   uint64_t max_inflight_host_bytes = 0;
+  // ModelInfer calls waiting for a worker beyond this many are refused on the polling
+  // thread with UNAVAILABLE, so that an overloaded daemon answers at once instead of
+  // queueing without bound; 0: no limit.
+  int max_pending_infer = 0;
 };
 
 // inference.GRPCInferenceService (KServe v2 + Triton's repository, statistics and model
@@ -85,6 +91,16 @@ class InferenceServiceImpl final : public PortService {
                              inference::ModelMetadataResponse* response);
   grpc::Status ModelConfig(const inference::ModelConfigRequest& request,
                            inference::ModelConfigResponse* response);
+  // Answers one finished ModelInfer call; may run on any thread.
+  using Reply = absl::AnyInvocable<void(grpc::Status)>;
+  // ModelInfer without holding the calling thread while the request waits in a model's
+  // queue: `done` is called exactly once, on this thread or later on a dynamic
+  // batcher's thread (docs/design.md §6). `request` and `response` must stay valid until
+  // then. A request still queued at `deadline` (the call's gRPC deadline) never runs.
+  void ModelInferAsync(const inference::ModelInferRequest& request,
+                       inference::ModelInferResponse* response, absl::Time deadline,
+                       Reply done);
+  // ModelInferAsync without a deadline, waiting for its result.
   grpc::Status ModelInfer(const inference::ModelInferRequest& request,
                           inference::ModelInferResponse* response);
   grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& request,
@@ -104,6 +120,14 @@ class InferenceServiceImpl final : public PortService {
   void RequestAll(grpc::ServerCompletionQueue* cq);
   // Asks for the next call like `done` on its queue, unless the service is stopping.
   void RequestNext(const Call& done);
+  // Whether a new ModelInfer call must be refused: too many wait for a worker.
+  bool InferBacklogFull() const;
+  // The metrics of a ModelInfer call refused before it was decoded.
+  void RecordShed(const inference::ModelInferRequest& request);
+  // Counts calls whose reply an engine thread will send; Stop waits for them before it
+  // shuts the completion queues down.
+  void BeginAsyncReply();
+  void EndAsyncReply();
   void Poll(grpc::ServerCompletionQueue* cq);
 
   // Checks --max_response_bytes and holds the response's bytes in `held` before
@@ -126,6 +150,8 @@ class InferenceServiceImpl final : public PortService {
   // be requested on a queue that has been shut down.
   absl::Mutex request_mu_;
   bool stopping_ ABSL_GUARDED_BY(request_mu_) = false;
+  absl::Mutex async_mu_;
+  int async_replies_ ABSL_GUARDED_BY(async_mu_) = 0;
   bool started_ = false;
 };
 

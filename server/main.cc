@@ -70,6 +70,9 @@ ABSL_FLAG(std::string, max_inflight_host_bytes, "4GiB",
           "Host memory that inference requests and responses in flight may hold together "
           "(gauge ndserve_host_request_bytes); beyond it requests get RESOURCE_EXHAUSTED. "
           "none: count only.");
+ABSL_FLAG(int, max_pending_infer, 1024,
+          "ModelInfer calls waiting for a worker beyond this many are refused at once with "
+          "UNAVAILABLE (overload shedding); 0: no limit.");
 
 namespace ndserve {
 namespace {
@@ -91,6 +94,7 @@ Options OptionsFromFlags() {
   o.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   o.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   o.max_inflight_host_bytes = absl::GetFlag(FLAGS_max_inflight_host_bytes);
+  o.max_pending_infer = absl::GetFlag(FLAGS_max_pending_infer);
   return o;
 }
 
@@ -133,7 +137,8 @@ int Run(Options options) {
       InferenceServiceOptions{.server_version = NDSERVE_VERSION,
                               .model_control_mode = options.model_control_mode,
                               .max_response_bytes = bounds->max_response_bytes,
-                              .max_inflight_host_bytes = bounds->max_inflight_host_bytes}));
+                              .max_inflight_host_bytes = bounds->max_inflight_host_bytes,
+                              .max_pending_infer = options.max_pending_infer}));
   // Listeners first: health, metrics and admin answer while the models load.
   if (absl::Status s = daemon.Start(); !s.ok()) return StartupError(s);
   // Both control modes load the whole repository at start (as Triton's "none" and

@@ -258,6 +258,10 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
   if (absl::StatusOr<HostBounds> bounds = ResolveHostBounds(options); !bounds.ok()) {
     return bounds.status();
   }
+  if (options.max_pending_infer < 0) {
+    return Invalid("max_pending_infer", std::to_string(options.max_pending_infer),
+                   "must not be negative (0: no limit)");
+  }
   if (!options.model_repository.empty()) {
     std::error_code ec;
     if (!fs::is_directory(options.model_repository, ec)) {

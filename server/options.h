@@ -63,6 +63,9 @@ struct Options {
   std::string max_request_bytes = "256MiB";
   std::string max_response_bytes = "1GiB";
   std::string max_inflight_host_bytes = "4GiB";  // "none": counted, not limited
+  // Overload shedding (batchiso): ModelInfer calls accepted but not yet taken by a
+  // worker beyond this many are refused at once with UNAVAILABLE; 0: no limit.
+  int max_pending_infer = 1024;
 };
 
 // The host-memory bounds of Options, resolved.

@@ -13,7 +13,7 @@ WorkerPool::WorkerPool(int threads) {
 
 WorkerPool::~WorkerPool() { Shutdown(); }
 
-void WorkerPool::Submit(std::function<void()> task) {
+void WorkerPool::Submit(Task task) {
   {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
@@ -34,11 +34,16 @@ void WorkerPool::Shutdown() {
   }
 }
 
+size_t WorkerPool::backlog() const {
+  absl::MutexLock lock(&mu_);
+  return tasks_.size();
+}
+
 bool WorkerPool::HasWorkOrStopping() const { return stopping_ || !tasks_.empty(); }
 
 void WorkerPool::Loop() {
   while (true) {
-    std::function<void()> task;
+    Task task;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &WorkerPool::HasWorkOrStopping));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 
 namespace ndserve {
@@ -27,19 +28,22 @@ class WorkerPool {
 
   // Queues `task`. After Shutdown began, runs it on the calling thread instead, so that
   // no accepted call is ever dropped.
-  void Submit(std::function<void()> task);
+  using Task = absl::AnyInvocable<void()>;
+  void Submit(Task task);
 
   // Runs every queued task to completion, then joins the threads. Idempotent.
   void Shutdown();
 
   int size() const { return static_cast<int>(threads_.size()); }
+  // Tasks queued and not yet taken by a thread.
+  size_t backlog() const;
 
  private:
   void Loop();
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex mu_;
+  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

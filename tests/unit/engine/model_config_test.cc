@@ -72,6 +72,37 @@ TEST(ModelConfigTest, TritonFieldsWeDoNotUseAreIgnored) {
   EXPECT_EQ(c->dynamic_batching->max_queue_delay_microseconds, 100u);
 }
 
+TEST(ModelConfigTest, QueuePolicyParsesAndRoundTrips) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(R"pb(
+                         name: "m"
+                         max_batch_size: 8
+                         dynamic_batching {
+                           default_queue_policy {
+                             timeout_action: DELAY
+                             default_timeout_microseconds: 5000
+                             allow_timeout_override: true
+                             max_queue_size: 16
+                           }
+                         }
+                       )pb",
+                                                   "test");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const QueuePolicyConfig& p = c->dynamic_batching->default_queue_policy;
+  EXPECT_EQ(p.timeout_action, QueuePolicyConfig::TimeoutAction::kDelay);
+  EXPECT_EQ(p.default_timeout_microseconds, 5000u);
+  EXPECT_TRUE(p.allow_timeout_override);
+  EXPECT_EQ(p.max_queue_size, 16u);
+  absl::StatusOr<ModelConfig> again = ParseModelConfig(ModelConfigToText(*c), "again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->dynamic_batching->default_queue_policy, p);
+  // Absent: no limit, no timeout, REJECT.
+  absl::StatusOr<ModelConfig> plain =
+      ParseModelConfig("name: \"m\" dynamic_batching { }", "plain");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->dynamic_batching->default_queue_policy, QueuePolicyConfig{});
+  EXPECT_EQ(ModelConfigToText(*plain).find("default_queue_policy"), std::string::npos);
+}
+
 TEST(ModelConfigTest, ErrorsNameTheFileAndLine) {
   absl::Status s =
       ParseModelConfig("name: \"m\"\nmax_batch_size: \"lots\"\n", "cfg.pbtxt").status();

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "engine/dynamic_batcher.h"
 #include "gtest/gtest.h"
 #include "memory/device_pools.h"
 #include "memory/pool.h"
@@ -188,6 +189,31 @@ TEST_F(MetricsExporterTest, InferenceFamiliesAppearOnceRecorded) {
 
   m.ModelUnloaded("mlp", "1");
   EXPECT_THAT(exporter.Text(), HasSubstr("ndserve_model_loaded{model=\"mlp\",version=\"1\"} 0"));
+}
+
+TEST_F(MetricsExporterTest, RejectedRequestsAreCountedByReason) {
+  MetricsExporter exporter(&pools_, FakeManagers);
+  InferenceMetrics& m = exporter.inference();
+  m.ModelLoaded("mlp", "1");
+  for (int i = 0; i < 3; ++i) {
+    m.RecordRequest({.model = "mlp",
+                     .code = absl::StatusCode::kUnavailable,
+                     .rejected_reason = engine::kRejectQueueFull});
+  }
+  m.RecordRequest({.model = "mlp",
+                   .code = absl::StatusCode::kDeadlineExceeded,
+                   .rejected_reason = engine::kRejectTimeout});
+  // A reason outside the known set never becomes a label value.
+  m.RecordRequest({.model = "mlp",
+                   .code = absl::StatusCode::kUnavailable,
+                   .rejected_reason = "client supplied"});
+  const std::string text = exporter.Text();
+  EXPECT_THAT(text, HasSubstr("ndserve_inference_rejected_total{model=\"mlp\",reason=\"queue_full\","
+                              "version=\"\"} 3"));
+  EXPECT_THAT(text, HasSubstr("ndserve_inference_rejected_total{model=\"mlp\",reason=\"timeout\","
+                              "version=\"\"} 1"));
+  EXPECT_THAT(text, Not(HasSubstr("client supplied")));
+  EXPECT_THAT(text, Not(HasSubstr("reason=\"deadline\"")));
 }
 
 TEST_F(MetricsExporterTest, UnknownModelsAndVersionsDoNotGrowTheSeries) {

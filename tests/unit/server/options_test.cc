@@ -315,6 +315,11 @@ TEST(OptionsTest, OtherChecks) {
   Options timeout;
   timeout.exit_timeout_seconds = -1;
   EXPECT_THAT(ValidateOptions(timeout, kEmptyEnv).message(), HasSubstr("--exit_timeout_seconds"));
+  Options pending;
+  pending.max_pending_infer = -1;
+  EXPECT_THAT(ValidateOptions(pending, kEmptyEnv).message(), HasSubstr("--max_pending_infer"));
+  pending.max_pending_infer = 0;  // no limit
+  EXPECT_TRUE(ValidateOptions(pending, kEmptyEnv).ok());
 
   Options device;
   device.device = "tpu:0";

@@ -32,6 +32,23 @@ TEST(WorkerPoolTest, SubmitAfterShutdownRunsOnTheCaller) {
   pool.Shutdown();  // idempotent
 }
 
+TEST(WorkerPoolTest, BacklogCountsTasksNoThreadHasTaken) {
+  WorkerPool pool(1);
+  std::atomic<bool> release{false};
+  std::atomic<bool> started{false};
+  pool.Submit([&] {
+    started = true;
+    while (!release) std::this_thread::yield();
+  });
+  while (!started) std::this_thread::yield();
+  EXPECT_EQ(pool.backlog(), 0u);
+  for (int i = 0; i < 3; ++i) pool.Submit([] {});
+  EXPECT_EQ(pool.backlog(), 3u);
+  release = true;
+  pool.Shutdown();
+  EXPECT_EQ(pool.backlog(), 0u);
+}
+
 TEST(WorkerPoolTest, DefaultSizeIsTheMachine) {
   WorkerPool pool(0);
   EXPECT_EQ(pool.size(), std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
