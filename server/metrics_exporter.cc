@@ -6,11 +6,24 @@
 
 #include <exception>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 
 namespace ndserve {
+namespace {
+
+// civetweb gives each accepted connection a worker thread until its request has been read,
+// so silent sockets hold workers: with prometheus-cpp's default of 2 threads two idle
+// connections took /metrics offline for civetweb's 30 s request timeout. Enough threads
+// that a handful of idle or slow clients leave workers free (they sleep while idle), and a
+// timeout short enough that a flood of them only delays a scrape by a couple of seconds.
+constexpr int kHttpThreads = 32;
+constexpr int kRequestTimeoutMs = 2000;
+
+}  // namespace
 
 MetricsExporter::MetricsExporter(const DevicePools* pools, ManagerLevelSource managers)
     : registry_(std::make_shared<prometheus::Registry>()),
@@ -23,7 +36,9 @@ absl::Status MetricsExporter::Start(const std::string& address) {
   if (exposer_ != nullptr) return absl::FailedPreconditionError("metrics exporter already started");
   try {
     // civetweb throws when it cannot bind; exceptions stop at this third-party boundary.
-    auto exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+    auto exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", absl::StrCat(kHttpThreads),
+        "request_timeout_ms", absl::StrCat(kRequestTimeoutMs)});
     exposer->RegisterCollectable(memory_);
     exposer->RegisterCollectable(registry_);
     const std::vector<int> ports = exposer->GetListeningPorts();

@@ -21,6 +21,9 @@ class DevicePools;
 // the memory and manager families built at scrape time by a MemoryCollector, and the
 // inference families that the inference service records through inference().
 //
+// Idle or slow HTTP clients cannot take /metrics offline: the listener has many threads
+// and drops a connection that has not sent its request within 2 s (docs/design.md §7).
+//
 // Reads `pools` (not owned; must outlive this object). Owns its registry, collector and
 // HTTP listener. inference() and Text() are thread-safe; Start and Stop are called from
 // one thread (main).
