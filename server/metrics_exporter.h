@@ -37,7 +37,8 @@ class MetricsExporter {
   // Binds "host:port" (port 0: any free port). UNAVAILABLE naming --metrics_address
   // when the address cannot be bound.
   absl::Status Start(const std::string& address);
-  // Closes the listener; scrapes in progress finish first.
+  // Closes the listener (within milliseconds for an IPv4 address); scrapes in progress
+  // finish first.
   void Stop();
   // The bound port after Start, else 0.
   int port() const { return port_; }
@@ -52,6 +53,7 @@ class MetricsExporter {
   std::shared_ptr<MemoryCollector> memory_;
   std::unique_ptr<InferenceMetrics> inference_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string address_;
   int port_ = 0;
 };
 
