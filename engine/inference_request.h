@@ -5,6 +5,7 @@
 // the server decodes ModelInferRequest into these (views over the request's bytes, no
 // copy) and encodes the response from them.
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ struct InferenceRequest {
   // Names of the outputs to return, in this order; empty: every model output in the
   // model's order.
   std::vector<std::string> requested_outputs;
+  // When set, the engine reads it before every graph node and, once true, stops the
+  // request there with CANCELLED: a shutdown's exit timeout cuts requests still computing
+  // instead of waiting for them. Not owned; must outlive Infer.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // One output tensor; owns its bytes (copied out of device memory before the request's

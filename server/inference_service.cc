@@ -44,6 +44,8 @@ class InferenceServiceImpl::Call {
 
  protected:
   void RequestNext() { service_->RequestNext(*this); }
+  void Accepted() { service_->CallAccepted(); }
+  void Answered() { service_->CallAnswered(); }
   // Blocking handlers go to the worker pool; cheap ones run on the poller.
   void Run(bool blocking, std::function<void()> fn) {
     if (blocking) {
@@ -89,9 +91,11 @@ class UnaryCall final : public InferenceServiceImpl::Call {
   void Proceed(bool ok) override {
     if (finishing_ || !ok) {
       // Reply sent (or not: the client went away), or the queue is shutting down.
+      if (finishing_) Answered();
       delete this;
       return;
     }
+    Accepted();
     RequestNext();
     finishing_ = true;
     Run(method_->blocking, [this, service = service_, handler = method_->handler] {
@@ -130,6 +134,14 @@ void Spawn(InferenceServiceImpl* service, AsyncService* async, grpc::ServerCompl
 constexpr int kInferSlotsPerQueue = 64;
 constexpr bool kBlocking = true;
 constexpr bool kInline = false;
+
+constexpr absl::string_view kCutMessage =
+    "ndserved is shutting down: the request was cut at the exit timeout (--exit_timeout_seconds)";
+
+// What a request still queued or computing when the exit timeout passes is answered:
+// UNAVAILABLE, as for any refused call of a server going away, so clients may retry
+// elsewhere.
+absl::Status CutByExitTimeout() { return absl::UnavailableError(kCutMessage); }
 
 grpc::Status Unavailable(absl::string_view message) {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(message));
@@ -220,6 +232,32 @@ void InferenceServiceImpl::Stop() {
   for (std::thread& t : pollers_) t.join();
   pollers_.clear();
   cqs_.clear();
+  if (const int64_t cut = cut_requests_.load(); cut > 0) {
+    LOG(WARNING) << cut << " inference request" << (cut == 1 ? " was" : "s were")
+                 << " cut by the exit timeout: answered UNAVAILABLE and counted as failed";
+  }
+}
+
+void InferenceServiceImpl::CallAccepted() {
+  absl::MutexLock lock(&calls_mu_);
+  ++unanswered_calls_;
+}
+
+void InferenceServiceImpl::CallAnswered() {
+  absl::MutexLock lock(&calls_mu_);
+  --unanswered_calls_;
+}
+
+bool InferenceServiceImpl::AwaitCallsAnswered(absl::Time deadline) {
+  absl::MutexLock lock(&calls_mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_) { return unanswered_calls_ == 0; };
+  return calls_mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
+}
+
+int InferenceServiceImpl::CutCallsInFlight() {
+  cut_.store(true);
+  absl::MutexLock lock(&calls_mu_);
+  return static_cast<int>(unanswered_calls_);
 }
 
 void InferenceServiceImpl::RequestAll(grpc::ServerCompletionQueue* cq) {
@@ -348,11 +386,21 @@ grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest
   record.model = request.model_name();
   record.version = request.model_version();
   absl::Status status;
+  bool cut = false;
   absl::StatusOr<DecodedInferRequest> decoded = DecodeInferRequest(request);
   if (!decoded.ok()) {
     status = decoded.status();
+  } else if (cut_.load()) {
+    // Queued behind the workers when the exit timeout passed: never runs.
+    cut = true;
+    status = CutByExitTimeout();
   } else {
+    decoded->mutable_request().cancel = &cut_;
     absl::StatusOr<engine::InferenceResponse> result = engine_->Infer(decoded->request());
+    if (!result.ok() && result.status().code() == absl::StatusCode::kCancelled && cut_.load()) {
+      cut = true;
+      result = CutByExitTimeout();
+    }
     if (!result.ok()) {
       status = result.status();
     } else {
@@ -366,6 +414,7 @@ grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest
       record.context_peak_bytes = t.context_peak_bytes;
     }
   }
+  if (cut) cut_requests_.fetch_add(1);
   record.code = status.code();
   record.total_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   metrics_->RecordRequest(record);

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "memory/device.h"
 #include "memory/memory_config.h"
+#include "server/tls_credentials.h"
 
 namespace ndserve {
 
@@ -57,6 +58,10 @@ struct Options {
   std::string memory_thread_cache;
   int exit_timeout_seconds = 30;
   ModelControlMode model_control_mode = ModelControlMode::kExplicit;
+
+  // TLS per listener (netlife): PEM paths; no cert: plain text; a client CA: mutual TLS.
+  TlsFiles grpc_tls;
+  TlsFiles admin_tls;
 };
 
 // Reads an environment variable; nullptr when unset. Injectable for tests.
@@ -64,7 +69,8 @@ using EnvLookup = std::function<const char*(const char*)>;
 EnvLookup ProcessEnvironment();
 
 // Checks every option that can be checked without side effects: addresses parse, the
-// admin listener is on loopback unless a token file is given, the device and the
+// admin listener is on loopback unless a token file and TLS are given (the token must not
+// cross the network in clear text), the TLS files read as PEM, the device and the
 // memory settings parse, the timeout is not negative, the repository is a directory.
 // The first problem found is INVALID_ARGUMENT naming the flag (or the environment
 // variable a memory setting came from).
