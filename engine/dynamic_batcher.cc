@@ -18,8 +18,7 @@ bool DynamicBatcher::Compatible(const InferenceRequest& a, const ValidatedReques
                                 const InferenceRequest& b, const ValidatedRequest& plan_b) {
   // A merged run stops on its lead's cancel flag, so only requests sharing it may merge.
   if (a.inputs.size() != b.inputs.size() || a.cancel != b.cancel ||
-      plan_a.input_tensor != plan_b.input_tensor ||
-      plan_a.outputs != plan_b.outputs) {
+      plan_a.input_tensor != plan_b.input_tensor || plan_a.outputs != plan_b.outputs) {
     return false;
   }
   for (size_t i = 0; i < a.inputs.size(); ++i) {

@@ -284,9 +284,9 @@ absl::Status PredictorContext::Run(const std::atomic<bool>* cancel) {
   const int nodes = static_cast<int>(graph.nodes().size());
   for (int n = 0; n < nodes; ++n) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
-      return absl::CancelledError(
-          absl::StrCat("request cancelled before node '", graph.nodes()[n].name, "' (", n,
-                       " of ", nodes, " nodes run)"));
+      return absl::CancelledError(absl::StrCat("request cancelled before node '",
+                                               graph.nodes()[n].name, "' (", n, " of ", nodes,
+                                               " nodes run)"));
     }
     NDS_RETURN_IF_ERROR(AtNode(RunNode(n), graph.nodes()[n]));
     if (release_early) {

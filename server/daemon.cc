@@ -66,8 +66,8 @@ absl::Status Daemon::Start() {
   };
   LOG(INFO) << "listening: grpc " << options_.grpc_address << " (port " << grpc_port_ << ", "
             << tls(options_.grpc_tls) << "), metrics " << options_.metrics_address << " (port "
-            << metrics_.port() << "), admin " << options_.admin_address << " (port "
-            << admin_port_ << ", " << tls(options_.admin_tls) << ", "
+            << metrics_.port() << "), admin " << options_.admin_address << " (port " << admin_port_
+            << ", " << tls(options_.admin_tls) << ", "
             << (options_.admin_token_file.empty() ? "no token" : "token required") << ")";
   return absl::OkStatus();
 }
@@ -166,8 +166,9 @@ void Daemon::StopServing() {
     grpc_server_->Shutdown(std::chrono::system_clock::now());
     // Shutdown returned, so the notification is queued; drain it before destroying.
     grpc_completion_queue_shutdown(shutdown_cq);
-    while (grpc_completion_queue_next(shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), nullptr)
-               .type != GRPC_QUEUE_SHUTDOWN) {
+    while (
+        grpc_completion_queue_next(shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), nullptr).type !=
+        GRPC_QUEUE_SHUTDOWN) {
     }
     grpc_completion_queue_destroy(shutdown_cq);
   }

@@ -134,11 +134,10 @@ int Run(Options options) {
   }
 
   // Declared before the daemon, so that it outlives the inference service that uses it.
-  engine::Engine engine(
-      engine::EngineOptions{.model_repository = options.model_repository,
-                            .device = *device,
-                            .stop_loading = ShutdownFlag()},
-      &memory_system);
+  engine::Engine engine(engine::EngineOptions{.model_repository = options.model_repository,
+                                              .device = *device,
+                                              .stop_loading = ShutdownFlag()},
+                        &memory_system);
   Daemon daemon(options, &memory_system);
   ModelLifecycle lifecycle(&engine, &daemon.metrics());
   daemon.AddPortService(std::make_unique<InferenceServiceImpl>(

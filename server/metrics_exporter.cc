@@ -1,11 +1,10 @@
 #include "server/metrics_exporter.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -61,8 +60,8 @@ absl::Status MetricsExporter::Start(const std::string& address) {
   try {
     // civetweb throws when it cannot bind; exceptions stop at this third-party boundary.
     auto exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-        "listening_ports", address, "num_threads", absl::StrCat(kHttpThreads),
-        "request_timeout_ms", absl::StrCat(kRequestTimeoutMs)});
+        "listening_ports", address, "num_threads", absl::StrCat(kHttpThreads), "request_timeout_ms",
+        absl::StrCat(kRequestTimeoutMs)});
     exposer->RegisterCollectable(memory_);
     exposer->RegisterCollectable(registry_);
     const std::vector<int> ports = exposer->GetListeningPorts();

@@ -117,7 +117,8 @@ const std::atomic<bool>* ShutdownFlag() { return &g_requested; }
 int WaitForShutdownSignal() {
   g_waiting.store(true);
   absl::MutexLock lock(&g_mu);
-  g_mu.Await(absl::Condition(+[](int* sig) { return *sig != 0; }, &g_first_signal));
+  g_mu.Await(absl::Condition(
+      +[](int* sig) { return *sig != 0; }, &g_first_signal));
   return g_first_signal;
 }
 

@@ -17,8 +17,8 @@ namespace {
 // huge file) from being read whole.
 constexpr std::streamsize kMaxPemBytes = 1 << 20;
 
-absl::Status Invalid(absl::string_view listener, absl::string_view suffix,
-                     absl::string_view value, absl::string_view why) {
+absl::Status Invalid(absl::string_view listener, absl::string_view suffix, absl::string_view value,
+                     absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("--", listener, "_tls_", suffix, "='", value, "': ", why));
 }

@@ -72,16 +72,16 @@ class Pki {
     return std::system(absl::StrCat(command, " >/dev/null 2>&1").c_str()) == 0;
   }
   bool MakeCa(const std::string& name, const std::string& key) const {
-    return Run(absl::StrCat("cd ", dir_.string(), " && openssl req -x509 ", key, " -keyout ",
-                            name, ".key -out ", name, ".pem -days 2 -subj /CN=", name));
+    return Run(absl::StrCat("cd ", dir_.string(), " && openssl req -x509 ", key, " -keyout ", name,
+                            ".key -out ", name, ".pem -days 2 -subj /CN=", name));
   }
   bool MakeLeaf(const std::string& name, const std::string& ca, const std::string& key) const {
     const std::string ext = name == "server" ? "server.ext" : "client.ext";
     return Run(absl::StrCat("cd ", dir_.string(), " && openssl req ", key, " -keyout ", name,
-                            ".key -out ", name, ".csr -subj /CN=", name == "server" ? "localhost" : name,
-                            " && openssl x509 -req -in ", name, ".csr -CA ", ca, ".pem -CAkey ",
-                            ca, ".key -CAcreateserial -days 2 -extfile ", ext, " -out ", name,
-                            ".pem"));
+                            ".key -out ", name,
+                            ".csr -subj /CN=", name == "server" ? "localhost" : name,
+                            " && openssl x509 -req -in ", name, ".csr -CA ", ca, ".pem -CAkey ", ca,
+                            ".key -CAcreateserial -days 2 -extfile ", ext, " -out ", name, ".pem"));
   }
 
   fs::path dir_;
@@ -116,8 +116,8 @@ TEST_F(TlsTest, InferencePortServesTlsOnly) {
       std::chrono::seconds(120), pki_.Credentials("ca"));
   ASSERT_TRUE(started.ok()) << started.status();
   DaemonProcess& daemon = **started;
-  EXPECT_THAT(daemon.Log(), ::testing::HasSubstr("(port " + std::to_string(daemon.grpc_port()) +
-                                                 ", TLS)"));
+  EXPECT_THAT(daemon.Log(),
+              ::testing::HasSubstr("(port " + std::to_string(daemon.grpc_port()) + ", TLS)"));
 
   // A TLS client that trusts the CA: served, inference included.
   absl::StatusOr<ReferenceCase> c = ReadReferenceCase("mlp");
@@ -168,8 +168,8 @@ TEST_F(TlsTest, AdminPortWithMutualTlsAndToken) {
   DaemonProcess& daemon = **started;
 
   auto status = [&](const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
-    auto admin = ndserve::admin::v1::MemoryAdmin::NewStub(
-        LoopbackChannel(daemon.admin_port(), credentials));
+    auto admin =
+        ndserve::admin::v1::MemoryAdmin::NewStub(LoopbackChannel(daemon.admin_port(), credentials));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     context.AddMetadata("authorization", "Bearer t0ken");

@@ -58,9 +58,9 @@ class InferenceServiceTest : public ::testing::Test {
         &memory_);
     lifecycle_ = std::make_unique<ModelLifecycle>(engine_.get(), &exporter_.inference());
     ASSERT_TRUE(lifecycle_->Load("mlp").ok());
-    service_ = std::make_unique<InferenceServiceImpl>(engine_.get(), lifecycle_.get(), &health_,
-                                                      &exporter_.inference(),
-                                                      InferenceServiceOptions{});
+    service_ =
+        std::make_unique<InferenceServiceImpl>(engine_.get(), lifecycle_.get(), &health_,
+                                               &exporter_.inference(), InferenceServiceOptions{});
     request_.set_model_name("mlp");
     inference::ModelInferRequest::InferInputTensor* input = request_.add_inputs();
     input->set_name("input");

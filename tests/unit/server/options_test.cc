@@ -222,8 +222,8 @@ TEST(OptionsTest, TlsFilesComeTogetherAndMustBePem) {
     tls.key.clear();
     absl::Status s = ValidateOptions(o, kEmptyEnv);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("--", listener, "_tls_cert needs --",
-                                                    listener, "_tls_key")));
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("--", listener, "_tls_cert needs --", listener,
+                                                    "_tls_key")));
     tls = good;
     tls.cert.clear();
     EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(),
