@@ -48,8 +48,9 @@ DynamicBatcher::~DynamicBatcher() { Shutdown(); }
 
 bool DynamicBatcher::Compatible(const InferenceRequest& a, const ValidatedRequest& plan_a,
                                 const InferenceRequest& b, const ValidatedRequest& plan_b) {
-  if (a.inputs.size() != b.inputs.size() || plan_a.input_tensor != plan_b.input_tensor ||
-      plan_a.outputs != plan_b.outputs) {
+  // A merged run stops on its lead's cancel flag, so only requests sharing it may merge.
+  if (a.inputs.size() != b.inputs.size() || a.cancel != b.cancel ||
+      plan_a.input_tensor != plan_b.input_tensor || plan_a.outputs != plan_b.outputs) {
     return false;
   }
   for (size_t i = 0; i < a.inputs.size(); ++i) {
@@ -291,6 +292,7 @@ void DynamicBatcher::RunBatch(Batch& batch, int64_t rows) {
   merged.model_name = lead.model_name;
   merged.model_version = lead.model_version;
   merged.requested_outputs = lead.requested_outputs;
+  merged.cancel = lead.cancel;
   std::vector<std::vector<uint8_t>> stacked(lead.inputs.size());
   for (size_t i = 0; i < lead.inputs.size(); ++i) {
     size_t bytes = 0;

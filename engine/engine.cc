@@ -129,6 +129,7 @@ absl::Status Engine::LoadModel(absl::string_view name) {
     spec.config = found->config;
     spec.device = plan->device;
     spec.warm_up = options_.warm_up;
+    spec.stop_warm_up = options_.stop_loading;
     absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, memory_);
     if (!served.ok()) {
       for (auto& [version, model] : loaded) model->Unload();
@@ -175,6 +176,11 @@ absl::Status Engine::LoadAllModels() {
   std::vector<std::string> errors;
   absl::StatusCode code = absl::StatusCode::kOk;
   for (const std::string& name : names) {
+    if (options_.stop_loading != nullptr && options_.stop_loading->load()) {
+      if (code == absl::StatusCode::kOk) code = absl::StatusCode::kCancelled;
+      errors.push_back(absl::StrCat("loading stopped before model '", name, "'"));
+      break;
+    }
     absl::Status status = LoadModel(name);
     if (!status.ok()) {
       if (code == absl::StatusCode::kOk) code = status.code();

@@ -4,6 +4,7 @@
 // The engine's public face: what the server's inference, repository, health and
 // statistics RPCs call. No gRPC or protobuf types; the server converts.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -31,6 +32,10 @@ struct EngineOptions {
   std::string model_repository;  // root of the Triton-style repository
   Device device;                 // where KIND_AUTO / KIND_GPU instances run (server: --device)
   bool warm_up = true;           // one zero-filled request per predictor at load
+  // Not owned, may be null. Once it reads true, a warm-up in progress stops at its next
+  // node (that load fails with CANCELLED) and LoadAllModels starts no further model: a
+  // SIGTERM during start-up need not wait for every model to load.
+  const std::atomic<bool>* stop_loading = nullptr;
 };
 
 enum class ModelState { kLoading, kReady, kUnloading, kUnavailable };

@@ -5,6 +5,7 @@
 // the server decodes ModelInferRequest into these (views over the request's bytes, no
 // copy) and encodes the response from them.
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@ struct InferenceRequest {
   // The request's own queue timeout (Triton's "timeout" parameter), in microseconds; 0:
   // none. Honoured only where the model's queue policy has allow_timeout_override.
   uint64_t timeout_microseconds = 0;
+  // When set, the engine reads it before every graph node and, once true, stops the
+  // request there with CANCELLED: a shutdown's exit timeout cuts requests still computing
+  // instead of waiting for them. Not owned; must outlive Infer.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // One output tensor; owns its bytes (copied out of device memory before the request's

@@ -52,7 +52,7 @@ absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& req
     NDS_RETURN_IF_ERROR(ctx.SetInput(i, t.shape, t.data));
   }
   const absl::Time uploaded = absl::Now();
-  NDS_RETURN_IF_ERROR(ctx.Run());
+  NDS_RETURN_IF_ERROR(ctx.Run(request.cancel));
   const absl::Time ran = absl::Now();
   InferenceResponse response;
   response.model_name = model_->name();
@@ -73,7 +73,7 @@ absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& req
   return response;
 }
 
-absl::Status Predictor::WarmUp() {
+absl::Status Predictor::WarmUp(const std::atomic<bool>* cancel) {
   const ModelSignature& sig = model_->signature();
   {
     NDS_ASSIGN_OR_RETURN(
@@ -95,7 +95,7 @@ absl::Status Predictor::WarmUp() {
       NDS_RETURN_IF_ERROR(ctx.SetZeroInput(i, shape));
     }
     if (runnable) {
-      absl::Status status = ctx.Run();
+      absl::Status status = ctx.Run(cancel);
       if (!status.ok()) {
         return absl::Status(status.code(), absl::StrCat("warm-up with zero-filled inputs failed: ",
                                                         status.message()));

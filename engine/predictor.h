@@ -1,6 +1,7 @@
 #ifndef NDSERVE_ENGINE_PREDICTOR_H_
 #define NDSERVE_ENGINE_PREDICTOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -42,8 +43,9 @@ class Predictor {
                                             const ValidatedRequest& plan);
 
   // Runs one zero-filled request with the declared shapes (variable dims as 1), then
-  // caps the predictor manager. Errors make the model fail to load.
-  absl::Status WarmUp();
+  // caps the predictor manager. Errors make the model fail to load; `cancel` (optional)
+  // stops it before its next node with CANCELLED.
+  absl::Status WarmUp(const std::atomic<bool>* cancel = nullptr);
 
   const std::shared_ptr<NDManager>& manager() const { return manager_; }
   const Model& model() const { return *model_; }

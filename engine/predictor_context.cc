@@ -278,10 +278,16 @@ absl::Status PredictorContext::RunNode(int n) {
   return absl::OkStatus();
 }
 
-absl::Status PredictorContext::Run() {
+absl::Status PredictorContext::Run(const std::atomic<bool>* cancel) {
   const Graph& graph = model_.graph();
   const bool release_early = gpu_ == nullptr;
-  for (int n = 0; n < static_cast<int>(graph.nodes().size()); ++n) {
+  const int nodes = static_cast<int>(graph.nodes().size());
+  for (int n = 0; n < nodes; ++n) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+      return absl::CancelledError(absl::StrCat("request cancelled before node '",
+                                               graph.nodes()[n].name, "' (", n, " of ", nodes,
+                                               " nodes run)"));
+    }
     NDS_RETURN_IF_ERROR(AtNode(RunNode(n), graph.nodes()[n]));
     if (release_early) {
       for (int s : graph.ReleasedAfter(n)) {

@@ -1,6 +1,7 @@
 #ifndef NDSERVE_ENGINE_PREDICTOR_CONTEXT_H_
 #define NDSERVE_ENGINE_PREDICTOR_CONTEXT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -60,9 +61,10 @@ class PredictorContext : private kernels::ScratchAllocator {
   // A zero-filled input, for warm-up.
   absl::Status SetZeroInput(int input, absl::Span<const int64_t> shape);
   // Runs every node. Errors are annotated with the node ("node 'fc0' (Gemm): ...").
+  // CANCELLED, before the next node, once `cancel` (optional) reads true.
   // On a GPU it returns once the kernels are queued; CopyOutput and Close wait for them
   // (an error of a queued kernel surfaces there).
-  absl::Status Run();
+  absl::Status Run(const std::atomic<bool>* cancel = nullptr);
   // Copies graph output `output` (index into the model's outputs) to host memory.
   absl::StatusOr<InferOutputTensor> CopyOutput(int output) const;
 

@@ -59,7 +59,7 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSp
   for (int i = 0; i < count; ++i) {
     absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Create(*model, i);
     absl::Status status = p.status();
-    if (status.ok() && spec.warm_up) status = (*p)->WarmUp();
+    if (status.ok() && spec.warm_up) status = (*p)->WarmUp(spec.stop_warm_up);
     if (!status.ok()) {
       predictors.clear();
       (*model)->Close().IgnoreError();

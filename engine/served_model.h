@@ -30,6 +30,7 @@ struct ModelLoadSpec {
   Device device;
   int instance_count = 0;  // predictors; 0: the config's instance_group count (default 1)
   bool warm_up = true;
+  const std::atomic<bool>* stop_warm_up = nullptr;  // EngineOptions::stop_loading
 };
 
 // One loaded model version: the Model (parameters, capped), its predictors behind a

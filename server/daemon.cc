@@ -1,6 +1,7 @@
 #include "server/daemon.h"
 
 #include <grpc/grpc.h>
+#include <grpc/support/time.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
@@ -10,10 +11,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/logging.h"
 #include "memory/device_pools.h"
 #include "memory/memory_system.h"
 #include "memory/pool.h"
+#include "server/tls_credentials.h"
 
 namespace ndserve {
 namespace {
@@ -23,6 +27,14 @@ namespace {
 void ExclusivePort(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
+
+// How long requests cut by the exit timeout get to notice: they stop at their next graph
+// node. Together with the rest of the exit this keeps it within 1 s of the timeout.
+constexpr absl::Duration kCutGrace = absl::Milliseconds(500);
+
+// Admin calls are quick reads or a reclaim; at exit they get this long before the
+// connections close, so that an idle admin channel delays nothing.
+constexpr std::chrono::milliseconds kAdminCloseGrace(250);
 
 }  // namespace
 
@@ -49,9 +61,13 @@ absl::Status Daemon::Start() {
     Close();
     return status;
   }
-  LOG(INFO) << "listening: grpc " << options_.grpc_address << " (port " << grpc_port_
-            << "), metrics " << options_.metrics_address << " (port " << metrics_.port()
-            << "), admin " << options_.admin_address << " (port " << admin_port_ << ", "
+  auto tls = [](const TlsFiles& files) {
+    return !files.enabled() ? "plain text" : files.client_ca.empty() ? "TLS" : "mutual TLS";
+  };
+  LOG(INFO) << "listening: grpc " << options_.grpc_address << " (port " << grpc_port_ << ", "
+            << tls(options_.grpc_tls) << "), metrics " << options_.metrics_address << " (port "
+            << metrics_.port() << "), admin " << options_.admin_address << " (port " << admin_port_
+            << ", " << tls(options_.admin_tls) << ", "
             << (options_.admin_token_file.empty() ? "no token" : "token required") << ")";
   return absl::OkStatus();
 }
@@ -65,10 +81,13 @@ absl::Status Daemon::StartAdmin() {
     if (!warning.empty()) LOG(WARNING) << warning;
     token = std::move(*read);
   }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ListenerCredentials(options_.admin_tls, "admin");
+  if (!credentials.ok()) return credentials.status();
   admin_service_ = std::make_unique<AdminServiceImpl>(memory_, AdminAuth(std::move(token)));
   grpc::ServerBuilder builder;
   ExclusivePort(builder);
-  builder.AddListeningPort(options_.admin_address, grpc::InsecureServerCredentials(), &admin_port_);
+  builder.AddListeningPort(options_.admin_address, *credentials, &admin_port_);
   builder.RegisterService(admin_service_.get());
   admin_server_ = builder.BuildAndStart();
   if (admin_server_ == nullptr || admin_port_ == 0) {
@@ -80,9 +99,12 @@ absl::Status Daemon::StartAdmin() {
 }
 
 absl::Status Daemon::StartInference() {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ListenerCredentials(options_.grpc_tls, "grpc");
+  if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
   ExclusivePort(builder);
-  builder.AddListeningPort(options_.grpc_address, grpc::InsecureServerCredentials(), &grpc_port_);
+  builder.AddListeningPort(options_.grpc_address, *credentials, &grpc_port_);
   // Tensors routinely exceed gRPC's 4 MiB default, so the cap is the operator's
   // (--max_request_bytes). It is fixed before any model loads (the listeners start
   // first and models come and go at run time), so it cannot follow the models' inputs.
@@ -105,16 +127,56 @@ absl::Status Daemon::StartInference() {
   return absl::OkStatus();
 }
 
+bool Daemon::AwaitCallsAnswered(absl::Time deadline) {
+  bool answered = true;
+  if (port_services_started_) {
+    for (const std::unique_ptr<PortService>& service : port_services_) {
+      answered = service->AwaitCallsAnswered(deadline) && answered;
+    }
+  }
+  return answered;
+}
+
 void Daemon::StopServing() {
   health_.SetReady(false);
   if (grpc_server_ != nullptr) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(options_.exit_timeout_seconds);
     LOG(INFO) << "draining: readiness NOT_SERVING, waiting up to " << options_.exit_timeout_seconds
               << " s for requests in flight";
     // Watch streams never end by themselves; they would hold the drain to its deadline.
     health_service_.EndWatches();
-    // Refuses new calls at once; calls still running at the deadline are cancelled.
-    grpc_server_->Shutdown(std::chrono::system_clock::now() +
-                           std::chrono::seconds(options_.exit_timeout_seconds));
+    // Refuses new calls and sends GOAWAY, without blocking. grpc::Server::Shutdown(deadline)
+    // alone would wait for every connection to close, idle ones included (their clients
+    // may take seconds to react to the GOAWAY), and at the deadline cancel calls still
+    // computing without stopping the computation, which then held the exit anyway.
+    // The core API: grpc::CompletionQueue would take the tag for one of its own tag objects.
+    grpc_completion_queue* shutdown_cq = grpc_completion_queue_create_for_next(nullptr);
+    grpc_server_shutdown_and_notify(grpc_server_->c_server(), shutdown_cq, /*tag=*/nullptr);
+    if (!AwaitCallsAnswered(deadline)) {
+      int cut = 0;
+      for (const std::unique_ptr<PortService>& service : port_services_) {
+        cut += service->CutCallsInFlight();
+      }
+      LOG(WARNING) << "exit timeout (" << options_.exit_timeout_seconds << " s) reached with "
+                   << cut << " call" << (cut == 1 ? "" : "s")
+                   << " unanswered: cutting them (UNAVAILABLE, counted as failed)";
+      // A cut request stops at its next graph node, normally within milliseconds.
+      if (!AwaitCallsAnswered(absl::Now() + kCutGrace)) {
+        LOG(WARNING) << "calls still unanswered " << absl::FormatDuration(kCutGrace)
+                     << " after the cut; closing their connections";
+      }
+    }
+    // Nothing is left to answer: close every connection now (idle channels, and calls
+    // gRPC accepted but never handed to a service), instead of waiting for clients.
+    grpc_server_cancel_all_calls(grpc_server_->c_server());
+    grpc_server_->Shutdown(std::chrono::system_clock::now());
+    // Shutdown returned, so the notification is queued; drain it before destroying.
+    grpc_completion_queue_shutdown(shutdown_cq);
+    while (
+        grpc_completion_queue_next(shutdown_cq, gpr_inf_future(GPR_CLOCK_REALTIME), nullptr).type !=
+        GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(shutdown_cq);
   }
   if (port_services_started_) {
     for (const std::unique_ptr<PortService>& service : port_services_) service->Stop();
@@ -128,7 +190,7 @@ void Daemon::StopServing() {
 
 void Daemon::Close() {
   if (admin_server_ != nullptr) {
-    admin_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    admin_server_->Shutdown(std::chrono::system_clock::now() + kAdminCloseGrace);
     admin_server_->Wait();
     admin_server_.reset();
     admin_service_.reset();

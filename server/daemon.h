@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "server/admin_service.h"
 #include "server/health_service.h"
 #include "server/metrics_exporter.h"
@@ -21,8 +22,9 @@ class MemorySystem;
 
 // A service served on the inference port (--grpc_address), next to the health service:
 // the KServe GRPCInferenceService is one. The daemon calls, in this order and from one
-// thread: Register (before the server is built), Start (once it runs), Stop (after the
-// server has shut down, so no call is in flight any more).
+// thread: Register (before the server is built), Start (once it runs), then at shutdown
+// AwaitCallsAnswered and, when the exit timeout passed first, CutCallsInFlight, and Stop
+// (after the server has shut down, so no call is in flight any more).
 class PortService {
  public:
   virtual ~PortService() = default;
@@ -32,6 +34,12 @@ class PortService {
   virtual void Start(grpc::Server& server) = 0;
   // Shut the completion queues down, drain them and join the threads.
   virtual void Stop() = 0;
+  // Once the server refuses new calls: waits until every call accepted so far has been
+  // answered, or `deadline`. Whether none is left unanswered.
+  virtual bool AwaitCallsAnswered(absl::Time /*deadline*/) { return true; }
+  // The exit timeout passed: answer every call still queued or computing as soon as it
+  // can stop (UNAVAILABLE, counted as failed). Returns how many were unanswered.
+  virtual int CutCallsInFlight() { return 0; }
 };
 
 // The process's listeners and their lifecycle:
@@ -63,9 +71,12 @@ class Daemon {
   // flag whose address could not be bound; listeners opened before it are closed again.
   absl::Status Start();
 
-  // Graceful drain: readiness NOT_SERVING, new calls refused, calls in flight get up to
-  // --exit_timeout_seconds to finish (then they are cancelled), PortServices stopped.
-  // Admin and metrics keep serving, so the drain and the unload can be watched.
+  // Graceful drain: readiness NOT_SERVING, new calls refused (GOAWAY), calls in flight get
+  // up to --exit_timeout_seconds to finish; those still unanswered then are cut (their
+  // clients get UNAVAILABLE, metrics count them failed). Once every call is answered the
+  // remaining connections, idle ones included, are closed rather than waited for, and the
+  // PortServices stop. Admin and metrics keep serving, so the drain and the unload can be
+  // watched. docs/design.md §5.
   void StopServing();
 
   // Closes the admin and metrics listeners and logs every pool's final status.
@@ -85,6 +96,8 @@ class Daemon {
  private:
   absl::Status StartAdmin();
   absl::Status StartInference();
+  // Whether every PortService answered its calls by `deadline`.
+  bool AwaitCallsAnswered(absl::Time deadline);
 
   const Options options_;
   MemorySystem* const memory_;

@@ -62,6 +62,8 @@ class InferenceServiceImpl::Call {
   // Brackets a reply that another thread sends (ModelInferAsync).
   void BeginAsyncReply() { service_->BeginAsyncReply(); }
   static void EndAsyncReply(InferenceServiceImpl* service) { service->EndAsyncReply(); }
+  void Accepted() { service_->CallAccepted(); }
+  void Answered() { service_->CallAnswered(); }
   // Blocking handlers go to the worker pool; cheap ones run on the poller.
   void Run(bool blocking, std::function<void()> fn) {
     if (blocking) {
@@ -117,9 +119,11 @@ class UnaryCall final : public InferenceServiceImpl::Call {
   void Proceed(bool ok) override {
     if (finishing_ || !ok) {
       // Reply sent (or not: the client went away), or the queue is shutting down.
+      if (finishing_) Answered();
       delete this;
       return;
     }
+    Accepted();
     RequestNext();
     finishing_ = true;
     if (method_->async_handler != nullptr) {
@@ -180,6 +184,14 @@ void Spawn(InferenceServiceImpl* service, AsyncService* async, grpc::ServerCompl
 constexpr int kInferSlotsPerQueue = 64;
 constexpr bool kBlocking = true;
 constexpr bool kInline = false;
+
+constexpr absl::string_view kCutMessage =
+    "ndserved is shutting down: the request was cut at the exit timeout (--exit_timeout_seconds)";
+
+// What a request still queued or computing when the exit timeout passes is answered:
+// UNAVAILABLE, as for any refused call of a server going away, so clients may retry
+// elsewhere.
+absl::Status CutByExitTimeout() { return absl::UnavailableError(kCutMessage); }
 
 grpc::Status Unavailable(absl::string_view message) {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(message));
@@ -281,6 +293,32 @@ void InferenceServiceImpl::Stop() {
   for (std::thread& t : pollers_) t.join();
   pollers_.clear();
   cqs_.clear();
+  if (const int64_t cut = cut_requests_.load(); cut > 0) {
+    LOG(WARNING) << cut << " inference request" << (cut == 1 ? " was" : "s were")
+                 << " cut by the exit timeout: answered UNAVAILABLE and counted as failed";
+  }
+}
+
+void InferenceServiceImpl::CallAccepted() {
+  absl::MutexLock lock(&calls_mu_);
+  ++unanswered_calls_;
+}
+
+void InferenceServiceImpl::CallAnswered() {
+  absl::MutexLock lock(&calls_mu_);
+  --unanswered_calls_;
+}
+
+bool InferenceServiceImpl::AwaitCallsAnswered(absl::Time deadline) {
+  absl::MutexLock lock(&calls_mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_) { return unanswered_calls_ == 0; };
+  return calls_mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
+}
+
+int InferenceServiceImpl::CutCallsInFlight() {
+  cut_.store(true);
+  absl::MutexLock lock(&calls_mu_);
+  return static_cast<int>(unanswered_calls_);
 }
 
 void InferenceServiceImpl::RequestAll(grpc::ServerCompletionQueue* cq) {
@@ -472,8 +510,14 @@ void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& r
       !grown.ok()) {
     return done(finish(grown, nullptr));
   }
+  if (cut_.load()) {
+    // Queued behind the workers when the exit timeout passed: never runs.
+    cut_requests_.fetch_add(1);
+    return done(finish(CutByExitTimeout(), nullptr));
+  }
   engine::InferenceRequest& engine_request = decoded->mutable_request();
   engine_request.deadline = deadline;
+  engine_request.cancel = &cut_;
   if (auto timeout = request.parameters().find("timeout"); timeout != request.parameters().end()) {
     // Triton's per-request queue timeout; the model's queue policy decides whether it counts.
     if (timeout->second.parameter_choice_case() != inference::InferParameter::kInt64Param ||
@@ -498,6 +542,11 @@ void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& r
     auto reply = [this, finish, owned = std::move(owned), held = std::move(held),
                   inflight = std::move(inflight), done = std::move(done),
                   result = std::move(result)]() mutable {
+      if (!result.ok() && result.status().code() == absl::StatusCode::kCancelled && cut_.load()) {
+        // Stopped at a graph node by the exit timeout (CutCallsInFlight).
+        cut_requests_.fetch_add(1);
+        result = CutByExitTimeout();
+      }
       absl::Status status = result.ok() ? ReserveResponse(*result, &held) : result.status();
       grpc::Status answer =
           status.ok() ? finish(status, &*result) : finish(std::move(status), nullptr);

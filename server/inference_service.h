@@ -4,6 +4,7 @@
 #include <grpcpp/completion_queue.h>
 #include <grpcpp/support/status.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -54,6 +55,10 @@ struct InferenceServiceOptions {
 // blocking ones (ModelInfer, RepositoryModelLoad/Unload) go to a WorkerPool sized to the
 // machine, so a slow model never stops the daemon from answering health checks.
 //
+// Shutdown (docs/design.md §5): the daemon waits for the accepted calls to be answered;
+// at the exit timeout CutCallsInFlight answers the ModelInfer calls still queued at once
+// and stops those computing at their next graph node, all with UNAVAILABLE.
+//
 // Handlers are thin: decode (server/infer_codec.h) -> call the engine -> map the status
 // (ToGrpcStatus) -> record InferenceMetrics. They are public and gRPC-server-free so
 // that tests can call them directly.
@@ -75,6 +80,8 @@ class InferenceServiceImpl final : public PortService {
   void Register(grpc::ServerBuilder& builder) override;
   void Start(grpc::Server& server) override;
   void Stop() override;
+  bool AwaitCallsAnswered(absl::Time deadline) override;
+  int CutCallsInFlight() override;
 
   // The extensions ServerMetadata lists.
   static const std::vector<std::string>& Extensions();
@@ -129,6 +136,9 @@ class InferenceServiceImpl final : public PortService {
   void BeginAsyncReply();
   void EndAsyncReply();
   void Poll(grpc::ServerCompletionQueue* cq);
+  // A call was accepted / its reply is out (or its client is gone).
+  void CallAccepted() ABSL_LOCKS_EXCLUDED(calls_mu_);
+  void CallAnswered() ABSL_LOCKS_EXCLUDED(calls_mu_);
 
   // Checks --max_response_bytes and holds the response's bytes in `held` before
   // ModelInfer builds it.
@@ -153,6 +163,12 @@ class InferenceServiceImpl final : public PortService {
   absl::Mutex async_mu_;
   int async_replies_ ABSL_GUARDED_BY(async_mu_) = 0;
   bool started_ = false;
+
+  absl::Mutex calls_mu_;
+  int64_t unanswered_calls_ ABSL_GUARDED_BY(calls_mu_) = 0;
+  // Raised by CutCallsInFlight; every ModelInfer hands it to the engine as its cancel flag.
+  std::atomic<bool> cut_{false};
+  std::atomic<int64_t> cut_requests_{0};
 };
 
 }  // namespace ndserve

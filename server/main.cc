@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/logging.h"
 #include "engine/engine.h"
 #include "memory/leak_tracker.h"
@@ -36,7 +37,8 @@ ABSL_FLAG(std::string, grpc_address, "0.0.0.0:8001",
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:8002",
           "Prometheus listener, host:port; metrics at http://<address>/metrics.");
 ABSL_FLAG(std::string, admin_address, "127.0.0.1:8003",
-          "Memory admin API listener, host:port. Beyond loopback only with --admin_token_file.");
+          "Memory admin API listener, host:port. Beyond loopback only with --admin_token_file "
+          "and --admin_tls_cert/--admin_tls_key.");
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding the admin bearer token; when set, admin calls need metadata "
           "'authorization: Bearer <token>'.");
@@ -55,7 +57,9 @@ ABSL_FLAG(std::string, memory_thread_cache, "",
           "off: none). Counted as cached; Reclaim and memory pressure take them back. "
           "Default: $NDSERVE_MEMORY_THREAD_CACHE, else 4MiB.");
 ABSL_FLAG(int, exit_timeout_seconds, 30,
-          "On SIGTERM/SIGINT, how long requests in flight may take to finish.");
+          "On SIGTERM/SIGINT, how long requests in flight may take to finish; those still "
+          "running then are answered UNAVAILABLE, and the process exits within about 1 s "
+          "more (status 1 if something would not stop).");
 ABSL_FLAG(ndserve::ModelControlMode, model_control_mode, ndserve::ModelControlMode::kExplicit,
           "explicit: load every model at start and let the repository RPCs load and unload; "
           "none: load every model at start and refuse the repository RPCs (UNAVAILABLE).");
@@ -73,6 +77,22 @@ ABSL_FLAG(std::string, max_inflight_host_bytes, "4GiB",
 ABSL_FLAG(int, max_pending_infer, 1024,
           "ModelInfer calls waiting for a worker beyond this many are refused at once with "
           "UNAVAILABLE (overload shedding); 0: no limit.");
+
+// TLS (netlife).
+ABSL_FLAG(std::string, grpc_tls_cert, "",
+          "PEM certificate chain for the inference port; with --grpc_tls_key it serves TLS "
+          "only.");
+ABSL_FLAG(std::string, grpc_tls_key, "", "PEM private key of --grpc_tls_cert.");
+ABSL_FLAG(std::string, grpc_tls_client_ca, "",
+          "PEM CA certificates; when set, inference clients must present a certificate "
+          "this CA signed (mutual TLS).");
+ABSL_FLAG(std::string, admin_tls_cert, "",
+          "PEM certificate chain for the admin port; with --admin_tls_key it serves TLS only. "
+          "Required when --admin_address is beyond loopback.");
+ABSL_FLAG(std::string, admin_tls_key, "", "PEM private key of --admin_tls_cert.");
+ABSL_FLAG(std::string, admin_tls_client_ca, "",
+          "PEM CA certificates; when set, admin clients must present a certificate this CA "
+          "signed (mutual TLS).");
 
 namespace ndserve {
 namespace {
@@ -95,6 +115,12 @@ Options OptionsFromFlags() {
   o.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   o.max_inflight_host_bytes = absl::GetFlag(FLAGS_max_inflight_host_bytes);
   o.max_pending_infer = absl::GetFlag(FLAGS_max_pending_infer);
+  o.grpc_tls = {.cert = absl::GetFlag(FLAGS_grpc_tls_cert),
+                .key = absl::GetFlag(FLAGS_grpc_tls_key),
+                .client_ca = absl::GetFlag(FLAGS_grpc_tls_client_ca)};
+  o.admin_tls = {.cert = absl::GetFlag(FLAGS_admin_tls_cert),
+                 .key = absl::GetFlag(FLAGS_admin_tls_key),
+                 .client_ca = absl::GetFlag(FLAGS_admin_tls_client_ca)};
   return o;
 }
 
@@ -106,6 +132,7 @@ int StartupError(const absl::Status& status) {
 int Run(Options options) {
   if (options.model_repository.empty()) options.model_repository = DefaultModelRepository();
   if (absl::Status s = ValidateOptions(options); !s.ok()) return StartupError(s);
+  SetShutdownExitTimeout(absl::Seconds(options.exit_timeout_seconds));
   absl::StatusOr<MemoryConfig> memory = ResolveMemoryConfig(options);
   if (!memory.ok()) return StartupError(memory.status());
   absl::StatusOr<Device> device = ResolveDevice(options.device);
@@ -127,9 +154,10 @@ int Run(Options options) {
   }
 
   // Declared before the daemon, so that it outlives the inference service that uses it.
-  engine::Engine engine(
-      engine::EngineOptions{.model_repository = options.model_repository, .device = *device},
-      &memory_system);
+  engine::Engine engine(engine::EngineOptions{.model_repository = options.model_repository,
+                                              .device = *device,
+                                              .stop_loading = ShutdownFlag()},
+                        &memory_system);
   Daemon daemon(options, &memory_system);
   ModelLifecycle lifecycle(&engine, &daemon.metrics());
   daemon.AddPortService(std::make_unique<InferenceServiceImpl>(
@@ -147,8 +175,11 @@ int Run(Options options) {
   if (absl::Status s = lifecycle.LoadAll(); !s.ok()) {
     LOG(WARNING) << "serving without the models that failed to load: " << s.message();
   }
-  daemon.health().SetReady(true);
-  LOG(INFO) << "ready";
+  // A signal during start-up (logged when it came) skips readiness: straight to the drain.
+  if (!ShutdownRequested()) {
+    daemon.health().SetReady(true);
+    LOG(INFO) << "ready";
+  }
 
   const int sig = WaitForShutdownSignal();
   LOG(INFO) << "received " << strsignal(sig) << ", shutting down";
@@ -166,7 +197,7 @@ int Run(Options options) {
 
 int main(int argc, char** argv) {
   // Before any library starts a thread, so that every thread inherits the mask.
-  ndserve::BlockShutdownSignals();
+  ndserve::InstallShutdownSignals();
   absl::FlagsUsageConfig usage;
   // --help lists the daemon's own flags (defined here), not only those of a file named
   // like the binary, which is Abseil's default.

@@ -1,16 +1,52 @@
 #include "server/metrics_exporter.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <exception>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 
 namespace ndserve {
+namespace {
+
+// civetweb gives each accepted connection a worker thread until its request has been read,
+// so silent sockets hold workers: with prometheus-cpp's default of 2 threads two idle
+// connections took /metrics offline for civetweb's 30 s request timeout. Enough threads
+// that a handful of idle or slow clients leave workers free (they sleep while idle), and a
+// timeout short enough that a flood of them only delays a scrape by a couple of seconds.
+constexpr int kHttpThreads = 32;
+constexpr int kRequestTimeoutMs = 2000;
+
+// Opens and at once closes a connection to the IPv4 listener of `address` ("host:port";
+// a wildcard host is reached over loopback). Other addresses are left alone (the stop
+// then takes civetweb's poll interval).
+void WakeListener(const std::string& address, int port) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.empty() || host == "0.0.0.0" || host == "localhost") host = "127.0.0.1";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) return;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  (void)connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  close(fd);
+}
+
+}  // namespace
 
 MetricsExporter::MetricsExporter(const DevicePools* pools, ManagerLevelSource managers)
     : registry_(std::make_shared<prometheus::Registry>()),
@@ -23,11 +59,14 @@ absl::Status MetricsExporter::Start(const std::string& address) {
   if (exposer_ != nullptr) return absl::FailedPreconditionError("metrics exporter already started");
   try {
     // civetweb throws when it cannot bind; exceptions stop at this third-party boundary.
-    auto exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+    auto exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", absl::StrCat(kHttpThreads), "request_timeout_ms",
+        absl::StrCat(kRequestTimeoutMs)});
     exposer->RegisterCollectable(memory_);
     exposer->RegisterCollectable(registry_);
     const std::vector<int> ports = exposer->GetListeningPorts();
     port_ = ports.empty() ? 0 : ports.front();
+    address_ = address;
     exposer_ = std::move(exposer);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
@@ -37,7 +76,20 @@ absl::Status MetricsExporter::Start(const std::string& address) {
 }
 
 void MetricsExporter::Stop() {
-  exposer_.reset();
+  if (exposer_ == nullptr) return;
+  // civetweb's accept loop looks at its stop flag only between polls of 2 s, which would add
+  // up to 2 s to every exit. Connections to the port wake the poll, so the listener stops
+  // within a few milliseconds of being asked to.
+  std::atomic<bool> stopped{false};
+  std::thread stopper([this, &stopped] {
+    exposer_.reset();
+    stopped.store(true);
+  });
+  while (!stopped.load()) {
+    WakeListener(address_, port_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stopper.join();
   port_ = 0;
 }
 

@@ -21,6 +21,9 @@ class DevicePools;
 // the memory and manager families built at scrape time by a MemoryCollector, and the
 // inference families that the inference service records through inference().
 //
+// Idle or slow HTTP clients cannot take /metrics offline: the listener has many threads
+// and drops a connection that has not sent its request within 2 s (docs/design.md §7).
+//
 // Reads `pools` (not owned; must outlive this object). Owns its registry, collector and
 // HTTP listener. inference() and Text() are thread-safe; Start and Stop are called from
 // one thread (main).
@@ -34,7 +37,8 @@ class MetricsExporter {
   // Binds "host:port" (port 0: any free port). UNAVAILABLE naming --metrics_address
   // when the address cannot be bound.
   absl::Status Start(const std::string& address);
-  // Closes the listener; scrapes in progress finish first.
+  // Closes the listener (within milliseconds for an IPv4 address); scrapes in progress
+  // finish first.
   void Stop();
   // The bound port after Start, else 0.
   int port() const { return port_; }
@@ -49,6 +53,7 @@ class MetricsExporter {
   std::shared_ptr<MemoryCollector> memory_;
   std::unique_ptr<InferenceMetrics> inference_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string address_;
   int port_ = 0;
 };
 

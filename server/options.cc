@@ -238,10 +238,18 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
                    "the admin API may listen beyond loopback only with --admin_token_file "
                    "(it can reclaim memory and dump internals)");
   }
+  if (!IsLoopback(*admin) && !options.admin_tls.enabled()) {
+    return Invalid("admin_address", options.admin_address,
+                   "the admin API may listen beyond loopback only with TLS "
+                   "(--admin_tls_cert and --admin_tls_key): its bearer token must not cross "
+                   "the network in clear text");
+  }
   if (!options.admin_token_file.empty()) {
     absl::StatusOr<std::string> token = ReadAdminToken(options.admin_token_file);
     if (!token.ok()) return token.status();
   }
+  if (absl::Status s = ValidateTlsFiles(options.grpc_tls, "grpc"); !s.ok()) return s;
+  if (absl::Status s = ValidateTlsFiles(options.admin_tls, "admin"); !s.ok()) return s;
   if (absl::AsciiStrToLower(options.device) != "auto") {
     absl::StatusOr<Device> device = ParseDevice(options.device);
     if (!device.ok()) {

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "memory/device.h"
 #include "memory/memory_config.h"
+#include "server/tls_credentials.h"
 
 namespace ndserve {
 
@@ -66,6 +67,9 @@ struct Options {
   // Overload shedding (batchiso): ModelInfer calls accepted but not yet taken by a
   // worker beyond this many are refused at once with UNAVAILABLE; 0: no limit.
   int max_pending_infer = 1024;
+  // TLS per listener (netlife): PEM paths; no cert: plain text; a client CA: mutual TLS.
+  TlsFiles grpc_tls;
+  TlsFiles admin_tls;
 };
 
 // The host-memory bounds of Options, resolved.
@@ -87,7 +91,8 @@ using EnvLookup = std::function<const char*(const char*)>;
 EnvLookup ProcessEnvironment();
 
 // Checks every option that can be checked without side effects: addresses parse, the
-// admin listener is on loopback unless a token file is given, the device and the
+// admin listener is on loopback unless a token file and TLS are given (the token must not
+// cross the network in clear text), the TLS files read as PEM, the device and the
 // memory settings parse, the timeout is not negative, the host bounds parse
 // (ResolveHostBounds), the repository is a directory.
 // The first problem found is INVALID_ARGUMENT naming the flag (or the environment

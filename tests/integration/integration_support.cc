@@ -94,23 +94,30 @@ std::string SourceDir() {
 #endif
 }
 
-std::shared_ptr<grpc::Channel> LoopbackChannel(int port) {
+std::shared_ptr<grpc::Channel> LoopbackChannel(
+    int port, std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
-                                   grpc::InsecureChannelCredentials(), args);
+  if (credentials == nullptr) {
+    credentials = grpc::InsecureChannelCredentials();
+  } else {
+    args.SetSslTargetNameOverride("localhost");
+  }
+  return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port), credentials, args);
 }
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
-    const std::vector<std::string>& flags, std::chrono::seconds ready_timeout) {
+    const std::vector<std::string>& flags, std::chrono::seconds ready_timeout,
+    std::shared_ptr<grpc::ChannelCredentials> grpc_credentials) {
   std::mt19937 rng(std::random_device{}());
   std::string last_error;
   for (int attempt = 0; attempt < 5; ++attempt) {
     std::unique_ptr<DaemonProcess> d(new DaemonProcess());
+    d->grpc_credentials_ = grpc_credentials;
     d->grpc_port_ = RandomFreePort(rng, {});
     d->admin_port_ = RandomFreePort(rng, {d->grpc_port_});
     d->metrics_port_ = RandomFreePort(rng, {d->grpc_port_, d->admin_port_});
@@ -196,11 +203,11 @@ DaemonProcess::~DaemonProcess() {
 }
 
 std::unique_ptr<inference::GRPCInferenceService::Stub> DaemonProcess::Inference() const {
-  return inference::GRPCInferenceService::NewStub(LoopbackChannel(grpc_port_));
+  return inference::GRPCInferenceService::NewStub(LoopbackChannel(grpc_port_, grpc_credentials_));
 }
 
 std::unique_ptr<grpc::health::v1::Health::Stub> DaemonProcess::Health() const {
-  return grpc::health::v1::Health::NewStub(LoopbackChannel(grpc_port_));
+  return grpc::health::v1::Health::NewStub(LoopbackChannel(grpc_port_, grpc_credentials_));
 }
 
 std::unique_ptr<ndserve::admin::v1::MemoryAdmin::Stub> DaemonProcess::Admin() const {

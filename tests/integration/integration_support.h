@@ -6,6 +6,7 @@
 // cases (tests/fixtures/models/*/reference/case.txt).
 
 #include <grpcpp/channel.h>
+#include <grpcpp/security/credentials.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -35,9 +36,12 @@ class DaemonProcess {
  public:
   // Starts the daemon with --device=cpu (or $NDSERVE_TEST_DEVICE), the default model
   // repository (examples/models) and `flags`, and waits until readiness is SERVING.
+  // `grpc_credentials` (default: plain text) is what Inference(), Health() and the
+  // readiness check connect to the inference port with, for a daemon serving TLS.
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
       const std::vector<std::string>& flags = {},
-      std::chrono::seconds ready_timeout = std::chrono::seconds(120));
+      std::chrono::seconds ready_timeout = std::chrono::seconds(120),
+      std::shared_ptr<grpc::ChannelCredentials> grpc_credentials = nullptr);
   ~DaemonProcess();
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
@@ -69,13 +73,16 @@ class DaemonProcess {
   int admin_port_ = 0;
   int metrics_port_ = 0;
   pid_t pid_ = -1;
+  std::shared_ptr<grpc::ChannelCredentials> grpc_credentials_;
   std::optional<int> exit_status_;
   std::string log_path_;
 };
 
 // A channel to 127.0.0.1:port without message size caps and with a short reconnect
-// backoff.
-std::shared_ptr<grpc::Channel> LoopbackChannel(int port);
+// backoff; plain text unless `credentials` is given (TLS channels expect the server
+// certificate to name "localhost").
+std::shared_ptr<grpc::Channel> LoopbackChannel(
+    int port, std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
 // Plain-HTTP GET of http://127.0.0.1:port/path; the body.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

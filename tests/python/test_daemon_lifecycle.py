@@ -112,6 +112,17 @@ class StartupErrorTest(unittest.TestCase):
         self.assertNotEqual(code, 0)
         self.assertIn("--admin_token_file", out)
 
+    def test_public_admin_token_without_tls_is_refused(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".token", delete=False) as f:
+            f.write("t0ken\n")
+        try:
+            code, out = self.run_daemon("--admin_address=0.0.0.0:0",
+                                        f"--admin_token_file={f.name}")
+        finally:
+            os.unlink(f.name)
+        self.assertNotEqual(code, 0)
+        self.assertIn("--admin_tls_cert", out)
+
 
 class LifecycleTest(unittest.TestCase):
     def test_serves_then_drains_on_sigterm(self):

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
+#include "memory/pool.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -137,6 +138,32 @@ TEST(EngineTest, ServesTheHighestVersionOrTheOneAskedFor) {
   // Without config.pbtxt the graph's shapes are served as declared, batch dim as -1.
   EXPECT_EQ(engine.GetModelMetadata("mlp")->max_batch_size, 0);
   EXPECT_EQ(engine.GetModelMetadata("mlp")->inputs[0].ToString(), "input FP32[-1,64]");
+}
+
+// The shutdown's exit timeout cuts requests through InferenceRequest::cancel: a raised
+// flag stops the request before its next node with CANCELLED (counted as failed), and the
+// request's memory goes back to the pool; a lowered one changes nothing.
+TEST(EngineTest, ACancelledRequestStopsWithCancelled) {
+  TempDir dir;
+  Copy(MlpFile(), dir.path() / "mlp/1/model.onnx");
+  MemorySystem memory;
+  Engine engine(Options(dir.path()), &memory);
+  ASSERT_TRUE(engine.LoadModel("mlp").ok());
+  std::atomic<bool> cancel{false};
+  MlpRequest r(2);
+  r.request.cancel = &cancel;
+  ASSERT_TRUE(engine.Infer(r.request).ok());
+  cancel.store(true);
+  absl::Status s = engine.Infer(r.request).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("cancelled before node"));
+  absl::StatusOr<std::vector<ModelStatsSnapshot>> stats = engine.GetStatistics("mlp");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ((*stats)[0].success_count, 1u);
+  EXPECT_EQ((*stats)[0].fail_count, 1u);
+  EXPECT_EQ((*stats)[0].inflight, 0);
+  ASSERT_TRUE(engine.UnloadModel("mlp").ok());
+  for (const Pool* pool : memory.AllPools()) EXPECT_EQ(pool->Stats().allocated_bytes, 0u);
 }
 
 TEST(EngineTest, ABadModelDoesNotStopTheOthers) {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -92,6 +93,44 @@ std::string HttpGet(int port, const std::string& path) {
   char buffer[8192];
   ssize_t n;
   while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+  close(fd);
+  return response;
+}
+
+// Opens `n` TCP connections to 127.0.0.1:port that never send a byte.
+std::vector<int> IdleSockets(int port, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+// HttpGet whose reads and writes give up after 10 s, the failure bound of the stall tests
+// (a stalled listener answers after civetweb's 30 s default request timeout, or never).
+std::string HttpGetWithin10s(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{.tv_sec = 10, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    (void)!write(fd, request.data(), request.size());
+    char buffer[8192];
+    ssize_t n;
+    while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+  }
   close(fd);
   return response;
 }
@@ -263,6 +302,28 @@ TEST_F(MetricsExporterTest, ServesTheSameTextOverHttp) {
   }
   exporter.Stop();
   EXPECT_EQ(exporter.port(), 0);
+}
+
+// Silent connections hold civetweb workers until its request timeout; fewer than the
+// listener's threads must leave /metrics answering at once.
+TEST_F(MetricsExporterTest, IdleConnectionsDoNotStallAScrape) {
+  MetricsExporter exporter(&pools_, FakeManagers);
+  ASSERT_TRUE(exporter.Start("127.0.0.1:0").ok());
+  const std::vector<int> idle = IdleSockets(exporter.port(), 8);
+  EXPECT_THAT(HttpGetWithin10s(exporter.port(), "/metrics"),
+              HasSubstr("ndserve_memory_allocated_bytes"));
+  for (int fd : idle) close(fd);
+}
+
+// More silent connections than threads: the request timeout frees the workers they hold,
+// so a scrape queued behind them is still answered.
+TEST_F(MetricsExporterTest, MoreIdleConnectionsThanThreadsOnlyDelayAScrape) {
+  MetricsExporter exporter(&pools_, FakeManagers);
+  ASSERT_TRUE(exporter.Start("127.0.0.1:0").ok());
+  const std::vector<int> idle = IdleSockets(exporter.port(), 48);
+  EXPECT_THAT(HttpGetWithin10s(exporter.port(), "/metrics"),
+              HasSubstr("ndserve_memory_allocated_bytes"));
+  for (int fd : idle) close(fd);
 }
 
 TEST_F(MetricsExporterTest, UnbindableAddressIsAnErrorNamingTheFlag) {

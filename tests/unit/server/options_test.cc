@@ -180,7 +180,77 @@ TEST(OptionsTest, NonLoopbackAdminNeedsATokenFile) {
   EXPECT_FALSE(ValidateOptions(o, kEmptyEnv).ok());
 
   o.admin_token_file = WriteTempFile("ndserve_options_test_token", "s3cret\n");
+  EXPECT_TRUE(ValidateOptions(o, kEmptyEnv).message().find("--admin_token_file") ==
+              std::string::npos);
+}
+
+// PEM-shaped files: validation reads the markers; the TLS integration test
+// (tests/integration/tls_test.cc) uses real certificates.
+TlsFiles FakeTlsFiles(bool client_ca) {
+  TlsFiles files;
+  files.cert = WriteTempFile("ndserve_options_test_cert.pem",
+                             "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n");
+  files.key = WriteTempFile("ndserve_options_test_key.pem",
+                            "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n");
+  if (client_ca) files.client_ca = files.cert;
+  return files;
+}
+
+// The token is a bearer secret: beyond loopback it must travel inside TLS.
+TEST(OptionsTest, NonLoopbackAdminTokenNeedsTls) {
+  Options o;
+  o.admin_address = "0.0.0.0:8003";
+  o.admin_token_file = WriteTempFile("ndserve_options_test_token", "s3cret\n");
+  absl::Status s = ValidateOptions(o, kEmptyEnv);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--admin_address"));
+  EXPECT_THAT(s.message(), HasSubstr("--admin_tls_cert"));
+  o.admin_tls = FakeTlsFiles(/*client_ca=*/false);
+  EXPECT_TRUE(ValidateOptions(o, kEmptyEnv).ok()) << ValidateOptions(o, kEmptyEnv);
+  o.admin_tls = FakeTlsFiles(/*client_ca=*/true);
   EXPECT_TRUE(ValidateOptions(o, kEmptyEnv).ok());
+  // TLS alone is not enough: the token rule still holds.
+  o.admin_token_file.clear();
+  EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(), HasSubstr("--admin_token_file"));
+}
+
+TEST(OptionsTest, TlsFilesComeTogetherAndMustBePem) {
+  for (const char* listener : {"grpc", "admin"}) {
+    SCOPED_TRACE(listener);
+    Options o;
+    TlsFiles& tls = std::string(listener) == "grpc" ? o.grpc_tls : o.admin_tls;
+    tls = FakeTlsFiles(/*client_ca=*/true);
+    EXPECT_TRUE(ValidateOptions(o, kEmptyEnv).ok());
+
+    const TlsFiles good = tls;
+    tls.key.clear();
+    absl::Status s = ValidateOptions(o, kEmptyEnv);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("--", listener, "_tls_cert needs --", listener,
+                                                    "_tls_key")));
+    tls = good;
+    tls.cert.clear();
+    EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(),
+                HasSubstr(absl::StrCat("--", listener, "_tls_key needs")));
+    tls = TlsFiles{.client_ca = good.client_ca};
+    EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(),
+                HasSubstr(absl::StrCat("--", listener, "_tls_client_ca needs")));
+
+    tls = good;
+    tls.key = "/nonexistent/ndserve/key.pem";
+    s = ValidateOptions(o, kEmptyEnv);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("--", listener, "_tls_key='")));
+    EXPECT_THAT(s.message(), HasSubstr("cannot be read"));
+    tls = good;
+    tls.cert = good.key;  // a key where the certificate belongs
+    EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(),
+                HasSubstr("not a PEM file holding a CERTIFICATE"));
+    tls = good;
+    tls.client_ca = WriteTempFile("ndserve_options_test_not_pem", "hello\n");
+    EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(),
+                HasSubstr(absl::StrCat("--", listener, "_tls_client_ca='")));
+  }
 }
 
 TEST(OptionsTest, LoopbackAdminNeedsNoToken) {

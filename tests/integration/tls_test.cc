@@ -1,0 +1,190 @@
+// TLS on the real `ndserved`: a CA, a server and a client certificate made here with
+// Debian's `openssl` CLI; the inference port with TLS and with mutual TLS, the admin port
+// with TLS, client CA and token; plain-text clients, clients trusting another CA and
+// clients without a certificate are refused.
+#include <grpcpp/client_context.h>
+#include <grpcpp/security/credentials.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/integration_support.h"
+
+namespace ndserve::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A throw-away PKI in a temp dir: ca.pem signs server.pem (SAN localhost, 127.0.0.1) and
+// client.pem; other_ca.pem signs other_client.pem. EC P-256 keys, quick to make.
+class Pki {
+ public:
+  Pki() {
+    char dir[] = "/tmp/ndserve-tls-XXXXXX";
+    dir_ = mkdtemp(dir);
+    const std::string d = dir_.string();
+    const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    ok_ = Run(absl::StrCat("cd ", d, " && printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n",
+                           "extendedKeyUsage=serverAuth\\n' > server.ext && printf ",
+                           "'extendedKeyUsage=clientAuth\\n' > client.ext")) &&
+          MakeCa("ca", key) && MakeCa("other_ca", key) && MakeLeaf("server", "ca", key) &&
+          MakeLeaf("client", "ca", key) && MakeLeaf("other_client", "other_ca", key);
+  }
+  ~Pki() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  bool ok() const { return ok_; }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string pem(const std::string& name) const { return ReadText(dir_ / name); }
+
+  // Trusts `ca`; presents `client` (e.g. "client") when not empty.
+  std::shared_ptr<grpc::ChannelCredentials> Credentials(const std::string& ca,
+                                                        const std::string& client = "") const {
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = pem(ca + ".pem");
+    if (!client.empty()) {
+      options.pem_private_key = pem(client + ".key");
+      options.pem_cert_chain = pem(client + ".pem");
+    }
+    return grpc::SslCredentials(options);
+  }
+
+ private:
+  static bool Run(const std::string& command) {
+    return std::system(absl::StrCat(command, " >/dev/null 2>&1").c_str()) == 0;
+  }
+  bool MakeCa(const std::string& name, const std::string& key) const {
+    return Run(absl::StrCat("cd ", dir_.string(), " && openssl req -x509 ", key, " -keyout ", name,
+                            ".key -out ", name, ".pem -days 2 -subj /CN=", name));
+  }
+  bool MakeLeaf(const std::string& name, const std::string& ca, const std::string& key) const {
+    const std::string ext = name == "server" ? "server.ext" : "client.ext";
+    return Run(absl::StrCat("cd ", dir_.string(), " && openssl req ", key, " -keyout ", name,
+                            ".key -out ", name,
+                            ".csr -subj /CN=", name == "server" ? "localhost" : name,
+                            " && openssl x509 -req -in ", name, ".csr -CA ", ca, ".pem -CAkey ", ca,
+                            ".key -CAcreateserial -days 2 -extfile ", ext, " -out ", name, ".pem"));
+  }
+
+  fs::path dir_;
+  bool ok_ = false;
+};
+
+grpc::Status Live(const std::shared_ptr<grpc::Channel>& channel) {
+  auto stub = inference::GRPCInferenceService::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  inference::ServerLiveRequest request;
+  inference::ServerLiveResponse response;
+  grpc::Status s = stub->ServerLive(&context, request, &response);
+  if (s.ok() && !response.live()) return grpc::Status(grpc::StatusCode::INTERNAL, "not live");
+  return s;
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v openssl >/dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "the openssl CLI is not installed";
+    }
+    ASSERT_TRUE(pki_.ok()) << "openssl could not make the test certificates";
+  }
+  Pki pki_;
+};
+
+TEST_F(TlsTest, InferencePortServesTlsOnly) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> started = DaemonProcess::Start(
+      {"--grpc_tls_cert=" + pki_.path("server.pem"), "--grpc_tls_key=" + pki_.path("server.key")},
+      std::chrono::seconds(120), pki_.Credentials("ca"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  DaemonProcess& daemon = **started;
+  EXPECT_THAT(daemon.Log(),
+              ::testing::HasSubstr("(port " + std::to_string(daemon.grpc_port()) + ", TLS)"));
+
+  // A TLS client that trusts the CA: served, inference included.
+  absl::StatusOr<ReferenceCase> c = ReadReferenceCase("mlp");
+  ASSERT_TRUE(c.ok()) << c.status();
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    inference::ModelInferResponse response;
+    grpc::Status s = daemon.Inference()->ModelInfer(&context, RequestFor("mlp", *c), &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(response.outputs_size(), 1);
+  }
+  // Plain text against the TLS port, and TLS trusting another CA: no connection.
+  grpc::Status plain = Live(LoopbackChannel(daemon.grpc_port()));
+  EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE) << plain.error_message();
+  grpc::Status wrong_ca = Live(LoopbackChannel(daemon.grpc_port(), pki_.Credentials("other_ca")));
+  EXPECT_EQ(wrong_ca.error_code(), grpc::StatusCode::UNAVAILABLE) << wrong_ca.error_message();
+
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(std::chrono::seconds(30)), 0) << daemon.Log();
+}
+
+TEST_F(TlsTest, MutualTlsRefusesClientsWithoutATrustedCertificate) {
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> started = DaemonProcess::Start(
+      {"--grpc_tls_cert=" + pki_.path("server.pem"), "--grpc_tls_key=" + pki_.path("server.key"),
+       "--grpc_tls_client_ca=" + pki_.path("ca.pem")},
+      std::chrono::seconds(120), pki_.Credentials("ca", "client"));
+  ASSERT_TRUE(started.ok()) << started.status();
+  DaemonProcess& daemon = **started;
+  EXPECT_THAT(daemon.Log(), ::testing::HasSubstr("mutual TLS"));
+
+  EXPECT_TRUE(Live(LoopbackChannel(daemon.grpc_port(), pki_.Credentials("ca", "client"))).ok());
+  grpc::Status no_cert = Live(LoopbackChannel(daemon.grpc_port(), pki_.Credentials("ca")));
+  EXPECT_EQ(no_cert.error_code(), grpc::StatusCode::UNAVAILABLE) << no_cert.error_message();
+  grpc::Status foreign =
+      Live(LoopbackChannel(daemon.grpc_port(), pki_.Credentials("ca", "other_client")));
+  EXPECT_EQ(foreign.error_code(), grpc::StatusCode::UNAVAILABLE) << foreign.error_message();
+  EXPECT_FALSE(Live(LoopbackChannel(daemon.grpc_port())).ok());
+}
+
+TEST_F(TlsTest, AdminPortWithMutualTlsAndToken) {
+  const std::string token_file = pki_.path("admin.token");
+  std::ofstream(token_file) << "t0ken\n";
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> started = DaemonProcess::Start(
+      {"--admin_tls_cert=" + pki_.path("server.pem"), "--admin_tls_key=" + pki_.path("server.key"),
+       "--admin_tls_client_ca=" + pki_.path("ca.pem"), "--admin_token_file=" + token_file});
+  ASSERT_TRUE(started.ok()) << started.status();
+  DaemonProcess& daemon = **started;
+
+  auto status = [&](const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+    auto admin =
+        ndserve::admin::v1::MemoryAdmin::NewStub(LoopbackChannel(daemon.admin_port(), credentials));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    context.AddMetadata("authorization", "Bearer t0ken");
+    ndserve::admin::v1::GetMemoryStatusRequest request;
+    request.set_device_id(-1);
+    ndserve::admin::v1::MemoryStatus response;
+    return admin->GetMemoryStatus(&context, request, &response);
+  };
+  grpc::Status good = status(pki_.Credentials("ca", "client"));
+  EXPECT_TRUE(good.ok()) << good.error_message();
+  EXPECT_EQ(status(nullptr).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(status(pki_.Credentials("ca")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // The inference port stays plain text.
+  EXPECT_TRUE(Live(LoopbackChannel(daemon.grpc_port())).ok());
+}
+
+}  // namespace
+}  // namespace ndserve::testing
