@@ -2,12 +2,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/conv_activation.h"
 
 namespace ndserve::engine {
 namespace {
@@ -144,6 +146,83 @@ absl::StatusOr<int> FuseConvBatchNorm(GraphDef* def) {
     conv.outputs[0] = bn.outputs[0];
     producer[bn.outputs[0]] = p->second;
     removed[b] = true;
+    ++fused;
+  }
+  if (fused > 0) {
+    std::vector<NodeDef> kept;
+    kept.reserve(def->nodes.size() - fused);
+    for (std::size_t i = 0; i < def->nodes.size(); ++i) {
+      if (!removed[i]) kept.push_back(std::move(def->nodes[i]));
+    }
+    def->nodes = std::move(kept);
+  }
+  return fused;
+}
+
+absl::StatusOr<int> FuseConvActivation(GraphDef* def) {
+  absl::flat_hash_map<std::string, const Initializer*> inits;
+  for (const Initializer& init : def->initializers) inits[init.name] = &init;
+  absl::flat_hash_map<std::string, int> producer, readers;
+  for (int i = 0; i < static_cast<int>(def->nodes.size()); ++i) {
+    for (const std::string& in : def->nodes[i].inputs) ++readers[in];
+    for (const std::string& out : def->nodes[i].outputs) {
+      if (!out.empty()) producer[out] = i;
+    }
+  }
+  absl::flat_hash_set<std::string> graph_outputs;
+  for (const TensorSpec& o : def->outputs) graph_outputs.insert(o.name);
+
+  // A Clip bound: absent (true, *v untouched) or a one-element FP32 initializer.
+  auto clip_bound = [&](const NodeDef& clip, std::size_t i, float* v) {
+    if (clip.inputs.size() <= i || clip.inputs[i].empty()) return true;
+    auto it = inits.find(clip.inputs[i]);
+    if (it == inits.end()) return false;
+    const Initializer& init = *it->second;
+    if (init.dtype != DType::kFp32 || kernels::NumElements(init.shape) != 1 ||
+        init.bytes.size() != sizeof(float)) {
+      return false;
+    }
+    std::memcpy(v, init.bytes.data(), sizeof(float));
+    return !std::isnan(*v);
+  };
+
+  std::vector<bool> removed(def->nodes.size(), false);
+  int fused = 0;
+  for (int a = 0; a < static_cast<int>(def->nodes.size()); ++a) {
+    const NodeDef& act = def->nodes[a];
+    if (!IsDefaultDomain(act) || act.inputs.empty() || act.outputs.size() != 1 ||
+        act.outputs[0].empty()) {
+      continue;
+    }
+    float lo = -std::numeric_limits<float>::infinity();
+    float hi = std::numeric_limits<float>::infinity();
+    if (act.op_type == "Clip") {
+      if (act.inputs.size() > 3 || !clip_bound(act, 1, &lo) || !clip_bound(act, 2, &hi)) continue;
+    } else if (act.op_type != "Relu" && act.op_type != "Sigmoid" &&
+               !(act.op_type == "HardSwish" && def->opset >= 14)) {  // HardSwish is opset 14's
+      continue;
+    } else if (act.inputs.size() != 1) {
+      continue;
+    }
+    const std::string& mid = act.inputs[0];
+    auto p = producer.find(mid);
+    if (p == producer.end() || removed[p->second] || readers[mid] != 1 ||
+        graph_outputs.contains(mid)) {
+      continue;
+    }
+    NodeDef& conv = def->nodes[p->second];
+    if (conv.op_type != "Conv" || !IsDefaultDomain(conv) || conv.outputs.size() != 1 ||
+        conv.attrs.contains(kernels::kConvActivationAttr)) {
+      continue;
+    }
+    conv.attrs[kernels::kConvActivationAttr] = act.op_type;
+    if (act.op_type == "Clip") {
+      conv.attrs[kernels::kConvActivationMinAttr] = lo;
+      conv.attrs[kernels::kConvActivationMaxAttr] = hi;
+    }
+    conv.outputs[0] = act.outputs[0];
+    producer[act.outputs[0]] = p->second;
+    removed[a] = true;
     ++fused;
   }
   if (fused > 0) {

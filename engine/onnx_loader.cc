@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/fusion.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
@@ -354,6 +355,12 @@ absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path) {
   NDS_ASSIGN_OR_RETURN(GraphDef def, ReadOnnxGraphDef(path));
   absl::StatusOr<int> fused = FuseConvBatchNorm(&def);
   if (!fused.ok()) return Prefixed(fused.status(), path);
+  absl::StatusOr<int> activations = FuseConvActivation(&def);
+  if (!activations.ok()) return Prefixed(activations.status(), path);
+  if (*fused > 0 || *activations > 0) {
+    LOG(INFO) << path << ": fused " << *fused << " Conv+BatchNormalization and " << *activations
+              << " Conv+activation pairs";
+  }
   absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
   if (!graph.ok()) return Prefixed(graph.status(), path);
   return graph;

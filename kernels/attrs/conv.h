@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/conv_activation.h"
 #include "memory/dtype.h"
 
 namespace ndserve::kernels {
@@ -17,7 +18,8 @@ namespace ndserve::kernels {
 enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
 
 // Conv and ConvTranspose. `kernel_shape`, when set, must agree with W's spatial dims.
-// `output_padding` and `output_shape` are ConvTranspose's only.
+// `output_padding` and `output_shape` are ConvTranspose's only; `activation` is Conv's
+// only, set by the load-time fusion (kernels/conv_activation.h), never by ONNX.
 struct ConvAttrs {
   std::vector<int64_t> kernel_shape;
   std::vector<int64_t> strides;    // default 1
@@ -27,6 +29,7 @@ struct ConvAttrs {
   AutoPad auto_pad = AutoPad::kNotSet;
   std::vector<int64_t> output_padding;
   std::vector<int64_t> output_shape;
+  ConvEpilogue activation;
 };
 
 // MaxPool and AveragePool. `kernel_shape` is required.

@@ -2,17 +2,24 @@
 // scratch and one cblas_sgemm (W_g [Mg x K] times col [K x P]); a 1x1 stride-1 unpadded
 // conv reads X as the col matrix directly, and a depthwise conv (one input channel per
 // group) is a direct loop, where a GEMM would have K = kh*kw and waste its blocking.
+// A fused activation (ConvAttrs::activation) is applied to each band of output right
+// after its GEMM, while the band is still in cache. im2col and the depthwise loop run on
+// ParallelFor (parallel.h); the GEMMs on OpenBLAS's threads, never inside a parallel
+// region.
 // ConvTranspose: col = W_g^T x_g by GEMM, then col2im scatters and accumulates col into Y.
 #include <cblas.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "kernels/conv_activation.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -106,6 +113,44 @@ void FillBias(const float* bias, int64_t m, int64_t plane, float* y) {
   }
 }
 
+// Channels of work a parallel chunk should hold at least, for `per_channel` floats each:
+// about 16K floats, so a chunk outweighs the cost of handing it to another thread.
+int64_t MinChannels(int64_t per_channel) {
+  return std::max<int64_t>(1, (int64_t{16} << 10) / std::max<int64_t>(1, per_channel));
+}
+
+template <typename Op>
+void MapInPlace(float* y, int64_t n, Op op) {
+  for (int64_t i = 0; i < n; ++i) y[i] = op(y[i]);
+}
+
+// y = act(y) over `len` floats, one switch per call so each loop is a plain vectorizable
+// map of one functor.
+void Activate(const ConvEpilogue& e, float* y, int64_t len) {
+  switch (e.kind) {
+    case ConvActivation::kNone:
+      return;
+    case ConvActivation::kRelu:
+      return MapInPlace(y, len, ReluOp());
+    case ConvActivation::kClip:
+      return MapInPlace(y, len, ClipOp{e.lo, e.hi});
+    case ConvActivation::kHardSwish:
+      return MapInPlace(y, len, HardSwishOp());
+    case ConvActivation::kSigmoid:
+      return MapInPlace(y, len, SigmoidOp());
+  }
+}
+
+// The activation over a band of output: for each of `channels` planes of `plane` floats
+// at y, the `len` floats from `offset`. On the calling thread: the band is hot in cache
+// and costs less than waking another thread (a sync point that a loaded machine makes
+// expensive).
+void ActivateBand(const ConvEpilogue& e, float* y, int64_t channels, int64_t plane,
+                  int64_t offset, int64_t len) {
+  if (e.kind == ConvActivation::kNone) return;
+  for (int64_t ch = 0; ch < channels; ++ch) Activate(e, y + ch * plane + offset, len);
+}
+
 absl::Status CheckBlasDims(absl::string_view op, int64_t m, int64_t n, int64_t k) {
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
     return absl::UnimplementedError(
@@ -123,35 +168,39 @@ absl::StatusOr<float*> Scratch(absl::string_view op, const KernelContext& ctx, i
   return static_cast<float*>(p);
 }
 
-// One image of a depthwise conv (one input channel per group, Mg outputs per group).
-void DepthwiseImage(const float* x, const float* wt, const float* bias, int64_t groups, int64_t mg,
-                    const Window& w, float* y) {
+// Output channels [m0, m1) of one image of a depthwise conv (one input channel per group,
+// Mg outputs per group), activation included.
+void DepthwiseChannels(const float* x, const float* wt, const float* bias, int64_t mg,
+                       const Window& w, const ConvEpilogue& act, int64_t m0, int64_t m1, float* y) {
   const int64_t in_plane = w.img_h * w.img_w, out_plane = w.col_plane();
-  for (int64_t m = 0; m < groups * mg; ++m) {
+  // Column kj's valid output range is the same on every row and channel: found once.
+  std::vector<int64_t> lo(w.kw), hi(w.kw);
+  for (int64_t kj = 0; kj < w.kw; ++kj) {
+    ValidRange(kj * w.dw - w.pl, w.sw, w.img_w, w.col_w, &lo[kj], &hi[kj]);
+  }
+  for (int64_t m = m0; m < m1; ++m) {
     const float* xc = x + (m / mg) * in_plane;
     const float* wm = wt + m * w.kh * w.kw;
-    float* ym = y + m * out_plane;
-    std::fill(ym, ym + out_plane, bias != nullptr ? bias[m] : 0.0f);
+    const float b = bias != nullptr ? bias[m] : 0.0f;
     for (int64_t r = 0; r < w.col_h; ++r) {
-      float* yr = ym + r * w.col_w;
+      // One output row at a time, bias to activation, so it stays in L1 throughout.
+      float* yr = y + m * out_plane + r * w.col_w;
+      std::fill(yr, yr + w.col_w, b);
       for (int64_t ki = 0; ki < w.kh; ++ki) {
         const int64_t ih = r * w.sh - w.pt + ki * w.dh;
         if (ih < 0 || ih >= w.img_h) continue;
+        const float* xr = xc + ih * w.img_w;
         for (int64_t kj = 0; kj < w.kw; ++kj) {
           const int64_t off_w = kj * w.dw - w.pl;
-          int64_t lo, hi;
-          ValidRange(off_w, w.sw, w.img_w, w.col_w, &lo, &hi);
-          const float* xr = xc + ih * w.img_w;
           const float tap = wm[ki * w.kw + kj];
-          if (w.sw == 1) {
-            const float* xs = xr + lo + off_w;
-            float* ys = yr + lo;
-            for (int64_t s = 0; s < hi - lo; ++s) ys[s] += tap * xs[s];
+          if (w.sw == 1) {  // contiguous: a plain vectorizable axpy
+            for (int64_t s = lo[kj]; s < hi[kj]; ++s) yr[s] += tap * xr[s + off_w];
           } else {
-            for (int64_t s = lo; s < hi; ++s) yr[s] += tap * xr[s * w.sw + off_w];
+            for (int64_t s = lo[kj]; s < hi[kj]; ++s) yr[s] += tap * xr[s * w.sw + off_w];
           }
         }
       }
+      Activate(act, yr, w.col_w);
     }
   }
 }
@@ -173,10 +222,16 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   const float* bias = in.size() > 2 ? in[2].as<const float>() : nullptr;
   float* y = out[0].as<float>();
   if (out[0].numel() == 0) return absl::OkStatus();
+  const ConvEpilogue& act = a.activation;
   if (cg == 1 && groups > 1) {
-    for (int64_t i = 0; i < n; ++i) {
-      DepthwiseImage(x + i * c * g.in_plane(), wt, bias, groups, mg, w, y + i * m * p);
-    }
+    // Images x channels as one index space, so batch 1 uses every thread too.
+    ParallelFor(n * m, MinChannels(p * g.k_plane()), [&](int64_t b, int64_t e) {
+      while (b < e) {
+        const int64_t i = b / m, m0 = b % m, m1 = std::min(m, m0 + (e - b));
+        DepthwiseChannels(x + i * c * g.in_plane(), wt, bias, mg, w, act, m0, m1, y + i * m * p);
+        b += m1 - m0;
+      }
+    });
     return absl::OkStatus();
   }
   NDS_RETURN_IF_ERROR(CheckBlasDims("Conv", mg, p, k));
@@ -189,27 +244,43 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   if (!pointwise && k > 0) {
     NDS_ASSIGN_OR_RETURN(col, Scratch("Conv", ctx, k * band_rows * w.col_w));
   }
+  const int64_t k_plane = g.k_plane();
   for (int64_t i = 0; i < n; ++i) {
     float* yi = y + i * m * p;
-    FillBias(bias, m, p, yi);
-    if (k == 0) continue;  // no input channels: the bias alone
+    if (k == 0) {  // no input channels: the bias alone
+      FillBias(bias, m, p, yi);
+      ActivateBand(act, yi, m, p, 0, p);
+      continue;
+    }
     for (int64_t gi = 0; gi < groups; ++gi) {
       const float* xg = x + (i * c + gi * cg) * g.in_plane();
       const float* wg = wt + gi * mg * k;
+      const float* bg = bias != nullptr ? bias + gi * mg : nullptr;
       float* yg = yi + gi * mg * p;
       if (pointwise) {
+        FillBias(bg, mg, p, yg);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
                     static_cast<int>(p), static_cast<int>(k), 1.0f, wg, static_cast<int>(k), xg,
                     static_cast<int>(p), 1.0f, yg, static_cast<int>(p));
+        ActivateBand(act, yg, mg, p, 0, p);
         continue;
       }
       for (int64_t r0 = 0; r0 < w.col_h; r0 += band_rows) {
         const int64_t r1 = std::min(w.col_h, r0 + band_rows);
         const int64_t cols = (r1 - r0) * w.col_w;
-        Im2Col(xg, cg, w, r0, r1, col);
+        ParallelFor(cg, MinChannels(k_plane * cols), [&](int64_t c0, int64_t c1) {
+          Im2Col(xg + c0 * g.in_plane(), c1 - c0, w, r0, r1, col + c0 * k_plane * cols);
+          // The bias under this band, split the same way over the output channels.
+          const int64_t m0 = c0 * mg / cg, m1 = c1 * mg / cg;
+          for (int64_t mi = m0; mi < m1; ++mi) {
+            float* yb = yg + mi * p + r0 * w.col_w;
+            std::fill(yb, yb + cols, bg != nullptr ? bg[mi] : 0.0f);
+          }
+        });
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
-                    static_cast<int>(cols), static_cast<int>(k), 1.0f, wg, static_cast<int>(k),
-                    col, static_cast<int>(cols), 1.0f, yg + r0 * w.col_w, static_cast<int>(p));
+                    static_cast<int>(cols), static_cast<int>(k), 1.0f, wg, static_cast<int>(k), col,
+                    static_cast<int>(cols), 1.0f, yg + r0 * w.col_w, static_cast<int>(p));
+        ActivateBand(act, yg, mg, p, r0 * w.col_w, cols);
       }
     }
   }

@@ -1,12 +1,14 @@
 // MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on the CPU: a direct walk of
 // each output's window, clipped to the input (the padding contributes nothing to a max,
-// and to an average only through its divisor when count_include_pad).
+// and to an average only through its divisor when count_include_pad). Planes are split
+// over ParallelFor's threads (parallel.h).
 #include <algorithm>
 #include <limits>
 
 #include "base/status_macros.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -29,16 +31,11 @@ Span1 Clip(int64_t start, int64_t k, int64_t dil, int64_t size, int64_t pad_end)
   return s;
 }
 
+// Planes [first, end) of a pooling op.
 template <bool kMax>
-absl::Status Pool(absl::string_view name, absl::Span<const TensorView> in,
-                  absl::Span<const TensorView> out, const PoolAttrs& a) {
-  const ShapeSpan xs = in[0].shape;
-  NDS_ASSIGN_OR_RETURN(const ConvGeometry g, MakePoolGeometry(name, a, xs.subspan(2)));
-  const int64_t planes = xs[0] * xs[1];
-  const float* x = in[0].as<const float>();
-  float* y = out[0].as<float>();
-  int64_t* indices = out.size() > 1 ? out[1].as<int64_t>() : nullptr;
-  for (int64_t pl = 0; pl < planes; ++pl) {
+void PoolPlanes(const ConvGeometry& g, const PoolAttrs& a, const float* x, float* y,
+                int64_t* indices, int64_t first, int64_t end) {
+  for (int64_t pl = first; pl < end; ++pl) {
     const float* xp = x + pl * g.in_plane();
     for (int64_t r = 0; r < g.out_h; ++r) {
       const Span1 hs = Clip(r * g.stride_h - g.pad_top, g.k_h, g.dil_h, g.in_h, g.pad_bottom);
@@ -75,6 +72,21 @@ absl::Status Pool(absl::string_view name, absl::Span<const TensorView> in,
       }
     }
   }
+}
+
+template <bool kMax>
+absl::Status Pool(absl::string_view name, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const PoolAttrs& a) {
+  const ShapeSpan xs = in[0].shape;
+  NDS_ASSIGN_OR_RETURN(const ConvGeometry g, MakePoolGeometry(name, a, xs.subspan(2)));
+  const float* x = in[0].as<const float>();
+  float* y = out[0].as<float>();
+  int64_t* indices = out.size() > 1 ? out[1].as<int64_t>() : nullptr;
+  // About 16K window taps per chunk at least, so a chunk outweighs handing it over.
+  const int64_t taps = std::max<int64_t>(1, g.out_plane() * g.k_plane());
+  ParallelFor(xs[0] * xs[1], (int64_t{16} << 10) / taps, [&](int64_t first, int64_t end) {
+    PoolPlanes<kMax>(g, a, x, y, indices, first, end);
+  });
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 // Conv's device kernels: im2col and its adjoint col2im (ConvTranspose), a direct
-// depthwise convolution and the bias fill the GEMMs accumulate onto.
+// depthwise convolution, the bias fill the GEMMs accumulate onto and the fused
+// activation applied after them (kernels/conv_activation.h).
 #include "kernels/cuda/conv_launchers.h"
 #include "kernels/cuda/device_util.cuh"
 
@@ -42,7 +43,7 @@ __global__ void Col2ImKernel(const float* col, ConvWindowArgs w, float* img, int
 }
 
 __global__ void DepthwiseKernel(const float* x, const float* weight, const float* bias, float* y,
-                                int64_t mg, ConvWindowArgs w, int64_t total) {
+                                int64_t mg, ConvWindowArgs w, ConvEpilogue act, int64_t total) {
   const int64_t cols = w.col_h * w.col_w;
   const int64_t m_total = w.channels * mg;
   for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
@@ -62,8 +63,12 @@ __global__ void DepthwiseKernel(const float* x, const float* weight, const float
         sum += wm[ki * w.kw + kj] * xc[ih * w.img_w + iw];
       }
     }
-    y[i] = sum;
+    y[i] = act(sum);
   }
+}
+
+__global__ void ConvActivationKernel(float* y, ConvEpilogue act, int64_t total) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) y[i] = act(y[i]);
 }
 
 __global__ void FillChannelBiasKernel(const float* bias, float* y, int64_t m, int64_t plane,
@@ -93,10 +98,17 @@ cudaError_t LaunchCol2Im(const float* col, const ConvWindowArgs& w, float* img,
 
 cudaError_t LaunchDepthwiseConv(const float* x, const float* weight, const float* bias, float* y,
                                 int64_t n, int64_t mg, const ConvWindowArgs& w,
-                                cudaStream_t stream) {
+                                const ConvEpilogue& act, cudaStream_t stream) {
   const int64_t total = n * w.channels * mg * w.col_h * w.col_w;
   if (total == 0) return cudaSuccess;
-  DepthwiseKernel<<<GridFor(total), kBlock, 0, stream>>>(x, weight, bias, y, mg, w, total);
+  DepthwiseKernel<<<GridFor(total), kBlock, 0, stream>>>(x, weight, bias, y, mg, w, act, total);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchConvActivation(float* y, int64_t count, const ConvEpilogue& act,
+                                 cudaStream_t stream) {
+  if (count == 0 || act.kind == ConvActivation::kNone) return cudaSuccess;
+  ConvActivationKernel<<<GridFor(count), kBlock, 0, stream>>>(y, act, count);
   return cudaGetLastError();
 }
 

@@ -2,7 +2,9 @@
 // the conv_launchers.h kernels and cuBLAS GEMMs on the context's stream. Conv im2col's
 // each image into request scratch and multiplies all groups in one strided-batched SGEMM
 // (row-major Y_g = W_g col_g is the column-major col_g^T W_g^T, as in gemm.cc); the
-// depthwise case is a direct kernel. ConvTranspose is a GEMM into scratch plus col2im.
+// depthwise case is a direct kernel. A fused activation is the depthwise kernel's epilogue,
+// and one elementwise pass after the GEMMs otherwise. ConvTranspose is a GEMM into scratch plus
+// col2im.
 #include <cublas_v2.h>
 
 #include <climits>
@@ -11,8 +13,8 @@
 #include "base/status_macros.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cuda/conv_launchers.h"
-#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cublas_util.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/resize_plan.h"
 
@@ -58,12 +60,19 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   if (out[0].numel() == 0) return absl::OkStatus();
   const cudaStream_t stream = StreamOf(ctx);
   if (cg == 1 && groups > 1) {
-    return CudaStatus(LaunchDepthwiseConv(x, wt, bias, y, n, mg, ForwardWindow(g, c), stream),
-                      "Conv depthwise launch");
+    return CudaStatus(
+        LaunchDepthwiseConv(x, wt, bias, y, n, mg, ForwardWindow(g, c), a.activation, stream),
+        "Conv depthwise launch");
   }
   NDS_RETURN_IF_ERROR(
       CudaStatus(LaunchFillChannelBias(bias, y, n, m, p, stream), "Conv bias launch"));
-  if (k == 0) return absl::OkStatus();
+  // The fused activation (if any) runs once over Y after every image's GEMM; stream order
+  // puts it behind them.
+  const int64_t y_count = n * m * p;
+  if (k == 0) {
+    return CudaStatus(LaunchConvActivation(y, y_count, a.activation, stream),
+                      "Conv activation launch");
+  }
   NDS_RETURN_IF_ERROR(CheckIntDims("Conv", mg, p, k));
   if (groups > INT_MAX) return absl::UnimplementedError("Conv: too many groups for cuBLAS");
   NDS_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("Conv", ctx));
@@ -89,7 +98,8 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
             mg * k, &one, y + i * m * p, static_cast<int>(p), mg * p, static_cast<int>(groups)),
         "Conv cublasSgemmStridedBatched"));
   }
-  return absl::OkStatus();
+  return CudaStatus(LaunchConvActivation(y, y_count, a.activation, stream),
+                    "Conv activation launch");
 }
 
 absl::Status ConvTranspose(const KernelContext& ctx, absl::Span<const TensorView> in,

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/conv_activation.h"
+
 namespace ndserve::kernels::gpu {
 
 // A window walk (see kernels/cpu/conv.cc's Window): `channels` image planes of
@@ -31,10 +33,14 @@ cudaError_t LaunchIm2Col(const float* img, const ConvWindowArgs& w, float* col,
 cudaError_t LaunchCol2Im(const float* col, const ConvWindowArgs& w, float* img,
                          cudaStream_t stream);
 // Depthwise conv of `n` images: input channel c feeds outputs c * mg .. c * mg + mg - 1;
-// w.channels is the input channel count. `bias` may be null.
+// w.channels is the input channel count. `bias` may be null. `act` is applied to each
+// output as it is written.
 cudaError_t LaunchDepthwiseConv(const float* x, const float* weight, const float* bias, float* y,
                                 int64_t n, int64_t mg, const ConvWindowArgs& w,
-                                cudaStream_t stream);
+                                const ConvEpilogue& act, cudaStream_t stream);
+// y[i] = act(y[i]) for the `count` floats of y: a fused Conv's activation after its GEMMs.
+cudaError_t LaunchConvActivation(float* y, int64_t count, const ConvEpilogue& act,
+                                 cudaStream_t stream);
 // y[i][m][p] = bias[m], or 0 when bias is null.
 cudaError_t LaunchFillChannelBias(const float* bias, float* y, int64_t n, int64_t m, int64_t plane,
                                   cudaStream_t stream);

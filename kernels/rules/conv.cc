@@ -1,6 +1,7 @@
 // Rules of Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and
 // BatchNormalization: NCHW (or NCW) FP32 tensors; the spatial arithmetic is
 // kernels/conv_geometry.h's.
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,33 @@ absl::StatusOr<AutoPad> ReadAutoPad(OpKind op, const AttrMap& attrs) {
 using Ints = std::vector<int64_t>;
 
 bool IsTranspose(OpKind op) { return op == OpKind::kConvTranspose; }
+
+// The fused activation (kernels/conv_activation.h) a Conv node carries, if any.
+absl::StatusOr<ConvEpilogue> ReadActivation(OpKind op, const AttrMap& attrs) {
+  ConvEpilogue e;
+  NDS_ASSIGN_OR_RETURN(const std::string kind,
+                       GetAttr<std::string>(op, attrs, kConvActivationAttr, ""));
+  if (kind.empty()) return e;
+  if (IsTranspose(op)) {
+    return Invalid(op, absl::StrCat("attribute '", kConvActivationAttr, "' is Conv's only"));
+  }
+  if (kind == "Relu") {
+    e.kind = ConvActivation::kRelu;
+  } else if (kind == "Clip") {
+    e.kind = ConvActivation::kClip;
+    NDS_ASSIGN_OR_RETURN(e.lo, GetAttr<float>(op, attrs, kConvActivationMinAttr, e.lo));
+    NDS_ASSIGN_OR_RETURN(e.hi, GetAttr<float>(op, attrs, kConvActivationMaxAttr, e.hi));
+    if (std::isnan(e.lo) || std::isnan(e.hi)) return Invalid(op, "a Clip bound is NaN");
+  } else if (kind == "HardSwish") {
+    e.kind = ConvActivation::kHardSwish;
+  } else if (kind == "Sigmoid") {
+    e.kind = ConvActivation::kSigmoid;
+  } else {
+    return absl::UnimplementedError(absl::StrCat(OpKindName(op), ": fused activation '", kind,
+                                                 "' is not one of Relu, Clip, HardSwish, Sigmoid"));
+  }
+  return e;
+}
 
 // X as (N, C, spatial...) with 1 or 2 spatial dims.
 absl::Status CheckSpatialInput(OpKind op, const TensorDesc& x) {
@@ -55,6 +83,7 @@ absl::StatusOr<OpAttrs> BuildConv(OpKind op, int, const AttrMap& attrs, const Ho
   NDS_ASSIGN_OR_RETURN(a.dilations, GetAttr<Ints>(op, attrs, "dilations", {}));
   NDS_ASSIGN_OR_RETURN(a.group, GetAttr<int64_t>(op, attrs, "group", 1));
   NDS_ASSIGN_OR_RETURN(a.auto_pad, ReadAutoPad(op, attrs));
+  NDS_ASSIGN_OR_RETURN(a.activation, ReadActivation(op, attrs));
   if (IsTranspose(op)) {
     NDS_ASSIGN_OR_RETURN(a.output_padding, GetAttr<Ints>(op, attrs, "output_padding", {}));
     NDS_ASSIGN_OR_RETURN(a.output_shape, GetAttr<Ints>(op, attrs, "output_shape", {}));

@@ -6,16 +6,25 @@
 // fails the test until it is taken off the list, so the list cannot go stale.
 // CPU always; CUDA when a device is present.
 
+#include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/engine.h"
+#include "engine/fusion.h"
+#include "engine/model.h"
+#include "engine/onnx_loader.h"
+#include "engine/predictor_context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/dispatch.h"
 #include "memory/cuda_runtime.h"
 #include "memory/memory_system.h"
+#include "memory/nd_manager.h"
 #include "tests/torch/torch_fixtures.h"
 #include "tests/unit/engine/engine_test_util.h"
 
@@ -146,6 +155,78 @@ TEST(TorchRequestMemory, Resnet18PeakIsBoundedByLiveness) {
   EXPECT_GT(peak, 0u);
   EXPECT_LT(peak, uint64_t{16} << 20) << "peak " << peak << " B, node outputs " << outputs << " B";
   EXPECT_LT(peak * 3, outputs) << "peak " << peak << " B, node outputs " << outputs << " B";
+}
+
+// Runs `def` on the CPU on the graph inputs of case `c` (engine path below the request
+// layer: Graph, Model, PredictorContext); the first output's floats.
+std::vector<float> RunGraphOnCpu(GraphDef def, const testing::Case& c) {
+  MemorySystem memory;
+  absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
+  EXPECT_TRUE(graph.ok()) << graph.status();
+  if (!graph.ok()) return {};
+  ModelSignature sig;
+  sig.inputs.assign(graph->inputs().begin(), graph->inputs().end());
+  sig.outputs.assign(graph->outputs().begin(), graph->outputs().end());
+  std::vector<kernels::KernelFn> kernels;
+  for (const Node& node : graph->nodes()) {
+    absl::StatusOr<kernels::KernelFn> fn = kernels::Lookup(node.op, Device::Cpu());
+    EXPECT_TRUE(fn.ok()) << fn.status();
+    kernels.push_back(fn.value_or(nullptr));
+  }
+  absl::StatusOr<std::shared_ptr<Model>> model =
+      Model::Create("fused", 1, *std::move(graph), sig, ModelConfig(), Device::Cpu(), &memory);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
+  absl::StatusOr<std::shared_ptr<NDManager>> manager =
+      (*model)->manager()->NewSubManager(ManagerLevel::kContext, "ctx/fused");
+  EXPECT_TRUE(manager.ok()) << manager.status();
+  if (!manager.ok()) return {};
+  PredictorContext ctx(**model, kernels, kernels::KernelContext::Cpu(), nullptr, *manager);
+  const std::vector<const testing::CaseTensor*> inputs = c.GraphInputs();
+  EXPECT_EQ(inputs.size(), sig.inputs.size());
+  for (std::size_t i = 0; i < inputs.size() && i < sig.inputs.size(); ++i) {
+    EXPECT_TRUE(ctx.SetInput(static_cast<int>(i), inputs[i]->dims, inputs[i]->bytes).ok());
+  }
+  const absl::Status ran = ctx.Run();
+  EXPECT_TRUE(ran.ok()) << ran;
+  std::vector<float> out;
+  if (ran.ok()) {
+    absl::StatusOr<InferOutputTensor> t = ctx.CopyOutput(0);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) {
+      out.resize(t->data.size() / sizeof(float));
+      std::memcpy(out.data(), t->data.data(), out.size() * sizeof(float));
+    }
+  }
+  EXPECT_TRUE(ctx.Close().ok());
+  return out;
+}
+
+// The load-time Conv + activation fusion (engine/fusion.h) on whole exports: it fuses
+// every Conv + Relu / Clip (ReLU6) / HardSwish pair these models have, and the fused
+// graph's output equals the unfused graph's (same conv values, same activation
+// functors). CPU only here; the *_cuda cases of TorchModelTest run the fused graphs (the
+// loader always fuses) against PyTorch on a GPU.
+TEST(TorchFusion, ConvActivationFusionMatchesTheUnfusedGraph) {
+  const std::vector<std::pair<std::string, int>> models = {
+      {"resnet18", 9}, {"mobilenet_v2", 35}, {"mobilenet_v3_small", 32}};
+  for (const auto& [model, want_fused] : models) {
+    SCOPED_TRACE(model);
+    const std::string path = (tf::FixtureDir() / model / "1/model.onnx").string();
+    absl::StatusOr<GraphDef> unfused = ReadOnnxGraphDef(path);
+    ASSERT_TRUE(unfused.ok()) << unfused.status();
+    ASSERT_TRUE(FuseConvBatchNorm(&*unfused).ok());
+    GraphDef fused = *unfused;
+    absl::StatusOr<int> n = FuseConvActivation(&fused);
+    ASSERT_TRUE(n.ok()) << n.status();
+    EXPECT_EQ(*n, want_fused);
+    EXPECT_EQ(fused.nodes.size() + *n, unfused->nodes.size());
+    const testing::Case c = testing::ReadCase(tf::CaseDirs(model).front());
+    const std::vector<float> want = RunGraphOnCpu(*std::move(unfused), c);
+    const std::vector<float> got = RunGraphOnCpu(std::move(fused), c);
+    ASSERT_FALSE(want.empty());
+    EXPECT_EQ(got, want);
+  }
 }
 
 // The rule itself, on made-up outcomes: each way a model can be at odds with the list.

@@ -1,0 +1,123 @@
+#include "kernels/cpu/parallel.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <deque>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+// Set on pool workers for good and on a caller while it runs chunks: a nested
+// ParallelFor then runs inline instead of queueing behind its own parent.
+thread_local bool in_parallel_region = false;
+
+// One ParallelFor call; lives on its caller's stack until every chunk is done. Its
+// counters are guarded by the pool's mutex: the caller may return (and destroy it) as
+// soon as `done` reaches `chunks`, so no thread touches it after that update.
+struct Job {
+  absl::FunctionRef<void(int64_t, int64_t)> fn;
+  int64_t n = 0;
+  int chunks = 0;  // chunk i is [i * n / chunks, (i + 1) * n / chunks)
+  int next = 0;    // the first chunk nobody has claimed
+  int done = 0;    // chunks finished
+};
+
+// The workers and the jobs with unclaimed chunks. Never destroyed: workers block on the
+// mutex between jobs and die with the process.
+class Pool {
+ public:
+  explicit Pool(int workers) {
+    for (int i = 0; i < workers; ++i) std::thread([this] { WorkerLoop(); }).detach();
+  }
+
+  void Run(Job& job) {
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.push_back(&job);
+    }
+    const bool was_nested = in_parallel_region;
+    in_parallel_region = true;
+    int chunk;
+    while (ClaimFrom(&job, &chunk)) RunChunk(&job, chunk);
+    in_parallel_region = was_nested;
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](Job* j) { return j->done == j->chunks; }, &job));
+  }
+
+ private:
+  void WorkerLoop() {
+    in_parallel_region = true;
+    for (;;) {
+      Job* job;
+      int chunk;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](std::deque<Job*>* q) { return !q->empty(); }, &queue_));
+        job = queue_.front();
+        chunk = ClaimLocked(job);
+      }
+      RunChunk(job, chunk);
+    }
+  }
+
+  // Takes `job`'s next chunk (it has one); drops the job from the queue with its last.
+  int ClaimLocked(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int chunk = job->next++;
+    if (job->next == job->chunks) queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+    return chunk;
+  }
+
+  bool ClaimFrom(Job* job, int* chunk) {
+    absl::MutexLock lock(&mu_);
+    if (job->next == job->chunks) return false;
+    *chunk = ClaimLocked(job);
+    return true;
+  }
+
+  void RunChunk(Job* job, int chunk) {
+    job->fn(chunk * job->n / job->chunks, (chunk + 1) * job->n / job->chunks);
+    absl::MutexLock lock(&mu_);
+    ++job->done;  // the last touch of `job`: its caller may return once it sees this
+  }
+
+  absl::Mutex mu_;
+  std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
+};
+
+Pool& ThePool() {
+  static Pool* pool = new Pool(IntraOpThreads() - 1);
+  return *pool;
+}
+
+}  // namespace
+
+int IntraOpThreads() {
+  static const int threads = std::max(1, openblas_get_num_threads());
+  return threads;
+}
+
+void ParallelFor(int64_t n, int64_t min_chunk, absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (n <= 0) return;
+  min_chunk = std::max<int64_t>(1, min_chunk);
+  const int threads = IntraOpThreads();
+  if (threads == 1 || in_parallel_region || n < 2 * min_chunk) {
+    fn(0, n);
+    return;
+  }
+  // A few chunks per thread, so a thread slowed by other work on the core (another
+  // request, another process) hands its share to the others.
+  // Even chunks, no more than n / min_chunk of them, so each holds at least min_chunk.
+  Job job{fn};
+  job.n = n;
+  job.chunks = static_cast<int>(std::min<int64_t>(n / min_chunk, int64_t{4} * threads));
+  ThePool().Run(job);
+}
+
+}  // namespace ndserve::kernels::cpu

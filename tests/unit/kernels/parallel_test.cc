@@ -1,0 +1,76 @@
+// kernels/cpu/parallel.h: ParallelFor covers its range exactly once in chunks of at least
+// min_chunk, from one caller or many at once, and a nested call runs inline instead of
+// waiting on the pool it is already part of.
+#include "kernels/cpu/parallel.h"
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+TEST(ParallelForTest, UsesOpenBlasThreadCount) { EXPECT_GE(IntraOpThreads(), 1); }
+
+TEST(ParallelForTest, CoversTheRangeOnceInChunksOfAtLeastMinChunk) {
+  for (int64_t n : {0, 1, 2, 7, 64, 1000, 4097}) {
+    for (int64_t min_chunk : {1, 3, 100}) {
+      std::vector<std::atomic<int>> hits(n);
+      absl::Mutex mu;
+      std::vector<std::pair<int64_t, int64_t>> chunks;
+      ParallelFor(n, min_chunk, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+        absl::MutexLock lock(&mu);
+        chunks.emplace_back(b, e);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n " << n << " i " << i;
+      for (const auto& [b, e] : chunks) {
+        EXPECT_LT(b, e);
+        if (n >= min_chunk) EXPECT_GE(e - b, min_chunk) << "n " << n << " chunk " << b;
+      }
+      EXPECT_EQ(chunks.empty(), n == 0);
+    }
+  }
+}
+
+TEST(ParallelForTest, ManyCallersAtOnceEachGetTheirOwnRange) {
+  constexpr int kCallers = 6;
+  constexpr int64_t kN = 5000;
+  std::vector<std::vector<int>> hits(kCallers, std::vector<int>(kN, 0));
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kCallers; ++t) {
+    callers.emplace_back([&hits, t] {
+      for (int round = 0; round < 20; ++round) {
+        // Disjoint chunks of one call write disjoint elements: no race.
+        ParallelFor(kN, 16, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) ++hits[t][i];
+        });
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  for (int t = 0; t < kCallers; ++t) {
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(hits[t][i], 20) << "caller " << t << " i " << i;
+  }
+}
+
+TEST(ParallelForTest, NestedCallsRunInline) {
+  std::atomic<int64_t> sum{0};
+  ParallelFor(8, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const std::thread::id outer = std::this_thread::get_id();
+      ParallelFor(100, 1, [&](int64_t ib, int64_t ie) {
+        EXPECT_EQ(std::this_thread::get_id(), outer);
+        sum.fetch_add(ie - ib);
+      });
+    }
+  });
+  EXPECT_EQ(sum.load(), 800);
+}
+
+}  // namespace
+}  // namespace ndserve::kernels::cpu
