@@ -350,13 +350,26 @@ absl::StatusOr<GraphDef> ReadOnnxGraphDef(const std::string& path) {
   return def;
 }
 
+namespace {
+
+absl::StatusOr<Graph> BuildGraph(GraphDef def, absl::string_view what) {
+  absl::StatusOr<int> fused = FuseConvBatchNorm(&def);
+  if (!fused.ok()) return Prefixed(fused.status(), what);
+  absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
+  if (!graph.ok()) return Prefixed(graph.status(), what);
+  return graph;
+}
+
+}  // namespace
+
 absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path) {
   NDS_ASSIGN_OR_RETURN(GraphDef def, ReadOnnxGraphDef(path));
-  absl::StatusOr<int> fused = FuseConvBatchNorm(&def);
-  if (!fused.ok()) return Prefixed(fused.status(), path);
-  absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
-  if (!graph.ok()) return Prefixed(graph.status(), path);
-  return graph;
+  return BuildGraph(std::move(def), path);
+}
+
+absl::StatusOr<Graph> LoadOnnxGraphFromBytes(absl::string_view bytes, absl::string_view what) {
+  NDS_ASSIGN_OR_RETURN(GraphDef def, ParseOnnxGraphDef(bytes, what));
+  return BuildGraph(std::move(def), what);
 }
 
 }  // namespace ndserve::engine
