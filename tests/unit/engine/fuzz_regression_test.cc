@@ -106,6 +106,24 @@ TEST(FuzzRegressionTest, ResizeWithAHugeScaleIsALoadError) {
   EXPECT_THAT(status.message(), ::testing::HasSubstr("too large")) << status;
 }
 
+// Pads near INT64_MAX overflowed dim + begin + end in Pad's shape rule
+// (kernels/rules/data.cc).
+TEST(FuzzRegressionTest, PadsThatOverflowTheDimAreALoadError) {
+  MemorySystem memory;
+  absl::Status status = LoadFixture(FuzzFixture("pad_overflow.onnx"), &memory).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("overflow")) << status;
+}
+
+// A node listing one output name twice made the graph builder read the node after the
+// last one to name the "other" producer (engine/graph_builder.cc).
+TEST(FuzzRegressionTest, ANodeListingAnOutputTwiceIsALoadError) {
+  MemorySystem memory;
+  absl::Status status = LoadFixture(FuzzFixture("output_listed_twice.onnx"), &memory).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("output 'out1' is listed twice")) << status;
+}
+
 // Every kept input loads or fails with a code a bad model may produce, and a failed or
 // unloaded model leaves nothing in the pool.
 TEST(FuzzRegressionTest, EveryKeptInputLoadsOrFailsCleanly) {
