@@ -215,6 +215,11 @@ absl::Status GraphBuilder::ResolveOps() {
             rn.where, ": output '", out, "' has the name of an initializer or graph input"));
       }
       auto [it, inserted] = producer_.emplace(out, static_cast<int>(nodes_.size()));
+      // The node being added is not in nodes_ yet: a name it lists twice points at it.
+      if (!inserted && it->second == static_cast<int>(nodes_.size())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(rn.where, ": output '", out, "' is listed twice"));
+      }
       if (!inserted) {
         return absl::InvalidArgumentError(absl::StrCat(
             rn.where, ": output '", out, "' is also produced by ", nodes_[it->second].where));

@@ -1,5 +1,6 @@
 #include "engine/model_config.h"
 
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -232,9 +233,12 @@ absl::StatusOr<VersionPolicy> ToVersionPolicy(const inference::ModelVersionPolic
 }  // namespace
 
 int ModelConfig::InstanceCount() const {
-  int total = 0;
+  // Summed wide: counts are each below 2^31 but their sum need not be (signed overflow
+  // is undefined); the total saturates so a load can refuse it as too many.
+  int64_t total = 0;
   for (const InstanceGroupConfig& g : instance_groups) total += g.count;
-  return total > 0 ? total : 1;
+  if (total > INT32_MAX) return INT32_MAX;
+  return total > 0 ? static_cast<int>(total) : 1;
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view what) {

@@ -78,7 +78,8 @@ struct ModelConfig {
   std::string ModelFilename() const {
     return default_model_filename.empty() ? "model.onnx" : default_model_filename;
   }
-  // Predictors per device: the sum of the instance groups' counts (1 without groups).
+  // Predictors per device: the sum of the instance groups' counts (1 without groups),
+  // saturated at INT32_MAX.
   int InstanceCount() const;
 };
 

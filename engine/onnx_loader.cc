@@ -351,19 +351,32 @@ absl::StatusOr<GraphDef> ReadOnnxGraphDef(const std::string& path) {
   return def;
 }
 
-absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path) {
-  NDS_ASSIGN_OR_RETURN(GraphDef def, ReadOnnxGraphDef(path));
+namespace {
+
+absl::StatusOr<Graph> BuildGraph(GraphDef def, absl::string_view what) {
   absl::StatusOr<int> fused = FuseConvBatchNorm(&def);
-  if (!fused.ok()) return Prefixed(fused.status(), path);
+  if (!fused.ok()) return Prefixed(fused.status(), what);
   absl::StatusOr<int> activations = FuseConvActivation(&def);
-  if (!activations.ok()) return Prefixed(activations.status(), path);
+  if (!activations.ok()) return Prefixed(activations.status(), what);
   if (*fused > 0 || *activations > 0) {
-    LOG(INFO) << path << ": fused " << *fused << " Conv+BatchNormalization and " << *activations
+    LOG(INFO) << what << ": fused " << *fused << " Conv+BatchNormalization and " << *activations
               << " Conv+activation pairs";
   }
   absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
-  if (!graph.ok()) return Prefixed(graph.status(), path);
+  if (!graph.ok()) return Prefixed(graph.status(), what);
   return graph;
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path) {
+  NDS_ASSIGN_OR_RETURN(GraphDef def, ReadOnnxGraphDef(path));
+  return BuildGraph(std::move(def), path);
+}
+
+absl::StatusOr<Graph> LoadOnnxGraphFromBytes(absl::string_view bytes, absl::string_view what) {
+  NDS_ASSIGN_OR_RETURN(GraphDef def, ParseOnnxGraphDef(bytes, what));
+  return BuildGraph(std::move(def), what);
 }
 
 }  // namespace ndserve::engine

@@ -28,6 +28,10 @@ absl::StatusOr<GraphDef> ParseOnnxGraphDef(absl::string_view bytes, absl::string
 // ReadOnnxGraphDef + Graph::Build; every error is prefixed with the path.
 absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path);
 
+// ParseOnnxGraphDef + Graph::Build on bytes in memory (the loader fuzzer, tests); every
+// error is prefixed with `what`.
+absl::StatusOr<Graph> LoadOnnxGraphFromBytes(absl::string_view bytes, absl::string_view what);
+
 }  // namespace ndserve::engine
 
 #endif  // NDSERVE_ENGINE_ONNX_LOADER_H_

@@ -77,9 +77,13 @@ absl::StatusOr<SliceResolved> ResolveSlice(ShapeSpan in, const SliceAttrs& a) {
     const int64_t axis = axis_in < 0 ? axis_in + rank : axis_in;
     if (seen[axis]) return SliceError(absl::StrFormat("axis %d is given twice", axis_in));
     seen[axis] = true;
-    const int64_t s = a.steps.empty() ? 1 : a.steps[k];
+    int64_t s = a.steps.empty() ? 1 : a.steps[k];
     if (s == 0) return SliceError(absl::StrFormat("the step of axis %d is 0", axis_in));
     const int64_t dim = in[axis];
+    // A step as long as the axis or longer takes at most one element, so it selects the
+    // same as ±dim; clamping keeps -s and the stride (step * input stride) from
+    // overflowing for steps near INT64_MIN / INT64_MAX.
+    s = std::clamp<int64_t>(s, -std::max<int64_t>(dim, 1), std::max<int64_t>(dim, 1));
     int64_t b = a.starts[k], e = a.ends[k];
     // Negative indices count from the end; then clamp (ends of INT64_MAX / INT64_MIN, as
     // exporters write "to the end", land on the bounds without overflowing).

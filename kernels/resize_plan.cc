@@ -34,8 +34,14 @@ absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& a, ShapeSpan x) {
                                                        absl::StrJoin(a.scales, ","), "]"));
       }
       scales[d] = a.scales[d];
-      p.out_shape[d] = static_cast<int64_t>(
-          std::floor(static_cast<double>(x[d]) * static_cast<double>(a.scales[d])));
+      const double size = std::floor(static_cast<double>(x[d]) * static_cast<double>(a.scales[d]));
+      // Converting a double beyond int64's range (or inf) is undefined; 2^62 is far past
+      // any size ValidateShape below would accept with another dimension of 2.
+      if (!(size < 0x1p62)) {
+        return absl::InvalidArgumentError(absl::StrCat("Resize: scale ", a.scales[d], " makes dim ",
+                                                       d, " of X ", ShapeToString(x), " too large"));
+      }
+      p.out_shape[d] = static_cast<int64_t>(size);
     }
     if (d + 2 < rank && p.out_shape[d] != x[d]) {
       return absl::UnimplementedError(
@@ -43,6 +49,7 @@ absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& a, ShapeSpan x) {
                        " to ", ShapeToString(p.out_shape)));
     }
   }
+  if (absl::Status valid = ValidateShape(p.out_shape, "Resize output"); !valid.ok()) return valid;
   p.in_w = x[rank - 1];
   p.out_w = p.out_shape[rank - 1];
   p.scale_w = scales[rank - 1];

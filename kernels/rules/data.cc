@@ -267,7 +267,11 @@ absl::StatusOr<Descs> InferPad(OpKind op, absl::Span<const TensorDesc> in, const
   Shape out;
   for (std::size_t d = 0; d < rank; ++d) {
     const int64_t begin = a->pads[d], end = a->pads[d + rank];
-    const int64_t n = x[d] + begin + end;
+    int64_t n;
+    if (__builtin_add_overflow(x[d], begin, &n) || __builtin_add_overflow(n, end, &n)) {
+      return Invalid(op, absl::StrFormat("pads %s overflow dim %d of %s", ListText(a->pads), d,
+                                         ShapeToString(x)));
+    }
     if (n < 0) {
       return Invalid(op, absl::StrFormat("pads %s crop more than dim %d of %s holds",
                                          ListText(a->pads), d, ShapeToString(x)));

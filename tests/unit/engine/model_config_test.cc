@@ -2,6 +2,7 @@
 
 #include "engine/model_config.h"
 
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -187,6 +188,34 @@ TEST(ModelConfigTest, TextRoundTrips) {
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << text;
   EXPECT_EQ(ModelConfigToText(*again), text);
   EXPECT_THAT(text, HasSubstr("data_type: TYPE_FP32"));
+}
+
+// Found by tests/fuzz/model_config_fuzzer: two groups of 2^31-1 overflowed the int sum
+// (undefined; in practice it wrapped negative and the model got 1 predictor).
+TEST(ModelConfigTest, InstanceCountSaturatesInsteadOfOverflowing) {
+  ModelConfig config;
+  config.instance_groups.resize(2);
+  config.instance_groups[0].count = INT32_MAX;
+  config.instance_groups[1].count = INT32_MAX;
+  EXPECT_EQ(config.InstanceCount(), INT32_MAX);
+  config.instance_groups[1].count = 3;
+  EXPECT_EQ(config.InstanceCount(), INT32_MAX);
+  config.instance_groups.resize(1);
+  config.instance_groups[0].count = 5;
+  EXPECT_EQ(config.InstanceCount(), 5);
+  config.instance_groups.clear();
+  EXPECT_EQ(config.InstanceCount(), 1);
+
+  // The fuzzer's input itself: accepted with a saturated count, or refused as invalid
+  // (a range check may refuse such counts at parse time), never a wrapped count.
+  const std::string text = testing::ReadFileOrDie(
+      testing::SourceDir() / "tests/fixtures/fuzz/model_config/instance_count_overflow.pbtxt");
+  absl::StatusOr<ModelConfig> parsed = ParseModelConfig(text, "fuzz");
+  if (parsed.ok()) {
+    EXPECT_EQ(parsed->InstanceCount(), INT32_MAX);
+  } else {
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << parsed.status();
+  }
 }
 
 }  // namespace
