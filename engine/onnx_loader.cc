@@ -10,7 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/fusion.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
@@ -294,6 +296,12 @@ absl::StatusOr<GraphDef> ToGraphDef(onnx::ModelProto& model) {
     nd.inputs.assign(n.input().begin(), n.input().end());
     nd.outputs.assign(n.output().begin(), n.output().end());
     for (const onnx::AttributeProto& a : n.attribute()) {
+      // The engine's own rewrites (engine/fusion.h) mark nodes with these names.
+      if (absl::StartsWith(a.name(), "ndserve.")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node '", n.name(), "' (", n.op_type(), "): attribute '", a.name(),
+                         "' uses the prefix 'ndserve.' reserved for the engine's own rewrites"));
+      }
       absl::StatusOr<kernels::AttrValue> value = ConvertAttribute(a);
       if (!value.ok()) {
         return Prefixed(value.status(), absl::StrCat("node '", n.name(), "' (", n.op_type(), ")"));
@@ -354,6 +362,12 @@ absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path) {
   NDS_ASSIGN_OR_RETURN(GraphDef def, ReadOnnxGraphDef(path));
   absl::StatusOr<int> fused = FuseConvBatchNorm(&def);
   if (!fused.ok()) return Prefixed(fused.status(), path);
+  absl::StatusOr<int> epilogues = FuseGemmEpilogues(&def);
+  if (!epilogues.ok()) return Prefixed(epilogues.status(), path);
+  if (*epilogues > 0) {
+    LOG(INFO) << absl::StrFormat("%s: %d nodes fused into Gemm/MatMul epilogues", path,
+                                 *epilogues);
+  }
   absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
   if (!graph.ok()) return Prefixed(graph.status(), path);
   return graph;
