@@ -161,7 +161,6 @@ absl::StatusOr<int> FuseConvBatchNorm(GraphDef* def) {
   return fused;
 }
 
-
 namespace {
 
 // The graph's value names, who produces and who reads them, as one Gemm-family rewrite

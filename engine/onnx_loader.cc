@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -365,8 +365,7 @@ absl::StatusOr<Graph> LoadOnnxGraph(const std::string& path) {
   absl::StatusOr<int> epilogues = FuseGemmEpilogues(&def);
   if (!epilogues.ok()) return Prefixed(epilogues.status(), path);
   if (*epilogues > 0) {
-    LOG(INFO) << absl::StrFormat("%s: %d nodes fused into Gemm/MatMul epilogues", path,
-                                 *epilogues);
+    LOG(INFO) << absl::StrFormat("%s: %d nodes fused into Gemm/MatMul epilogues", path, *epilogues);
   }
   absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
   if (!graph.ok()) return Prefixed(graph.status(), path);

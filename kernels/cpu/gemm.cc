@@ -7,13 +7,13 @@
 #include <variant>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/row_walker.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/gemm_epilogue.h"
 #include "kernels/math_ops.h"
 #include "kernels/plans.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -65,8 +65,7 @@ void EpilogueLoop(float* y, const float* bias, int64_t rows, int64_t cols, Act a
   }
 }
 
-void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols,
-                   const GemmEpilogue& e) {
+void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols, const GemmEpilogue& e) {
   switch (e.activation) {
     case GemmActivation::kNone:
       if (bias != nullptr) EpilogueLoop(y, bias, rows, cols, [](float x) { return x; });
@@ -120,7 +119,6 @@ absl::Status MatMulProduct(absl::Span<const TensorView> in, absl::Span<const Ten
   return absl::OkStatus();
 }
 
-
 // C is one value per column ([N] or [1, N]), so it can be added in the epilogue pass
 // instead of being broadcast into Y before the product.
 bool IsColumnBias(ShapeSpan c, int64_t n) {
@@ -152,10 +150,9 @@ absl::Status Gemm(const KernelContext&, absl::Span<const TensorView> in,
     const int lda = static_cast<int>(a.trans_a ? p.m : p.k);
     const int ldb = static_cast<int>(a.trans_b ? p.k : p.n);
     cblas_sgemm(CblasRowMajor, a.trans_a ? CblasTrans : CblasNoTrans,
-                a.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m),
-                static_cast<int>(p.n), static_cast<int>(p.k), a.alpha, in[0].as<const float>(),
-                lda, in[1].as<const float>(), ldb, c_in_gemm ? 1.0f : 0.0f, y,
-                static_cast<int>(p.n));
+                a.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m), static_cast<int>(p.n),
+                static_cast<int>(p.k), a.alpha, in[0].as<const float>(), lda,
+                in[1].as<const float>(), ldb, c_in_gemm ? 1.0f : 0.0f, y, static_cast<int>(p.n));
   }
   ApplyEpilogue(y, column_bias ? in[2].as<const float>() : nullptr, p.m, p.n, a.epilogue);
   return absl::OkStatus();
@@ -168,8 +165,8 @@ absl::Status MatMul(const KernelContext&, absl::Span<const TensorView> in,
   if (const GemmAttrs* fused = std::get_if<GemmAttrs>(&attrs)) {
     const int64_t n = out[0].shape.empty() ? 1 : out[0].shape.back();
     const int64_t rows = n == 0 ? 0 : out[0].numel() / n;
-    ApplyEpilogue(out[0].as<float>(), fused->matmul_bias ? in[2].as<const float>() : nullptr,
-                  rows, n, fused->epilogue);
+    ApplyEpilogue(out[0].as<float>(), fused->matmul_bias ? in[2].as<const float>() : nullptr, rows,
+                  n, fused->epilogue);
   }
   return absl::OkStatus();
 }

@@ -8,12 +8,12 @@
 #include <variant>
 
 #include "absl/strings/str_format.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "base/status_macros.h"
 #include "kernels/cuda/cublas_util.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/gemm_launchers.h"
 #include "kernels/plans.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::gpu {
 namespace {
@@ -77,7 +77,6 @@ absl::Status MatMulProduct(const KernelContext& ctx, absl::Span<const TensorView
   return absl::OkStatus();
 }
 
-
 }  // namespace
 
 absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
@@ -106,10 +105,9 @@ absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
     NDS_RETURN_IF_ERROR(CublasStatus(
         cublasSgemm(handle, a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                     a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p.n),
-                    static_cast<int>(p.m), static_cast<int>(p.k), &a.alpha,
-                    in[1].as<const float>(), static_cast<int>(a.trans_b ? p.k : p.n),
-                    in[0].as<const float>(), static_cast<int>(a.trans_a ? p.m : p.k), &beta, y,
-                    static_cast<int>(p.n)),
+                    static_cast<int>(p.m), static_cast<int>(p.k), &a.alpha, in[1].as<const float>(),
+                    static_cast<int>(a.trans_b ? p.k : p.n), in[0].as<const float>(),
+                    static_cast<int>(a.trans_a ? p.m : p.k), &beta, y, static_cast<int>(p.n)),
         "Gemm cublasSgemm"));
   }
   return Epilogue(ctx, out[0], nullptr, a.epilogue);

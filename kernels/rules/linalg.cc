@@ -19,8 +19,8 @@ absl::StatusOr<GemmEpilogue> BuildEpilogue(OpKind op, const AttrMap& attrs) {
   NDS_ASSIGN_OR_RETURN(std::optional<std::string> act,
                        FindAttr<std::string>(op, attrs, kFusedActivationAttr));
   if (!act.has_value()) return e;
-  NDS_ASSIGN_OR_RETURN(std::vector<float> params, GetAttr<std::vector<float>>(
-                                                      op, attrs, kFusedActivationParamsAttr, {}));
+  NDS_ASSIGN_OR_RETURN(std::vector<float> params,
+                       GetAttr<std::vector<float>>(op, attrs, kFusedActivationParamsAttr, {}));
   std::size_t want = 0;
   if (*act == "Relu") {
     e.activation = GemmActivation::kRelu;
@@ -126,9 +126,9 @@ absl::StatusOr<Descs> InferMatMul(OpKind op, absl::Span<const TensorDesc> in,
   if (a.size() > 1) out.push_back(a[a.size() - 2]);
   if (b.size() > 1) out.push_back(b.back());
   if (bias && (out.empty() || in[2].shape != Shape{out.back()})) {
-    return Invalid(op, absl::StrCat("the fused bias of shape ", ShapeToString(in[2].shape),
-                                    " is not one value per column of the output ",
-                                    ShapeToString(out)));
+    return Invalid(op,
+                   absl::StrCat("the fused bias of shape ", ShapeToString(in[2].shape),
+                                " is not one value per column of the output ", ShapeToString(out)));
   }
   return Descs{{DType::kFp32, out}};
 }

@@ -50,7 +50,8 @@ absl::StatusOr<HostTensor> RunDef(const GraphDef& def, Device device,
   for (const Initializer& init : def.initializers) values[init.name] = ToHost(init);
   for (std::size_t i = 0; i < inputs.size(); ++i) values[def.inputs[i].name] = inputs[i];
   for (const NodeDef& n : def.nodes) {
-    NDS_ASSIGN_OR_RETURN(kernels::OpKind op, kernels::OpKindFromOnnx(n.op_type, n.domain, def.opset));
+    NDS_ASSIGN_OR_RETURN(kernels::OpKind op,
+                         kernels::OpKindFromOnnx(n.op_type, n.domain, def.opset));
     const kernels::OpInfo& info = kernels::GetOpInfo(op);
     std::vector<HostTensor> in;
     std::vector<std::optional<kernels::HostValue>> host(n.inputs.size());
@@ -63,9 +64,9 @@ absl::StatusOr<HostTensor> RunDef(const GraphDef& def, Device device,
         in.push_back(t);
       }
     }
-    NDS_ASSIGN_OR_RETURN(kernels::OpAttrs attrs,
-                         kernels::BuildOpAttrs(op, def.opset, n.attrs,
-                                               kernels::HostInputs(std::move(host))));
+    NDS_ASSIGN_OR_RETURN(
+        kernels::OpAttrs attrs,
+        kernels::BuildOpAttrs(op, def.opset, n.attrs, kernels::HostInputs(std::move(host))));
     NDS_ASSIGN_OR_RETURN(std::vector<HostTensor> out, runner.Run(op, in, attrs));
     values[n.outputs[0]] = std::move(out[0]);
   }
