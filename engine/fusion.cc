@@ -3,13 +3,16 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "kernels/conv_activation.h"
+#include "kernels/op_attrs.h"
 
 namespace ndserve::engine {
 namespace {
@@ -233,6 +236,237 @@ absl::StatusOr<int> FuseConvActivation(GraphDef* def) {
     }
     def->nodes = std::move(kept);
   }
+namespace {
+
+// The graph's value names, who produces and who reads them, as one Gemm-family rewrite
+// sees them; kept current as nodes are folded away.
+class EpilogueFuser {
+ public:
+  explicit EpilogueFuser(GraphDef* def) : def_(def), removed_(def->nodes.size(), false) {
+    for (int i = 0; i < static_cast<int>(def->initializers.size()); ++i) {
+      init_index_[def->initializers[i].name] = i;
+    }
+    for (int i = 0; i < static_cast<int>(def->nodes.size()); ++i) {
+      for (const std::string& in : def->nodes[i].inputs) {
+        if (!in.empty()) readers_[in].push_back(i);
+      }
+      for (const std::string& out : def->nodes[i].outputs) {
+        if (!out.empty()) producer_[out] = i;
+      }
+    }
+    for (const TensorSpec& o : def->outputs) graph_outputs_.insert(o.name);
+  }
+
+  int FuseBiases() {
+    int fused = 0;
+    for (int i = 0; i < static_cast<int>(def_->nodes.size()); ++i) {
+      if (removed_[i]) continue;
+      const NodeDef& add = def_->nodes[i];
+      if (!Is(add, "Add", 2, 1)) continue;
+      for (int side = 0; side < 2; ++side) {
+        const int mm = OnlyReaderProducer(add.inputs[side], i);
+        if (mm < 0 || !Is(def_->nodes[mm], "MatMul", 2, 1) || Fused(def_->nodes[mm])) continue;
+        const Initializer* bias = Fp32Init(add.inputs[1 - side]);
+        const Initializer* b = Fp32Init(def_->nodes[mm].inputs[1]);
+        if (bias == nullptr || b == nullptr || bias->shape.size() != 1 || b->shape.size() < 2 ||
+            b->shape.back() != bias->shape[0]) {
+          continue;
+        }
+        NodeDef& matmul = def_->nodes[mm];
+        matmul.inputs.push_back(add.inputs[1 - side]);
+        matmul.attrs[kernels::kFusedMatMulBiasAttr] = int64_t{1};
+        Replace(mm, {i});
+        ++fused;
+        break;
+      }
+    }
+    return fused;
+  }
+
+  int FuseActivations() {
+    int fused = 0;
+    for (int g = 0; g < static_cast<int>(def_->nodes.size()); ++g) {
+      if (removed_[g]) continue;
+      const NodeDef& node = def_->nodes[g];
+      if (!(Is(node, "Gemm", 2, 1) || Is(node, "Gemm", 3, 1) || Is(node, "MatMul", 2, 1) ||
+            Is(node, "MatMul", 3, 1)) ||
+          node.attrs.contains(kernels::kFusedActivationAttr)) {
+        continue;
+      }
+      const std::string& y = node.outputs[0];
+      if (graph_outputs_.contains(y)) continue;
+      const std::vector<int> readers = Readers(y);  // a copy: Replace edits readers_
+      if (readers.size() == 1) {
+        fused += FuseRelu(g, readers[0]) || FuseClip(g, readers[0]) ? 1 : 0;
+      } else if (readers.size() == 2 && FuseGelu(g, readers)) {
+        fused += 5;
+      }
+    }
+    return fused;
+  }
+
+  // Drops the folded nodes from the GraphDef.
+  void Compact() {
+    std::vector<NodeDef> kept;
+    for (std::size_t i = 0; i < def_->nodes.size(); ++i) {
+      if (!removed_[i]) kept.push_back(std::move(def_->nodes[i]));
+    }
+    def_->nodes = std::move(kept);
+  }
+
+ private:
+  bool Is(const NodeDef& n, absl::string_view op, std::size_t inputs, std::size_t outputs) const {
+    if (n.op_type != op || !IsDefaultDomain(n) || n.inputs.size() != inputs ||
+        n.outputs.size() != outputs) {
+      return false;
+    }
+    for (const std::string& in : n.inputs) {
+      if (in.empty()) return false;
+    }
+    return !n.outputs[0].empty();
+  }
+
+  static bool Fused(const NodeDef& n) {
+    return n.attrs.contains(kernels::kFusedActivationAttr) ||
+           n.attrs.contains(kernels::kFusedMatMulBiasAttr);
+  }
+
+  const std::vector<int>& Readers(const std::string& name) const {
+    static const std::vector<int> kNone;
+    auto it = readers_.find(name);
+    return it == readers_.end() ? kNone : it->second;
+  }
+
+  // The producer of `name` when node `reader` is its only reader and it is no graph
+  // output; -1 otherwise.
+  int OnlyReaderProducer(const std::string& name, int reader) const {
+    auto p = producer_.find(name);
+    if (p == producer_.end() || removed_[p->second] || graph_outputs_.contains(name)) return -1;
+    const std::vector<int>& r = Readers(name);
+    return r.size() == 1 && r[0] == reader ? p->second : -1;
+  }
+
+  // The only reader of `name` (not a graph output), or -1.
+  int OnlyReader(const std::string& name) const {
+    if (graph_outputs_.contains(name)) return -1;
+    const std::vector<int>& r = Readers(name);
+    return r.size() == 1 ? r[0] : -1;
+  }
+
+  const Initializer* Fp32Init(const std::string& name) const {
+    auto it = init_index_.find(name);
+    if (it == init_index_.end()) return nullptr;
+    const Initializer& init = def_->initializers[it->second];
+    if (init.dtype != DType::kFp32 ||
+        init.bytes.size() != static_cast<std::size_t>(kernels::NumElements(init.shape)) * 4) {
+      return nullptr;
+    }
+    return &init;
+  }
+
+  // The value of a rank-0 FP32 initializer.
+  std::optional<float> Scalar(const std::string& name) const {
+    const Initializer* init = Fp32Init(name);
+    if (init == nullptr || !init->shape.empty()) return std::nullopt;
+    float v;
+    std::memcpy(&v, init->bytes.data(), sizeof(v));
+    return v;
+  }
+
+  // Node `g` takes over the output of the last of `folded` (a chain that ends the
+  // pattern); the folded nodes go.
+  void Replace(int g, const std::vector<int>& folded) {
+    const std::string out = def_->nodes[folded.back()].outputs[0];
+    def_->nodes[g].outputs[0] = out;
+    producer_[out] = g;
+    for (int f : folded) removed_[f] = true;
+    // The bias (if any) is now read by g rather than by a folded node.
+    for (const std::string& in : def_->nodes[g].inputs) {
+      std::vector<int>& r = readers_[in];
+      for (int& reader : r) {
+        if (reader >= 0 && removed_[reader]) reader = g;
+      }
+    }
+  }
+
+  void SetActivation(int g, const char* act, std::vector<float> params) {
+    NodeDef& n = def_->nodes[g];
+    n.attrs[kernels::kFusedActivationAttr] = std::string(act);
+    if (!params.empty()) n.attrs[kernels::kFusedActivationParamsAttr] = std::move(params);
+  }
+
+  bool FuseRelu(int g, int r) {
+    if (!Is(def_->nodes[r], "Relu", 1, 1)) return false;
+    SetActivation(g, "Relu", {});
+    Replace(g, {r});
+    return true;
+  }
+
+  bool FuseClip(int g, int r) {
+    const NodeDef& clip = def_->nodes[r];
+    if (clip.op_type != "Clip" || !IsDefaultDomain(clip) || clip.inputs.empty() ||
+        clip.inputs.size() > 3 || clip.outputs.size() != 1 || clip.outputs[0].empty()) {
+      return false;
+    }
+    float bounds[2] = {-std::numeric_limits<float>::infinity(),
+                       std::numeric_limits<float>::infinity()};
+    for (std::size_t i = 1; i < clip.inputs.size(); ++i) {
+      if (clip.inputs[i].empty()) continue;
+      const std::optional<float> v = Scalar(clip.inputs[i]);
+      if (!v.has_value()) return false;
+      bounds[i - 1] = *v;
+    }
+    SetActivation(g, "Clip", {bounds[0], bounds[1]});
+    Replace(g, {r});
+    return true;
+  }
+
+  // x = node g's output, read by exactly `readers` (two nodes).
+  bool FuseGelu(int g, const std::vector<int>& readers) {
+    const std::string& x = def_->nodes[g].outputs[0];
+    int div = -1, half_mul = -1;
+    for (int r : readers) {
+      const NodeDef& n = def_->nodes[r];
+      if (Is(n, "Div", 2, 1) && n.inputs[0] == x && n.inputs[1] != x) div = r;
+      if (Is(n, "Mul", 2, 1) && (n.inputs[0] == x) != (n.inputs[1] == x)) half_mul = r;
+    }
+    if (div < 0 || half_mul < 0) return false;
+    const NodeDef& dn = def_->nodes[div];
+    const NodeDef& hn = def_->nodes[half_mul];
+    const std::optional<float> d = Scalar(dn.inputs[1]);
+    const std::optional<float> a = Scalar(hn.inputs[hn.inputs[0] == x ? 1 : 0]);
+    const int erf = OnlyReader(dn.outputs[0]);
+    if (!d || !a || erf < 0 || !Is(def_->nodes[erf], "Erf", 1, 1)) return false;
+    const int add = OnlyReader(def_->nodes[erf].outputs[0]);
+    if (add < 0 || !Is(def_->nodes[add], "Add", 2, 1)) return false;
+    const NodeDef& an = def_->nodes[add];
+    const bool erf_first = an.inputs[0] == def_->nodes[erf].outputs[0];
+    const std::optional<float> c = Scalar(an.inputs[erf_first ? 1 : 0]);
+    const int mul = OnlyReader(an.outputs[0]);
+    if (!c || mul < 0 || !Is(def_->nodes[mul], "Mul", 2, 1)) return false;
+    const NodeDef& mn = def_->nodes[mul];
+    const bool pair = (mn.inputs[0] == hn.outputs[0] && mn.inputs[1] == an.outputs[0]) ||
+                      (mn.inputs[1] == hn.outputs[0] && mn.inputs[0] == an.outputs[0]);
+    if (!pair || OnlyReader(hn.outputs[0]) != mul) return false;
+    SetActivation(g, "Gelu", {*a, *d, *c});
+    Replace(g, {div, half_mul, erf, add, mul});
+    return true;
+  }
+
+  GraphDef* def_;
+  std::vector<bool> removed_;
+  absl::flat_hash_map<std::string, int> init_index_;
+  absl::flat_hash_map<std::string, int> producer_;
+  absl::flat_hash_map<std::string, std::vector<int>> readers_;
+  absl::flat_hash_set<std::string> graph_outputs_;
+};
+
+}  // namespace
+
+absl::StatusOr<int> FuseGemmEpilogues(GraphDef* def) {
+  EpilogueFuser fuser(def);
+  const int fused = fuser.FuseBiases() + fuser.FuseActivations();
+  if (fused > 0) fuser.Compact();
   return fused;
 }
 

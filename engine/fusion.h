@@ -33,6 +33,22 @@ absl::StatusOr<int> FuseConvBatchNorm(GraphDef* def);
 // node. Returns how many activations were fused; never fails on a graph Graph::Build
 // would accept. Not thread-safe on one `def`.
 absl::StatusOr<int> FuseConvActivation(GraphDef* def);
+// Folds the bias and activation that follow a Gemm or MatMul into that node, so the
+// product, bias and activation are one kernel call (kernels/gemm_epilogue.h, on the CPU
+// and on CUDA). Two rewrites, each applied only where it is exact:
+//  - MatMul + Add of a bias (PyTorch's nn.Linear on inputs of rank > 2): the Add's other
+//    input is a 1-D FP32 initializer [N] and the MatMul's B an FP32 initializer whose
+//    last dim is N, so the bias is one value per output column. The MatMul takes the
+//    bias as a third input (kernels::kFusedMatMulBiasAttr).
+//  - Gemm or MatMul + activation: Relu; Clip whose bounds are absent or FP32 scalar
+//    initializers; and the erf GELU as PyTorch exports it, Mul(Mul(x, a), Add(Erf(Div(x,
+//    d)), c)) with scalar FP32 initializers a, d, c (operands of Mul and Add in either
+//    order), evaluated in that same order. The activation becomes
+//    kernels::kFusedActivationAttr.
+// Every intermediate value a rewrite removes must have no reader outside the pattern and
+// not be a graph output. Returns how many nodes were folded away; anything it does not
+// recognise is left as it is. Not thread-safe on one `def`.
+absl::StatusOr<int> FuseGemmEpilogues(GraphDef* def);
 
 }  // namespace ndserve::engine
 

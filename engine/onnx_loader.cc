@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/logging.h"
@@ -295,6 +296,12 @@ absl::StatusOr<GraphDef> ToGraphDef(onnx::ModelProto& model) {
     nd.inputs.assign(n.input().begin(), n.input().end());
     nd.outputs.assign(n.output().begin(), n.output().end());
     for (const onnx::AttributeProto& a : n.attribute()) {
+      // The engine's own rewrites (engine/fusion.h) mark nodes with these names.
+      if (absl::StartsWith(a.name(), "ndserve.")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node '", n.name(), "' (", n.op_type(), "): attribute '", a.name(),
+                         "' uses the prefix 'ndserve.' reserved for the engine's own rewrites"));
+      }
       absl::StatusOr<kernels::AttrValue> value = ConvertAttribute(a);
       if (!value.ok()) {
         return Prefixed(value.status(), absl::StrCat("node '", n.name(), "' (", n.op_type(), ")"));
@@ -358,9 +365,12 @@ absl::StatusOr<Graph> BuildGraph(GraphDef def, absl::string_view what) {
   if (!fused.ok()) return Prefixed(fused.status(), what);
   absl::StatusOr<int> activations = FuseConvActivation(&def);
   if (!activations.ok()) return Prefixed(activations.status(), what);
-  if (*fused > 0 || *activations > 0) {
+  absl::StatusOr<int> epilogues = FuseGemmEpilogues(&def);
+  if (!epilogues.ok()) return Prefixed(epilogues.status(), what);
+  if (*fused > 0 || *activations > 0 || *epilogues > 0) {
     LOG(INFO) << what << ": fused " << *fused << " Conv+BatchNormalization and " << *activations
-              << " Conv+activation pairs";
+              << " Conv+activation pairs; " << *epilogues
+              << " nodes folded into Gemm/MatMul epilogues";
   }
   absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
   if (!graph.ok()) return Prefixed(graph.status(), what);

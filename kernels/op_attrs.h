@@ -12,6 +12,7 @@
 #include "kernels/attrs/math.h"
 #include "kernels/attrs/rnn.h"
 #include "kernels/attrs/shape_of.h"
+#include "kernels/gemm_epilogue.h"
 #include "kernels/op_kind.h"
 #include "memory/dtype.h"
 
@@ -25,14 +26,28 @@ namespace ndserve::kernels {
 // kernels/rules/. Axes may be negative (ONNX style); kernels normalize them. Plain values.
 // A new family adds its struct here and to the OpAttrs variant.
 
-// Add, Sub, Mul, Div, MatMul, Relu, Sigmoid, Tanh, Erf, Identity.
+// Add, Sub, Mul, Div, (unfused) MatMul, Relu, Sigmoid, Tanh, Erf, Identity.
 struct NoAttrs {};
+// Gemm, and a MatMul the load-time fusion gave a bias or activation (a plain MatMul has
+// NoAttrs; a fused one keeps alpha = beta = 1 and no transposes).
 struct GemmAttrs {
   float alpha = 1.0f;
   float beta = 1.0f;
   bool trans_a = false;
   bool trans_b = false;
+  // Applied to the result (after C); only engine/fusion.h sets it, through the internal
+  // attributes kFusedActivationAttr and kFusedActivationParamsAttr.
+  GemmEpilogue epilogue;
+  // MatMul only: a third input, a 1-D [N] bias added to every row of the product
+  // (kFusedMatMulBiasAttr).
+  bool matmul_bias = false;
 };
+// The internal attributes of fused Gemm / MatMul nodes. No ONNX attribute has these names
+// and the loader refuses them in files. Activation: "Relu", "Clip" or "Gelu" (params as
+// GemmEpilogue's p0..p2); bias: INT 1.
+inline constexpr char kFusedActivationAttr[] = "ndserve.activation";
+inline constexpr char kFusedActivationParamsAttr[] = "ndserve.activation_params";
+inline constexpr char kFusedMatMulBiasAttr[] = "ndserve.matmul_bias";
 struct SoftmaxAttrs {
   int64_t axis = -1;
 };

@@ -1,14 +1,19 @@
-// Gemm and MatMul on the CPU through OpenBLAS's cblas_sgemm (row-major).
+// Gemm and MatMul on the CPU through OpenBLAS's cblas_sgemm (row-major), with the
+// epilogue of fused nodes (kernels/gemm_epilogue.h) applied in one pass after the product.
 #include <cblas.h>
 
 #include <algorithm>
 #include <climits>
+#include <variant>
 
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/row_walker.h"
+#include "kernels/elementwise_ops.h"
+#include "kernels/gemm_epilogue.h"
+#include "kernels/math_ops.h"
 #include "kernels/plans.h"
-#include "base/status_macros.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -45,34 +50,40 @@ void FillScaledBroadcast(const TensorView& c, float beta, float* y, int64_t m, i
   }
 }
 
-}  // namespace
-
-absl::Status Gemm(const KernelContext&, absl::Span<const TensorView> in,
-                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  const GemmAttrs& a = std::get<GemmAttrs>(attrs);
-  const GemmPlan p = MakeGemmPlan(in[0].shape, in[1].shape, a);
-  NDS_RETURN_IF_ERROR(CheckBlasDims("Gemm", p.m, p.n, p.k));
-  float* y = out[0].as<float>();
-  if (p.m == 0 || p.n == 0) return absl::OkStatus();
-  // beta == 0 drops C entirely (as BLAS does), so NaNs in C do not leak through.
-  const bool use_c = in.size() == 3 && a.beta != 0.0f;
-  if (use_c) {
-    FillScaledBroadcast(in[2], a.beta, y, p.m, p.n);
-  } else if (p.k == 0 || a.alpha == 0.0f) {
-    std::fill(y, y + p.m * p.n, 0.0f);
+// y = act(y + bias[col]) over a row-major rows x cols result, bias optional: the epilogue
+// of a fused node, and Gemm's bias when it is one value per column. One pass, with the
+// activation a template parameter so each case is its own vectorizable loop.
+template <typename Act>
+void EpilogueLoop(float* y, const float* bias, int64_t rows, int64_t cols, Act act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * cols;
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < cols; ++j) yr[j] = act(yr[j] + bias[j]);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) yr[j] = act(yr[j]);
+    }
   }
-  if (p.k == 0 || a.alpha == 0.0f) return absl::OkStatus();
-  const int lda = static_cast<int>(a.trans_a ? p.m : p.k);
-  const int ldb = static_cast<int>(a.trans_b ? p.k : p.n);
-  cblas_sgemm(CblasRowMajor, a.trans_a ? CblasTrans : CblasNoTrans,
-              a.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m), static_cast<int>(p.n),
-              static_cast<int>(p.k), a.alpha, in[0].as<const float>(), lda, in[1].as<const float>(),
-              ldb, use_c ? 1.0f : 0.0f, y, static_cast<int>(p.n));
-  return absl::OkStatus();
 }
 
-absl::Status MatMul(const KernelContext&, absl::Span<const TensorView> in,
-                    absl::Span<const TensorView> out, const OpAttrs&) {
+void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols, const GemmEpilogue& e) {
+  switch (e.activation) {
+    case GemmActivation::kNone:
+      if (bias != nullptr) EpilogueLoop(y, bias, rows, cols, [](float x) { return x; });
+      return;
+    case GemmActivation::kRelu:
+      EpilogueLoop(y, bias, rows, cols, ReluOp());
+      return;
+    case GemmActivation::kClip:
+      EpilogueLoop(y, bias, rows, cols, ClipOp{e.p0, e.p1});
+      return;
+    case GemmActivation::kGelu:
+      EpilogueLoop(y, bias, rows, cols, [e](float x) { return e(x); });
+      return;
+  }
+}
+
+// Y = A x B with numpy batch broadcasting; no epilogue.
+absl::Status MatMulProduct(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
   const MatMulPlan p = MakeMatMulPlan(in[0].shape, in[1].shape);
   const float* a = in[0].as<const float>();
   const float* b = in[1].as<const float>();
@@ -104,6 +115,58 @@ absl::Status MatMul(const KernelContext&, absl::Span<const TensorView> in,
                 static_cast<int>(p.n), static_cast<int>(p.k), 1.0f, a + walk.offset(0),
                 static_cast<int>(p.k), b + walk.offset(1), static_cast<int>(p.n), 0.0f,
                 y + i * p.m * p.n, static_cast<int>(p.n));
+  }
+  return absl::OkStatus();
+}
+
+// C is one value per column ([N] or [1, N]), so it can be added in the epilogue pass
+// instead of being broadcast into Y before the product.
+bool IsColumnBias(ShapeSpan c, int64_t n) {
+  return (c.size() == 1 && c[0] == n) || (c.size() == 2 && c[0] == 1 && c[1] == n);
+}
+
+}  // namespace
+
+absl::Status Gemm(const KernelContext&, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const GemmAttrs& a = std::get<GemmAttrs>(attrs);
+  const GemmPlan p = MakeGemmPlan(in[0].shape, in[1].shape, a);
+  NDS_RETURN_IF_ERROR(CheckBlasDims("Gemm", p.m, p.n, p.k));
+  float* y = out[0].as<float>();
+  if (p.m == 0 || p.n == 0) return absl::OkStatus();
+  // beta == 0 drops C entirely (as BLAS does), so NaNs in C do not leak through.
+  const bool use_c = in.size() == 3 && a.beta != 0.0f;
+  // The common case (nn.Linear: C is the bias, beta 1) adds C after the product, in the
+  // same pass as any fused activation, rather than in a pass of its own before it.
+  const bool column_bias = use_c && a.beta == 1.0f && IsColumnBias(in[2].shape, p.n);
+  const bool c_in_gemm = use_c && !column_bias;
+  const bool product = p.k > 0 && a.alpha != 0.0f;
+  if (c_in_gemm) {
+    FillScaledBroadcast(in[2], a.beta, y, p.m, p.n);
+  } else if (!product) {
+    std::fill(y, y + p.m * p.n, 0.0f);
+  }
+  if (product) {
+    const int lda = static_cast<int>(a.trans_a ? p.m : p.k);
+    const int ldb = static_cast<int>(a.trans_b ? p.k : p.n);
+    cblas_sgemm(CblasRowMajor, a.trans_a ? CblasTrans : CblasNoTrans,
+                a.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m), static_cast<int>(p.n),
+                static_cast<int>(p.k), a.alpha, in[0].as<const float>(), lda,
+                in[1].as<const float>(), ldb, c_in_gemm ? 1.0f : 0.0f, y, static_cast<int>(p.n));
+  }
+  ApplyEpilogue(y, column_bias ? in[2].as<const float>() : nullptr, p.m, p.n, a.epilogue);
+  return absl::OkStatus();
+}
+
+absl::Status MatMul(const KernelContext&, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(MatMulProduct(in, out));
+  // A fused MatMul (engine/fusion.h) adds its bias and activation in one pass after.
+  if (const GemmAttrs* fused = std::get_if<GemmAttrs>(&attrs)) {
+    const int64_t n = out[0].shape.empty() ? 1 : out[0].shape.back();
+    const int64_t rows = n == 0 ? 0 : out[0].numel() / n;
+    ApplyEpilogue(out[0].as<float>(), fused->matmul_bias ? in[2].as<const float>() : nullptr, rows,
+                  n, fused->epilogue);
   }
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/lane_math.h"
 #include "kernels/plans.h"
 
 namespace ndserve::kernels::cpu {
@@ -22,14 +23,9 @@ absl::Status LayerNormalization(const KernelContext&, absl::Span<const TensorVie
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < cols; ++i) sum += xr[i];
+    const float sum = LaneSum(xr, cols, [](float v) { return v; });
     const float mean = cols > 0 ? sum / static_cast<float>(cols) : 0.0f;
-    float sq = 0.0f;
-    for (int64_t i = 0; i < cols; ++i) {
-      const float d = xr[i] - mean;
-      sq += d * d;
-    }
+    const float sq = LaneSum(xr, cols, [mean](float v) { return (v - mean) * (v - mean); });
     const float var = cols > 0 ? sq / static_cast<float>(cols) : 0.0f;
     const float inv = 1.0f / std::sqrt(var + a.epsilon);
     if (bias != nullptr) {

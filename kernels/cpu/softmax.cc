@@ -1,10 +1,12 @@
-// Softmax over one axis (ONNX opset >= 13 semantics), max-subtracted for stability.
+// Softmax over one axis (ONNX opset >= 13 semantics), max-subtracted for stability. Rows
+// along the last axis (every transformer's attention) use the vectorizable lane_math.h.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/lane_math.h"
 #include "kernels/plans.h"
 
 namespace ndserve::kernels::cpu {
@@ -22,13 +24,9 @@ absl::Status Softmax(const KernelContext&, absl::Span<const TensorView> in,
     for (int64_t o = 0; o < p.outer; ++o) {
       const float* xr = x + o * n;
       float* yr = y + o * n;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, xr[i]);
-      float sum = 0.0f;
-      for (int64_t i = 0; i < n; ++i) {
-        yr[i] = std::exp(xr[i] - mx);
-        sum += yr[i];
-      }
+      const float mx = LaneMax(xr, n);
+      for (int64_t i = 0; i < n; ++i) yr[i] = ExpNonPositive(xr[i] - mx);
+      const float sum = LaneSum(yr, n, [](float v) { return v; });
       const float inv = 1.0f / sum;
       for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
     }

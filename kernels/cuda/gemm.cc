@@ -1,55 +1,35 @@
 // Gemm and MatMul through cuBLAS. cuBLAS is column-major: a row-major M x N result Y is a
-// column-major N x M matrix Y^T = op(B)^T op(A)^T, so every call swaps the operands.
+// column-major N x M matrix Y^T = op(B)^T op(A)^T, so every call swaps the operands. A
+// fused node's bias and activation (kernels/gemm_epilogue.h) are one more kernel after
+// the product (gemm_epilogue.cu).
 #include <cublas_v2.h>
 
 #include <climits>
+#include <variant>
 
 #include "absl/strings/str_format.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/cublas_util.h"
-#include "kernels/cuda/cuda_util.h"
-#include "kernels/plans.h"
 #include "base/status_macros.h"
+#include "kernels/cuda/cublas_util.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/gemm_launchers.h"
+#include "kernels/plans.h"
 
 namespace ndserve::kernels::gpu {
 namespace {
 
-}  // namespace
-
-absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
-                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  const GemmAttrs& a = std::get<GemmAttrs>(attrs);
-  const GemmPlan p = MakeGemmPlan(in[0].shape, in[1].shape, a);
-  NDS_RETURN_IF_ERROR(CheckIntDims("Gemm", p.m, p.n, p.k));
-  NDS_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("Gemm", ctx));
-  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
-  float* y = out[0].as<float>();
-  if (p.m == 0 || p.n == 0) return absl::OkStatus();
-  const bool use_c = in.size() == 3 && a.beta != 0.0f;  // beta == 0 drops C, as on the CPU
-  if (use_c) {
-    const Shape out_shape = {p.m, p.n};
-    const BroadcastPlan bp = MakeBroadcastPlan(out_shape, in[2].shape, in[2].shape);
-    NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("Gemm", bp.dims, bp.a_strides));
-    NDS_RETURN_IF_ERROR(CudaStatus(
-        LaunchScaledBroadcast(in[2].as<const float>(), a.beta, y, map, bp.numel, StreamOf(ctx)),
-        "Gemm C broadcast launch"));
-  } else if (p.k == 0 || a.alpha == 0.0f) {
-    NDS_RETURN_IF_ERROR(
-        CudaStatus(cudaMemsetAsync(y, 0, out[0].nbytes(), StreamOf(ctx)), "Gemm cudaMemsetAsync"));
-  }
-  if (p.k == 0 || a.alpha == 0.0f) return absl::OkStatus();
-  const float beta = use_c ? 1.0f : 0.0f;
-  return CublasStatus(
-      cublasSgemm(handle, a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                  a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p.n),
-                  static_cast<int>(p.m), static_cast<int>(p.k), &a.alpha, in[1].as<const float>(),
-                  static_cast<int>(a.trans_b ? p.k : p.n), in[0].as<const float>(),
-                  static_cast<int>(a.trans_a ? p.m : p.k), &beta, y, static_cast<int>(p.n)),
-      "Gemm cublasSgemm");
+absl::Status Epilogue(const KernelContext& ctx, const TensorView& y, const float* bias,
+                      const GemmEpilogue& e) {
+  if (bias == nullptr && e.activation == GemmActivation::kNone) return absl::OkStatus();
+  const int64_t cols = y.shape.empty() ? 1 : y.shape.back();
+  const int64_t rows = cols == 0 ? 0 : y.numel() / cols;
+  return CudaStatus(LaunchGemmEpilogue(y.as<float>(), bias, rows, cols, e, StreamOf(ctx)),
+                    "Gemm epilogue launch");
 }
 
-absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
-                    absl::Span<const TensorView> out, const OpAttrs&) {
+// Y = A x B with numpy batch broadcasting; no epilogue.
+absl::Status MatMulProduct(const KernelContext& ctx, absl::Span<const TensorView> in,
+                           absl::Span<const TensorView> out) {
   const MatMulPlan p = MakeMatMulPlan(in[0].shape, in[1].shape);
   NDS_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("MatMul", ctx));
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
@@ -93,6 +73,52 @@ absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
                                   &zero, y + outer * inner * p.m * p.n, static_cast<int>(p.n),
                                   p.m * p.n, static_cast<int>(inner)),
         "MatMul cublasSgemmStridedBatched"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const GemmAttrs& a = std::get<GemmAttrs>(attrs);
+  const GemmPlan p = MakeGemmPlan(in[0].shape, in[1].shape, a);
+  NDS_RETURN_IF_ERROR(CheckIntDims("Gemm", p.m, p.n, p.k));
+  NDS_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("Gemm", ctx));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  float* y = out[0].as<float>();
+  if (p.m == 0 || p.n == 0) return absl::OkStatus();
+  const bool use_c = in.size() == 3 && a.beta != 0.0f;  // beta == 0 drops C, as on the CPU
+  if (use_c) {
+    const Shape out_shape = {p.m, p.n};
+    const BroadcastPlan bp = MakeBroadcastPlan(out_shape, in[2].shape, in[2].shape);
+    NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("Gemm", bp.dims, bp.a_strides));
+    NDS_RETURN_IF_ERROR(CudaStatus(
+        LaunchScaledBroadcast(in[2].as<const float>(), a.beta, y, map, bp.numel, StreamOf(ctx)),
+        "Gemm C broadcast launch"));
+  } else if (p.k == 0 || a.alpha == 0.0f) {
+    NDS_RETURN_IF_ERROR(
+        CudaStatus(cudaMemsetAsync(y, 0, out[0].nbytes(), StreamOf(ctx)), "Gemm cudaMemsetAsync"));
+  }
+  if (p.k > 0 && a.alpha != 0.0f) {
+    const float beta = use_c ? 1.0f : 0.0f;
+    NDS_RETURN_IF_ERROR(CublasStatus(
+        cublasSgemm(handle, a.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    a.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p.n),
+                    static_cast<int>(p.m), static_cast<int>(p.k), &a.alpha, in[1].as<const float>(),
+                    static_cast<int>(a.trans_b ? p.k : p.n), in[0].as<const float>(),
+                    static_cast<int>(a.trans_a ? p.m : p.k), &beta, y, static_cast<int>(p.n)),
+        "Gemm cublasSgemm"));
+  }
+  return Epilogue(ctx, out[0], nullptr, a.epilogue);
+}
+
+absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(MatMulProduct(ctx, in, out));
+  if (const GemmAttrs* fused = std::get_if<GemmAttrs>(&attrs)) {
+    return Epilogue(ctx, out[0], fused->matmul_bias ? in[2].as<const float>() : nullptr,
+                    fused->epilogue);
   }
   return absl::OkStatus();
 }

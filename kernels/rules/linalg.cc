@@ -1,4 +1,8 @@
-// Rules of Gemm and MatMul.
+// Rules of Gemm and MatMul, fused ones (engine/fusion.h) included.
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/op_rules.h"
@@ -7,12 +11,47 @@
 
 namespace ndserve::kernels::rules {
 
+namespace {
+
+// The epilogue of a fused node (engine/fusion.h), from its internal attributes.
+absl::StatusOr<GemmEpilogue> BuildEpilogue(OpKind op, const AttrMap& attrs) {
+  GemmEpilogue e;
+  NDS_ASSIGN_OR_RETURN(std::optional<std::string> act,
+                       FindAttr<std::string>(op, attrs, kFusedActivationAttr));
+  if (!act.has_value()) return e;
+  NDS_ASSIGN_OR_RETURN(std::vector<float> params,
+                       GetAttr<std::vector<float>>(op, attrs, kFusedActivationParamsAttr, {}));
+  std::size_t want = 0;
+  if (*act == "Relu") {
+    e.activation = GemmActivation::kRelu;
+  } else if (*act == "Clip") {
+    e.activation = GemmActivation::kClip;
+    want = 2;
+  } else if (*act == "Gelu") {
+    e.activation = GemmActivation::kGelu;
+    want = 3;
+  } else {
+    return Invalid(op, absl::StrCat("unknown fused activation '", *act, "'"));
+  }
+  if (params.size() != want) {
+    return Invalid(op, absl::StrFormat("fused activation %s takes %d parameters, got %d", *act,
+                                       want, params.size()));
+  }
+  if (want > 0) e.p0 = params[0];
+  if (want > 1) e.p1 = params[1];
+  if (want > 2) e.p2 = params[2];
+  return e;
+}
+
+}  // namespace
+
 absl::StatusOr<OpAttrs> BuildGemm(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
   GemmAttrs a;
   NDS_ASSIGN_OR_RETURN(a.alpha, GetAttr<float>(op, attrs, "alpha", 1.0f));
   NDS_ASSIGN_OR_RETURN(a.beta, GetAttr<float>(op, attrs, "beta", 1.0f));
   NDS_ASSIGN_OR_RETURN(a.trans_a, GetBoolAttr(op, attrs, "transA", false));
   NDS_ASSIGN_OR_RETURN(a.trans_b, GetBoolAttr(op, attrs, "transB", false));
+  NDS_ASSIGN_OR_RETURN(a.epilogue, BuildEpilogue(op, attrs));
   return a;
 }
 
@@ -46,12 +85,24 @@ absl::StatusOr<Descs> InferGemm(OpKind op, absl::Span<const TensorDesc> in,
 
 absl::StatusOr<OpAttrs> BuildMatMul(OpKind op, int opset, const AttrMap& attrs,
                                     const HostInputs& host) {
-  return NoAttrsRule(op, opset, attrs, host);
+  NDS_ASSIGN_OR_RETURN(const bool bias, GetBoolAttr(op, attrs, kFusedMatMulBiasAttr, false));
+  NDS_ASSIGN_OR_RETURN(const GemmEpilogue epilogue, BuildEpilogue(op, attrs));
+  if (!bias && epilogue.activation == GemmActivation::kNone) {
+    return NoAttrsRule(op, opset, attrs, host);
+  }
+  GemmAttrs a;
+  a.epilogue = epilogue;
+  a.matmul_bias = bias;
+  return a;
 }
 
-absl::StatusOr<Descs> InferMatMul(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs&) {
-  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
-  for (std::size_t i = 0; i < 2; ++i) {
+absl::StatusOr<Descs> InferMatMul(OpKind op, absl::Span<const TensorDesc> in,
+                                  const OpAttrs& attrs) {
+  // A fused MatMul (GemmAttrs) may carry a bias as its third input.
+  const GemmAttrs* fused = std::get_if<GemmAttrs>(&attrs);
+  const bool bias = fused != nullptr && fused->matmul_bias;
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, bias ? 3 : 2, bias ? 3 : 2));
+  for (std::size_t i = 0; i < in.size(); ++i) {
     NDS_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
   }
   const ShapeSpan a = in[0].shape, b = in[1].shape;
@@ -74,6 +125,11 @@ absl::StatusOr<Descs> InferMatMul(OpKind op, absl::Span<const TensorDesc> in, co
   Shape out = *batch;
   if (a.size() > 1) out.push_back(a[a.size() - 2]);
   if (b.size() > 1) out.push_back(b.back());
+  if (bias && (out.empty() || in[2].shape != Shape{out.back()})) {
+    return Invalid(op,
+                   absl::StrCat("the fused bias of shape ", ShapeToString(in[2].shape),
+                                " is not one value per column of the output ", ShapeToString(out)));
+  }
   return Descs{{DType::kFp32, out}};
 }
 

@@ -103,14 +103,19 @@ TEST(OnnxLoaderTest, MlpBecomesAnOrderedGraph) {
   ASSERT_EQ(graph->inputs().size(), 1u);
   EXPECT_EQ(graph->inputs()[0].ToString(), "input FP32[-1,64]");
   EXPECT_EQ(graph->outputs()[0].ToString(), "probabilities FP32[-1,10]");
-  ASSERT_EQ(graph->nodes().size(), 6u);  // 3 x Gemm, 2 x Relu, Softmax
+  // 3 x Gemm, Softmax: the two Relus are fused into the Gemms before them (engine/fusion.h).
+  ASSERT_EQ(graph->nodes().size(), 4u);
   EXPECT_EQ(graph->nodes()[0].op, kernels::OpKind::kGemm);
-  EXPECT_EQ(graph->nodes()[5].op, kernels::OpKind::kSoftmax);
+  EXPECT_EQ(graph->nodes()[3].op, kernels::OpKind::kSoftmax);
   EXPECT_EQ(graph->initializers().size(), 6u);
   EXPECT_EQ(graph->InitializerBytes(), (64 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10) * 4u);
   const auto* gemm = std::get_if<kernels::GemmAttrs>(&graph->nodes()[0].attrs);
   ASSERT_NE(gemm, nullptr);
   EXPECT_TRUE(gemm->trans_b);
+  EXPECT_EQ(gemm->epilogue.activation, kernels::GemmActivation::kRelu);
+  const auto* last = std::get_if<kernels::GemmAttrs>(&graph->nodes()[2].attrs);
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->epilogue.activation, kernels::GemmActivation::kNone);
 }
 
 // A small graph built by hand, for the validation rules the fixtures do not cover.

@@ -1,0 +1,71 @@
+#ifndef NDSERVE_KERNELS_CPU_LANE_MATH_H_
+#define NDSERVE_KERNELS_CPU_LANE_MATH_H_
+
+// Row reductions and exp written so the compiler vectorizes them (kernels/cpu is built
+// with -O3, no -ffast-math): a plain running sum or max is a serial chain GCC may not
+// reorder, and libm's expf is a call per element. Used by Softmax and LayerNormalization.
+// Header-only; reentrant.
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace ndserve::kernels::cpu {
+
+// Partial results kept side by side, one vector register's worth.
+inline constexpr int64_t kLanes = 8;
+
+// sum over i of f(x[i]), in kLanes partial sums.
+template <typename F>
+float LaneSum(const float* x, int64_t n, F f) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += f(x[i + l]);
+  }
+  float sum = 0.0f;
+  for (; i < n; ++i) sum += f(x[i]);
+  for (int64_t l = 0; l < kLanes; ++l) sum += acc[l];
+  return sum;
+}
+
+// max over x, skipping NaNs as std::max(m, x) does; -inf for n == 0.
+inline float LaneMax(const float* x, int64_t n) {
+  constexpr float kLow = -std::numeric_limits<float>::infinity();
+  float acc[kLanes] = {kLow, kLow, kLow, kLow, kLow, kLow, kLow, kLow};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] = acc[l] < x[i + l] ? x[i + l] : acc[l];
+  }
+  float m = kLow;
+  for (; i < n; ++i) m = m < x[i] ? x[i] : m;
+  for (int64_t l = 0; l < kLanes; ++l) m = m < acc[l] ? acc[l] : m;
+  return m;
+}
+
+// exp(x) for x <= 0 (a softmax's x - max), within ~2 ulp of libm; 0 below -87 (where
+// exp is under FLT_MIN), NaN stays NaN. Branch-free: x = n ln2 + r with |r| <= ln2 / 2,
+// exp(r) by its Taylor series to r^6, times 2^n built in the exponent bits.
+inline float ExpNonPositive(float x) {
+  constexpr float kLow = -87.0f;
+  const float c = x < kLow ? kLow : x;
+  // Round to nearest by adding and removing 1.5 * 2^23 (no rounding instruction needed).
+  constexpr float kRound = 12582912.0f;
+  const float n = (c * 1.44269504f + kRound) - kRound;
+  const float r = (c - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return x < kLow ? 0.0f : p * scale;
+}
+
+}  // namespace ndserve::kernels::cpu
+
+#endif  // NDSERVE_KERNELS_CPU_LANE_MATH_H_
