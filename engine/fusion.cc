@@ -236,6 +236,9 @@ absl::StatusOr<int> FuseConvActivation(GraphDef* def) {
     }
     def->nodes = std::move(kept);
   }
+  return fused;
+}
+
 namespace {
 
 // The graph's value names, who produces and who reads them, as one Gemm-family rewrite
