@@ -78,15 +78,18 @@ class SmallShape {
 //  - owner: the manager whose list holds the array; nullptr once the block was freed
 //    (that store is the release that publishes freed_by*). Changed under
 //    TransferLock() by moves between managers, and by the manager that frees it.
-//  - index: its slot in owner's list; guarded by the owner's lock.
+//  - prev, next: its links in owner's list of arrays (intrusive, so that listing an
+//    array allocates nothing and a closing manager walks its arrays once); guarded by
+//    the owner's lock, and the closing manager's alone once it took the list.
 //  - name, borrow: guarded by TransferLock() once published.
 struct ArrayState {
   std::atomic<std::int32_t> refs{2};  // the handle Create returns + the owner's list
   DType dtype = DType::kFp32;
   FreedBy freed_by = FreedBy::kNotFreed;
   ManagerLevel freed_by_level = ManagerLevel::kSystem;
-  std::uint32_t index = 0;
   std::atomic<NDManager*> owner{nullptr};
+  ArrayState* prev = nullptr;
+  ArrayState* next = nullptr;
   Block block;
   Pool* pool = nullptr;
   Device device;
