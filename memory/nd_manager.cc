@@ -234,11 +234,10 @@ absl::StatusOr<NDArray> NDManager::Create(absl::Span<const std::int64_t> shape, 
           __builtin_mul_overflow(static_cast<std::size_t>(count), element, &nbytes))) {
     return ShapeError(shape, "array of shape [", "] overflows size_t");
   }
-  // The error paths and the leak tracker's owner string live out of line: their strings
-  // would otherwise give this, the request's hottest function, a frame several times
-  // the size of its real work.
-  // The state is filled before the pool call, so that across the call only it (not the
-  // shape, dtype, name and sizes) has to stay live: a smaller frame and fewer spills.
+  // This is the request's hottest function, so its frame is kept small: the error paths
+  // and the leak tracker's owner string live out of line, and the state is filled before
+  // the pool call, so that only it (not the shape, dtype, name and sizes) stays live
+  // across the call.
   ArrayState* state = internal::NewState();
   state->dtype = dtype;
   state->pool = pool_;
