@@ -23,61 +23,42 @@ void TransferGracePeriod() {
   }
 }
 
-namespace {
+thread_local constinit StateCache tls_state_cache = {};
 
-// Per-thread cache of ArrayState objects. A state freed on another thread joins that
-// thread's cache. The cache itself is trivially destructible, so a handle dropped
-// during thread or process teardown (after the reaper ran) still finds it, sees `dead`
-// and deletes directly.
-constexpr int kCachedStates = 128;
-struct StateCache {
-  ArrayState* items[kCachedStates];
-  int count;
-  bool registered;
-  bool dead;
-};
-thread_local StateCache tl_states;  // zero-initialized
+namespace {
 
 struct StateCacheReaper {
   ~StateCacheReaper() {
-    while (tl_states.count > 0) delete tl_states.items[--tl_states.count];
-    tl_states.dead = true;
+    tls_state_cache.limit = 0;
+    while (tls_state_cache.count > 0) delete tls_state_cache.items[--tls_state_cache.count];
   }
 };
 thread_local StateCacheReaper tl_reaper;
-
-void Reset(ArrayState* state) {
-  // Back to a fresh state's values where Create does not overwrite them (owner is null
-  // already: a state is only dropped after it was freed); the shape keeps its storage.
-  state->refs.store(2, std::memory_order_relaxed);
-  state->freed_by = FreedBy::kNotFreed;
-  state->freed_by_uid = 0;
-  if (!state->name.empty()) {
-    state->name.clear();
-    if (state->name.capacity() > 64) state->name.shrink_to_fit();
-  }
-}
+thread_local constinit bool tl_reaper_registered = false;
 
 }  // namespace
 
-ArrayState* NewState() {
-  StateCache& cache = tl_states;
-  if (ABSL_PREDICT_FALSE(!cache.registered)) {
-    cache.registered = true;
+ArrayState* NewStateSlow() {
+  if (ABSL_PREDICT_FALSE(!tl_reaper_registered)) {
+    tl_reaper_registered = true;
     [[maybe_unused]] StateCacheReaper& reaper = tl_reaper;  // constructs it: runs at exit
+    tls_state_cache.limit = StateCache::kSize;
   }
-  if (cache.count == 0) return new ArrayState;  // not `()`: no zero-fill before the ctor
-  return cache.items[--cache.count];
+  return new ArrayState;  // not `()`: no zero-fill before the ctor
 }
 
-void DeleteState(ArrayState* state) {
-  delete std::exchange(state->borrow, nullptr);  // null by then: freeing or going home clears it
-  StateCache& cache = tl_states;
-  if (cache.dead || !cache.registered || cache.count == kCachedStates) {
+void DeleteStateSlow(ArrayState* state) {
+  delete std::exchange(state->borrow, nullptr);
+  StateCache& cache = tls_state_cache;
+  if (cache.count >= cache.limit) {
     delete state;
     return;
   }
-  Reset(state);
+  state->refs.store(2, std::memory_order_relaxed);
+  state->freed_by = FreedBy::kNotFreed;
+  state->freed_by_uid = 0;
+  state->name.clear();
+  if (state->name.capacity() > 64) state->name.shrink_to_fit();
   cache.items[cache.count++] = state;
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -78,15 +79,18 @@ class SmallShape {
 //  - owner: the manager whose list holds the array; nullptr once the block was freed
 //    (that store is the release that publishes freed_by*). Changed under
 //    TransferLock() by moves between managers, and by the manager that frees it.
-//  - index: its slot in owner's list; guarded by the owner's lock.
+//  - prev, next: its links in owner's list of arrays (intrusive, so that listing an
+//    array allocates nothing and a closing manager walks its arrays once); guarded by
+//    the owner's lock, and the closing manager's alone once it took the list.
 //  - name, borrow: guarded by TransferLock() once published.
 struct ArrayState {
   std::atomic<std::int32_t> refs{2};  // the handle Create returns + the owner's list
   DType dtype = DType::kFp32;
   FreedBy freed_by = FreedBy::kNotFreed;
   ManagerLevel freed_by_level = ManagerLevel::kSystem;
-  std::uint32_t index = 0;
   std::atomic<NDManager*> owner{nullptr};
+  ArrayState* prev = nullptr;
+  ArrayState* next = nullptr;
   Block block;
   Pool* pool = nullptr;
   Device device;
@@ -99,9 +103,28 @@ struct ArrayState {
 };
 
 // States are recycled through a small per-thread cache: a request makes and drops a
-// handful at a time, more than malloc's per-size fast cache holds. NewState returns
-// a state with every field at its default and refs == 2.
-ArrayState* NewState();
+// handful at a time, more than malloc's per-size fast cache holds. A state freed on
+// another thread joins that thread's cache. The cache is trivially destructible, so a
+// handle dropped during thread or process teardown (after its reaper ran) still finds
+// it and deletes directly.
+struct StateCache {
+  static constexpr int kSize = 128;
+  ArrayState* items[kSize];
+  int count;
+  // kSize while the thread's reaper is registered, 0 before that and after it ran: a
+  // freed state is kept only while count < limit (one compare on the hot path).
+  int limit;
+};
+extern thread_local constinit StateCache tls_state_cache;
+// A new state when this thread's cache is empty (registers the cache on first use).
+ArrayState* NewStateSlow();
+// A state with every field at its default and refs == 2. Inline: Create calls it for
+// every array, and the cache hit is a load and a store.
+inline ArrayState* NewState() {
+  StateCache& cache = tls_state_cache;
+  if (ABSL_PREDICT_TRUE(cache.count > 0)) return cache.items[--cache.count];
+  return NewStateSlow();
+}
 
 // Serializes moves of arrays between managers (Attach, TempAttachAll, Ret, UnsafeFree,
 // returning borrowed arrays) and the lookups that follow an array to its manager.
@@ -128,7 +151,24 @@ inline void Ref(ArrayState* state) {
     state->refs.fetch_add(1, std::memory_order_relaxed);
   }
 }
-void DeleteState(ArrayState* state);
+// Frees a state whose last reference is gone (into the cache when it has room).
+void DeleteStateSlow(ArrayState* state);
+inline void DeleteState(ArrayState* state) {
+  // The common case inline: every array's last handle ends here. Back to a fresh
+  // state's values where Create does not overwrite them (owner is null already: a state
+  // is only dropped after it was freed); the shape keeps its storage. A borrow is null
+  // by then (freeing or going home clears it); a name takes the slow path.
+  StateCache& cache = tls_state_cache;
+  if (ABSL_PREDICT_TRUE(cache.count < cache.limit && state->borrow == nullptr &&
+                        state->name.empty())) {
+    state->refs.store(2, std::memory_order_relaxed);
+    state->freed_by = FreedBy::kNotFreed;
+    state->freed_by_uid = 0;
+    cache.items[cache.count++] = state;
+    return;
+  }
+  DeleteStateSlow(state);
+}
 inline void Unref(ArrayState* state) {
   // The last reference (typically a handle dropped after its scope closed): nobody else
   // can take a new one, so no read-modify-write is needed. Acquire pairs with the other

@@ -79,8 +79,36 @@ inline void CopyBlock(const Block& from, Block* to) {
   to->handle = handle;
 }
 
+// Blocks a closing manager hands back to its pool with one FreeAll per kSize. Left
+// uninitialized (Block's member initializers would cost a store per field per slot on
+// every Close).
+class BlockBatch {
+ public:
+  static constexpr int kSize = 32;
+  BlockBatch() {}  // NOLINT: leaves the slots uninitialized on purpose
+  bool full() const { return count_ == kSize; }
+  void Add(const Block& block) { CopyBlock(block, &slots_[count_++]); }
+  void FlushTo(Pool* pool) {
+    if (count_ == 0) return;
+    pool->FreeAll(absl::MakeConstSpan(slots_, static_cast<std::size_t>(count_)));
+    count_ = 0;
+  }
+
+ private:
+  int count_ = 0;
+  union {
+    Block slots_[kSize];
+  };
+};
+
 absl::Status ArrayError(const NDArray& array, absl::string_view what) {
   return absl::FailedPreconditionError(absl::StrCat(what, ": array ", array.DebugString()));
+}
+
+ABSL_ATTRIBUTE_NOINLINE absl::Status ShapeError(absl::Span<const std::int64_t> shape,
+                                                absl::string_view before,
+                                                absl::string_view after) {
+  return absl::InvalidArgumentError(absl::StrCat(before, absl::StrJoin(shape, ","), after));
 }
 
 }  // namespace
@@ -156,18 +184,23 @@ absl::StatusOr<std::shared_ptr<NDManager>> NDManager::SubManagerOf(const NDArray
 // Arrays.
 
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void NDManager::AddLocked(ArrayState* state) {
-  state->index = static_cast<std::uint32_t>(resources_.size());
-  resources_.push_back(state);
+  state->prev = nullptr;
+  state->next = resources_;
+  if (resources_ != nullptr) resources_->prev = state;
+  resources_ = state;
+  ++resource_count_;
   bytes_ += state->nbytes;
 }
 
 void NDManager::RemoveLocked(ArrayState* state) {
-  const std::uint32_t index = state->index;
-  if (index + 1 != resources_.size()) {
-    resources_[index] = resources_.back();
-    resources_[index]->index = index;
+  if (state->prev != nullptr) {
+    state->prev->next = state->next;
+  } else {
+    resources_ = state->next;
   }
-  resources_.pop_back();
+  if (state->next != nullptr) state->next->prev = state->prev;
+  state->prev = state->next = nullptr;
+  --resource_count_;
   bytes_ -= state->nbytes;
 }
 
@@ -188,8 +221,7 @@ absl::StatusOr<NDArray> NDManager::Create(absl::Span<const std::int64_t> shape, 
   std::int64_t count = 1;
   for (std::int64_t dim : shape) {
     if (ABSL_PREDICT_FALSE(dim < 0 || __builtin_mul_overflow(count, dim, &count))) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("invalid shape [", absl::StrJoin(shape, ","), "] for a new array"));
+      return ShapeError(shape, "invalid shape [", "] for a new array");
     }
   }
   const std::size_t element = DTypeSize(dtype);
@@ -200,26 +232,28 @@ absl::StatusOr<NDArray> NDManager::Create(absl::Span<const std::int64_t> shape, 
   std::size_t nbytes = 0;
   if (ABSL_PREDICT_FALSE(
           __builtin_mul_overflow(static_cast<std::size_t>(count), element, &nbytes))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("array of shape [", absl::StrJoin(shape, ","), "] overflows size_t"));
+    return ShapeError(shape, "array of shape [", "] overflows size_t");
   }
-  // The leak tracker remembers who asked; naming costs a string only when it listens.
-  std::string owner;
-  if (ABSL_PREDICT_FALSE(pool_->debug_level() > 0)) {
-    owner = name.empty() ? this->name() : absl::StrCat(this->name(), " '", name, "'");
-  }
-  absl::StatusOr<Block> block = pool_->Allocate(nbytes, owner);
-  if (ABSL_PREDICT_FALSE(!block.ok())) return block.status();
-
+  // This is the request's hottest function, so its frame is kept small: the error paths
+  // and the leak tracker's owner string live out of line, and the state is filled before
+  // the pool call, so that only it (not the shape, dtype, name and sizes) stays live
+  // across the call.
   ArrayState* state = internal::NewState();
   state->dtype = dtype;
-  CopyBlock(*block, &state->block);
   state->pool = pool_;
   state->device = device_;
   state->num_elements = count;
   state->nbytes = nbytes;
   state->shape.Assign(shape);
   if (!name.empty()) state->name.assign(name.data(), name.size());
+  absl::StatusOr<Block> block = ABSL_PREDICT_FALSE(pool_->debug_level() > 0)
+                                    ? AllocateTracked(nbytes, name)
+                                    : pool_->Allocate(nbytes);
+  if (ABSL_PREDICT_FALSE(!block.ok())) {
+    internal::DeleteState(state);
+    return block.status();
+  }
+  CopyBlock(*block, &state->block);
   bool closed = false, capped = false;
   {
     SpinLockHolder lock(&mu_);
@@ -230,13 +264,22 @@ absl::StatusOr<NDArray> NDManager::Create(absl::Span<const std::int64_t> shape, 
       AddLocked(state);
     }
   }
-  if (ABSL_PREDICT_FALSE(closed || capped)) {
-    pool_->Free(*block);
-    internal::DeleteState(state);
-    return RefusalError(closed, absl::StrCat("create an array of ", DTypeName(dtype), "[",
-                                             absl::StrJoin(shape, ","), "]"));
-  }
+  if (ABSL_PREDICT_FALSE(closed || capped)) return RefuseCreate(state, closed);
   return NDArray(state);
+}
+
+absl::StatusOr<Block> NDManager::AllocateTracked(std::size_t nbytes, absl::string_view name) {
+  // The leak tracker remembers who asked.
+  return pool_->Allocate(nbytes, name.empty() ? this->name()
+                                              : absl::StrCat(this->name(), " '", name, "'"));
+}
+
+absl::Status NDManager::RefuseCreate(ArrayState* state, bool closed) {
+  pool_->Free(state->block);
+  std::string what = absl::StrCat("create an array of ", DTypeName(state->dtype), "[",
+                                  absl::StrJoin(state->shape.span(), ","), "]");
+  internal::DeleteState(state);
+  return RefusalError(closed, what);
 }
 
 absl::StatusOr<NDArray> NDManager::Zeros(absl::Span<const std::int64_t> shape, DType dtype,
@@ -432,7 +475,7 @@ absl::Status NDManager::CloseImpl() {
   // be the only one left (a caller closing through a raw pointer), and this object must
   // live until Close is done with it.
   std::shared_ptr<NDManager> parents_reference;
-  ResourceList resources;
+  ArrayState* resources = nullptr;
   ChildShard* shards = nullptr;
   bool already = false;
   {
@@ -441,7 +484,8 @@ absl::Status NDManager::CloseImpl() {
       already = true;
     } else {
       closed_ = true;
-      resources.swap(resources_);
+      resources = std::exchange(resources_, nullptr);
+      resource_count_ = 0;
       bytes_ = 0;
       shards = child_shards_.load(std::memory_order_relaxed);
     }
@@ -461,23 +505,25 @@ absl::Status NDManager::CloseImpl() {
   }
 
   // Nothing moves arrays in or out of a closed manager, so the list is ours alone; the
-  // borrow fields were last written under mu_, which we have taken since.
-  // Own arrays go back to the pool in one batch: one pool lock per request context
+  // borrow fields were last written under mu_, which we have taken since. One walk:
+  // each own array is marked freed and its reference dropped (its block copied out
+  // first), and the blocks go back to the pool in batches, one pool lock per batch
   // instead of one per array.
-  ResourceList borrowed;
-  absl::InlinedVector<Block, 16> blocks;
-  absl::InlinedVector<ArrayState*, 16> released;
-  for (ArrayState* state : resources) {
+  BorrowedList borrowed;
+  BlockBatch batch;
+  for (ArrayState* state = resources; state != nullptr;) {
+    ArrayState* next = state->next;
     if (ABSL_PREDICT_FALSE(state->borrow != nullptr)) {
       borrowed.push_back(state);
     } else {
       MarkReleased(state, FreedBy::kManagerClose);
-      blocks.push_back(state->block);
-      released.push_back(state);
+      if (ABSL_PREDICT_FALSE(batch.full())) batch.FlushTo(pool_);
+      batch.Add(state->block);
+      internal::Unref(state);
     }
+    state = next;
   }
-  if (!blocks.empty()) pool_->FreeAll(blocks);
-  for (ArrayState* state : released) internal::Unref(state);
+  batch.FlushTo(pool_);
   if (!borrowed.empty()) ReturnBorrowed(borrowed);
 
   if (parent_ != nullptr) parents_reference = parent_->RemoveChild(this);
@@ -489,10 +535,10 @@ absl::Status NDManager::CloseImpl() {
   return absl::OkStatus();
 }
 
-void NDManager::ReturnBorrowed(const ResourceList& borrowed) {
+void NDManager::ReturnBorrowed(const BorrowedList& borrowed) {
   std::vector<std::unique_ptr<BorrowInfo>> ended;
   std::vector<std::shared_ptr<NDManager>> dropped_lenders;
-  ResourceList to_free;
+  BorrowedList to_free;
   {
     SpinLockHolder transfer(&TransferLock());
     for (ArrayState* state : borrowed) {

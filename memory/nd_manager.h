@@ -180,7 +180,7 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   friend class MemorySystem;
   enum class MoveKind { kAttach, kBorrow, kRet };
   enum CloseState : int { kOpen, kClosing, kClosed };
-  using ResourceList = absl::InlinedVector<internal::ArrayState*, 8>;
+  using BorrowedList = absl::InlinedVector<internal::ArrayState*, 4>;
 
   // These lock other managers' locks besides (or instead of) this one's.
   absl::Status Move(const NDArray& array, NDManager* to,
@@ -190,7 +190,12 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   // The error for an attach into this manager, which is closed or capped (a cap
   // violation is counted).
   absl::Status RefusalError(bool closed, absl::string_view what);
-  void ReturnBorrowed(const ResourceList& borrowed) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Create's cold paths: the allocation at leak-tracking debug levels (with the owner's
+  // name), and the refusal of a closed or capped manager (frees what was made).
+  ABSL_ATTRIBUTE_NOINLINE absl::StatusOr<Block> AllocateTracked(std::size_t nbytes,
+                                                                absl::string_view name);
+  ABSL_ATTRIBUTE_NOINLINE absl::Status RefuseCreate(internal::ArrayState* state, bool closed);
+  void ReturnBorrowed(const BorrowedList& borrowed) ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // The open children, spread over kChildShards lists, each with its own lock on its own
   // cache line: threads that open and close contexts under one predictor at once pick
   // different shards (by thread), so a request touches no line another thread writes.
@@ -261,7 +266,9 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool capped_ ABSL_GUARDED_BY(mu_) = false;
   std::uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  ResourceList resources_ ABSL_GUARDED_BY(mu_);
+  // The arrays it holds, linked through ArrayState::prev/next, newest first.
+  internal::ArrayState* resources_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::int64_t resource_count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Where an op puts its outputs. An op takes one and calls Resolve(inputs) once, then

@@ -20,7 +20,7 @@ std::shared_ptr<NDManager> NDManager::parent() const {
 
 std::int64_t NDManager::resource_count() const {
   SpinLockHolder lock(&mu_);
-  return static_cast<std::int64_t>(resources_.size());
+  return resource_count_;
 }
 
 std::uint64_t NDManager::bytes() const {
@@ -38,7 +38,7 @@ ManagerNodeInfo NDManager::DebugInfo() const {
     SpinLockHolder lock(&mu_);
     info.capped = capped_;
     info.closed = closed_;
-    info.resource_count = static_cast<std::int64_t>(resources_.size());
+    info.resource_count = resource_count_;
     info.bytes = bytes_;
   }
   const std::vector<std::shared_ptr<NDManager>> children = ChildrenSnapshot();
@@ -75,7 +75,7 @@ void NDManager::AccumulateLevels(ManagerLevelSnapshot* snapshot) const {
     ManagerLevelCounts& counts = (*snapshot)[level_];
     if (closed_) return;  // closing: no longer live, holds nothing
     ++counts.live_managers;
-    counts.attached_resources += static_cast<std::int64_t>(resources_.size());
+    counts.attached_resources += resource_count_;
     counts.attached_bytes += static_cast<std::int64_t>(bytes_);
   }
   const std::vector<std::shared_ptr<NDManager>> children = ChildrenSnapshot();
