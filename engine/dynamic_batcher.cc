@@ -29,6 +29,9 @@ absl::string_view RejectReason(const absl::Status& status) {
 
 namespace {
 
+absl::Status ExpiredStatus(const InferenceRequest& request, absl::Time timeout, bool reject,
+                           absl::Time now);
+
 absl::Duration SaturatingMicros(uint64_t us) {
   return absl::Microseconds(static_cast<int64_t>(
       std::min<uint64_t>(us, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))));
@@ -96,6 +99,22 @@ void DynamicBatcher::Enqueue(const InferenceRequest& request, const ValidatedReq
         absl::UnavailableError(absl::StrCat("the model's queue is full (max_queue_size ",
                                             policy.max_queue_size, "); retry later")),
         kRejectQueueFull);
+  } else if (options_.max_queue_delay == absl::ZeroDuration() && queue_.empty() &&
+             running_ < lanes_.size() &&
+             ExpiredStatus(*item->request, item->timeout, /*reject=*/true, now).ok()) {
+    // The fast path (see the class comment): the predictor counts as in use until `done`
+    // returned, exactly as on a lane.
+    ++running_;
+    mu_.Unlock();
+    Finish(expired);
+    Batch lone;
+    const int64_t rows = item->plan.batch_size;
+    lone.push_back(std::move(item));
+    RunBatch(lone, rows);
+    Finish(lone);
+    absl::MutexLock lock(&mu_);
+    --running_;
+    return;
   } else {
     queue_.push_back(std::move(item));
   }
@@ -185,7 +204,7 @@ void DynamicBatcher::FillBatchLocked(Batch* batch, int64_t* rows) {
 
 void DynamicBatcher::Lane() {
   auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || !queue_.empty();
+    return stopping_ || (!queue_.empty() && running_ < lanes_.size());
   };
   mu_.Lock();
   while (true) {
@@ -208,6 +227,7 @@ void DynamicBatcher::Lane() {
     int64_t rows = batch[0]->plan.batch_size;
     FillBatchLocked(&batch, &rows);
     gathering_ += batch.size();
+    ++running_;
     if (options_.max_queue_delay > absl::ZeroDuration()) {
       // Gather until the batch is full or its lead has waited its delay.
       const absl::Time until = batch[0]->queued + options_.max_queue_delay;
@@ -230,6 +250,7 @@ void DynamicBatcher::Lane() {
       for (auto& item : batch) item->outcome.response = absl::UnavailableError("the model is unloading");
       Finish(batch);
       mu_.Lock();
+      --running_;
       break;
     }
     // A member whose deadline passed while the batch gathered does not run.
@@ -252,6 +273,7 @@ void DynamicBatcher::Lane() {
     if (!run.empty()) RunBatch(run, rows);
     Finish(run);
     mu_.Lock();
+    --running_;
   }
   mu_.Unlock();
 }

@@ -200,16 +200,24 @@ std::shared_ptr<ServedModel> LoadMlpWithPolicy(MemorySystem* memory, QueuePolicy
   });
 }
 
-// Runs a request on `model` whose `done` holds the model's only lane until Release().
+// Runs a request on `model` whose `done` holds the model's only predictor until
+// Release(). From a thread of its own: a lone request on an idle model runs on the
+// caller's thread (the batcher's fast path), so `done` may block the thread that asked.
 class LaneHolder {
  public:
   explicit LaneHolder(ServedModel& model) : request_(999) {
-    model.InferAsync(request_.request, [this](absl::StatusOr<InferenceResponse> r) {
-      ok_ = r.ok();
-      entered_.Notify();
-      released_.WaitForNotification();
+    thread_ = std::thread([this, &model] {
+      model.InferAsync(request_.request, [this](absl::StatusOr<InferenceResponse> r) {
+        ok_ = r.ok();
+        entered_.Notify();
+        released_.WaitForNotification();
+      });
     });
     entered_.WaitForNotification();
+  }
+  ~LaneHolder() {
+    if (!released_.HasBeenNotified()) released_.Notify();
+    thread_.join();
   }
   void Release() { released_.Notify(); }
   bool ok() const { return ok_; }
@@ -218,6 +226,7 @@ class LaneHolder {
   MlpRequest request_;
   absl::Notification entered_, released_;
   std::atomic<bool> ok_{false};
+  std::thread thread_;
 };
 
 TEST(QueuePolicyTest, AFullQueueRefusesAtOnceWithUnavailable) {
