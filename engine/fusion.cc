@@ -19,6 +19,15 @@ namespace {
 
 bool IsDefaultDomain(const NodeDef& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
 
+// Removes the nodes marked in `removed`, keeping the others in order.
+void DropNodes(GraphDef* def, const std::vector<bool>& removed) {
+  std::vector<NodeDef> kept;
+  for (std::size_t i = 0; i < def->nodes.size(); ++i) {
+    if (!removed[i]) kept.push_back(std::move(def->nodes[i]));
+  }
+  def->nodes = std::move(kept);
+}
+
 std::vector<float> Floats(const Initializer& init) {
   std::vector<float> v(init.bytes.size() / sizeof(float));
   if (!v.empty()) std::memcpy(v.data(), init.bytes.data(), v.size() * sizeof(float));
@@ -151,14 +160,7 @@ absl::StatusOr<int> FuseConvBatchNorm(GraphDef* def) {
     removed[b] = true;
     ++fused;
   }
-  if (fused > 0) {
-    std::vector<NodeDef> kept;
-    kept.reserve(def->nodes.size() - fused);
-    for (std::size_t i = 0; i < def->nodes.size(); ++i) {
-      if (!removed[i]) kept.push_back(std::move(def->nodes[i]));
-    }
-    def->nodes = std::move(kept);
-  }
+  if (fused > 0) DropNodes(def, removed);
   return fused;
 }
 
@@ -228,14 +230,7 @@ absl::StatusOr<int> FuseConvActivation(GraphDef* def) {
     removed[a] = true;
     ++fused;
   }
-  if (fused > 0) {
-    std::vector<NodeDef> kept;
-    kept.reserve(def->nodes.size() - fused);
-    for (std::size_t i = 0; i < def->nodes.size(); ++i) {
-      if (!removed[i]) kept.push_back(std::move(def->nodes[i]));
-    }
-    def->nodes = std::move(kept);
-  }
+  if (fused > 0) DropNodes(def, removed);
   return fused;
 }
 
@@ -309,13 +304,7 @@ class EpilogueFuser {
   }
 
   // Drops the folded nodes from the GraphDef.
-  void Compact() {
-    std::vector<NodeDef> kept;
-    for (std::size_t i = 0; i < def_->nodes.size(); ++i) {
-      if (!removed_[i]) kept.push_back(std::move(def_->nodes[i]));
-    }
-    def_->nodes = std::move(kept);
-  }
+  void Compact() { DropNodes(def_, removed_); }
 
  private:
   bool Is(const NodeDef& n, absl::string_view op, std::size_t inputs, std::size_t outputs) const {

@@ -250,7 +250,10 @@ absl::StatusOr<NDArray> NDManager::Create(absl::Span<const std::int64_t> shape, 
                                     ? AllocateTracked(nbytes, name)
                                     : pool_->Allocate(nbytes);
   if (ABSL_PREDICT_FALSE(!block.ok())) {
-    internal::DeleteState(state);
+    // Out of line on the error paths: GCC's UBSan reported the inline cache access here
+    // (and only here) as a null StateCache under ASan + UBSan; the slow path reads the
+    // same thread-local in the TU that defines it.
+    internal::DeleteStateSlow(state);
     return block.status();
   }
   CopyBlock(*block, &state->block);
@@ -278,7 +281,7 @@ absl::Status NDManager::RefuseCreate(ArrayState* state, bool closed) {
   pool_->Free(state->block);
   std::string what = absl::StrCat("create an array of ", DTypeName(state->dtype), "[",
                                   absl::StrJoin(state->shape.span(), ","), "]");
-  internal::DeleteState(state);
+  internal::DeleteStateSlow(state);
   return RefusalError(closed, what);
 }
 

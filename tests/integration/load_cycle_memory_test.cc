@@ -86,6 +86,12 @@ std::unique_ptr<grpc::ClientContext> Context() {
 }
 
 TEST(LoadCycleMemoryTest, LoadUnloadCyclesKeepPoolsExactAndRssFlat) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The daemon under test is built the same way: ASan's quarantine keeps freed memory
+  // (up to 256 MiB) out of reuse, so RSS measures the sanitizer, not the daemon (13.8 MB
+  // over these cycles in CI's ASan run).
+  GTEST_SKIP() << "RSS growth is not meaningful under AddressSanitizer";
+#endif
   const int warmup = EnvInt("NDSERVE_LOAD_CYCLE_WARMUP", 5000);
   const int cycles = EnvInt("NDSERVE_LOAD_CYCLES", 10000);
   MlpRepository repo;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "engine/graph.h"
 #include "engine/inference_request.h"
 #include "gtest/gtest.h"
 #include "memory/dtype.h"
@@ -163,6 +164,16 @@ class TempDir {
  private:
   fs::path path_;
 };
+
+// An FP32 initializer of `shape` holding `v`, for GraphDefs built in tests.
+inline Initializer Fp32Init(const std::string& name, kernels::Shape shape, std::vector<float> v) {
+  Initializer init;
+  init.name = name;
+  init.dtype = DType::kFp32;
+  init.shape = std::move(shape);
+  init.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  return init;
+}
 
 inline void WriteFile(const fs::path& path, absl::string_view text) {
   fs::create_directories(path.parent_path());

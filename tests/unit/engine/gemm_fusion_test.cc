@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kernels/node_attrs.h"
 #include "kernels/op_attrs.h"
+#include "tests/unit/engine/engine_test_util.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
 namespace ndserve::engine {
@@ -24,14 +25,7 @@ using kernels::testing::DeviceRunner;
 using kernels::testing::HostTensor;
 using kernels::testing::RandomFloats;
 
-Initializer Fp32Init(const std::string& name, kernels::Shape shape, std::vector<float> v) {
-  Initializer init;
-  init.name = name;
-  init.dtype = DType::kFp32;
-  init.shape = std::move(shape);
-  init.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-  return init;
-}
+using ::ndserve::engine::testing::Fp32Init;
 
 Initializer Scalar(const std::string& name, float v) { return Fp32Init(name, {}, {v}); }
 
