@@ -6,6 +6,7 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <string>
@@ -31,6 +32,8 @@ void ExclusivePort(grpc::ServerBuilder& builder) {
 // How long requests cut by the exit timeout get to notice: they stop at their next graph
 // node. Together with the rest of the exit this keeps it within 1 s of the timeout.
 constexpr absl::Duration kCutGrace = absl::Milliseconds(500);
+// How long ended health Watch streams get to deliver their last update and status.
+constexpr absl::Duration kWatchGrace = absl::Milliseconds(500);
 
 // Admin calls are quick reads or a reclaim; at exit they get this long before the
 // connections close, so that an idle admin channel delays nothing.
@@ -166,6 +169,10 @@ void Daemon::StopServing() {
                      << " after the cut; closing their connections";
       }
     }
+    // Watchers must see NOT_SERVING before their stream ends (a load balancer reads the
+    // drop from it); give the ended streams a moment to deliver it, never the whole
+    // timeout: a client that stopped reading must not hold the exit.
+    health_service_.AwaitWatchesEnded(std::min(deadline, absl::Now() + kWatchGrace));
     // Nothing is left to answer: close every connection now (idle channels, and calls
     // gRPC accepted but never handed to a service), instead of waiting for clients.
     grpc_server_cancel_all_calls(grpc_server_->c_server());

@@ -185,6 +185,12 @@ void HealthService::EndWatches() {
   for (WatchReactor* watch : watches_) watch->End();
 }
 
+bool HealthService::AwaitWatchesEnded(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watches_.empty(); };
+  return mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
+}
+
 void HealthService::Forget(WatchReactor* watch) {
   absl::MutexLock lock(&mu_);
   watches_.erase(std::remove(watches_.begin(), watches_.end(), watch), watches_.end());

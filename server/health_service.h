@@ -8,6 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/health.grpc.pb.h"
 
 namespace ndserve {
@@ -83,6 +84,9 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   // shutting the server down: Watch streams never end on their own and would hold the
   // drain for the whole exit timeout. Later Watch calls are refused with UNAVAILABLE.
   void EndWatches();
+  // Waits until every ended Watch stream is done (its last update and status delivered,
+  // or its client gone), at most until `deadline`. True when none is left.
+  bool AwaitWatchesEnded(absl::Time deadline);
 
  private:
   class WatchReactor;
