@@ -26,6 +26,7 @@
 #include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 #include "tests/torch/torch_fixtures.h"
+#include "tests/unit/engine/cpu_graph_run.h"
 #include "tests/unit/engine/engine_test_util.h"
 
 namespace ndserve::engine {
@@ -160,28 +161,10 @@ TEST(TorchRequestMemory, Resnet18PeakIsBoundedByLiveness) {
 // Runs `def` on the CPU on the graph inputs of case `c` (engine path below the request
 // layer: Graph, Model, PredictorContext); the first output's floats.
 std::vector<float> RunGraphOnCpu(GraphDef def, const testing::Case& c) {
-  MemorySystem memory;
-  absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
-  EXPECT_TRUE(graph.ok()) << graph.status();
-  if (!graph.ok()) return {};
-  ModelSignature sig;
-  sig.inputs.assign(graph->inputs().begin(), graph->inputs().end());
-  sig.outputs.assign(graph->outputs().begin(), graph->outputs().end());
-  std::vector<kernels::KernelFn> kernels;
-  for (const Node& node : graph->nodes()) {
-    absl::StatusOr<kernels::KernelFn> fn = kernels::Lookup(node.op, Device::Cpu());
-    EXPECT_TRUE(fn.ok()) << fn.status();
-    kernels.push_back(fn.value_or(nullptr));
-  }
-  absl::StatusOr<std::shared_ptr<Model>> model =
-      Model::Create("fused", 1, *std::move(graph), sig, ModelConfig(), Device::Cpu(), &memory);
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return {};
-  absl::StatusOr<std::shared_ptr<NDManager>> manager =
-      (*model)->manager()->NewSubManager(ManagerLevel::kContext, "ctx/fused");
-  EXPECT_TRUE(manager.ok()) << manager.status();
-  if (!manager.ok()) return {};
-  PredictorContext ctx(**model, kernels, kernels::KernelContext::Cpu(), nullptr, *manager);
+  testing::CpuGraphRun run(std::move(def), "fused");
+  if (run.context() == nullptr) return {};
+  PredictorContext& ctx = *run.context();
+  const ModelSignature& sig = run.signature();
   const std::vector<const testing::CaseTensor*> inputs = c.GraphInputs();
   EXPECT_EQ(inputs.size(), sig.inputs.size());
   for (std::size_t i = 0; i < inputs.size() && i < sig.inputs.size(); ++i) {

@@ -17,6 +17,7 @@
 #include "kernels/dispatch.h"
 #include "memory/memory_system.h"
 #include "memory/nd_manager.h"
+#include "tests/unit/engine/cpu_graph_run.h"
 
 namespace ndserve::engine {
 namespace {
@@ -66,27 +67,9 @@ GraphDef LstmGraph(bool lens) {
 
 // Runs the graph on the CPU and returns its outputs as floats.
 std::vector<std::vector<float>> RunOnCpu(GraphDef def) {
-  MemorySystem memory;
-  absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
-  EXPECT_TRUE(graph.ok()) << graph.status();
-  if (!graph.ok()) return {};
-  ModelSignature sig;
-  sig.inputs.assign(graph->inputs().begin(), graph->inputs().end());
-  sig.outputs.assign(graph->outputs().begin(), graph->outputs().end());
-  std::vector<kernels::KernelFn> kernels;
-  for (const Node& node : graph->nodes()) {
-    absl::StatusOr<kernels::KernelFn> fn = kernels::Lookup(node.op, Device::Cpu());
-    EXPECT_TRUE(fn.ok()) << fn.status();
-    kernels.push_back(fn.value_or(nullptr));
-  }
-  absl::StatusOr<std::shared_ptr<Model>> model =
-      Model::Create("lstm", 1, *std::move(graph), sig, ModelConfig(), Device::Cpu(), &memory);
-  EXPECT_TRUE(model.ok()) << model.status();
-  if (!model.ok()) return {};
-  absl::StatusOr<std::shared_ptr<NDManager>> manager =
-      (*model)->manager()->NewSubManager(ManagerLevel::kContext, "ctx/lstm");
-  EXPECT_TRUE(manager.ok()) << manager.status();
-  PredictorContext ctx(**model, kernels, kernels::KernelContext::Cpu(), nullptr, *manager);
+  testing::CpuGraphRun run(std::move(def), "lstm");
+  if (run.context() == nullptr) return {};
+  PredictorContext& ctx = *run.context();
   const std::string x = FloatBytes(kSeq * kBatch * kInput, 2, -1);
   const std::string h0 = FloatBytes(kBatch * kHidden, 1.5f, -0.7f);
   const std::string c0 = FloatBytes(kBatch * kHidden, -1.2f, 0.6f);
