@@ -1,0 +1,132 @@
+#include "train/linear_ops.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "train/cpu_math.h"
+
+namespace ndserve::train {
+namespace {
+
+absl::Status ShapeError(const char* op, const Variable& a, const Variable& b) {
+  return absl::InvalidArgumentError(absl::StrCat(op, ": shapes [", absl::StrJoin(a.shape(), ","),
+                                                 "] and [", absl::StrJoin(b.shape(), ","),
+                                                 "] do not multiply"));
+}
+
+}  // namespace
+
+absl::StatusOr<Variable> Gemm(NDManager& scope, const Variable& a, const Variable& b,
+                              const Variable& c, const GemmOptions& o) {
+  if (a.shape().size() != 2 || b.shape().size() != 2) return ShapeError("Gemm", a, b);
+  const std::int64_t m = o.trans_a ? a.shape()[1] : a.shape()[0];
+  const std::int64_t k = o.trans_a ? a.shape()[0] : a.shape()[1];
+  const std::int64_t kb = o.trans_b ? b.shape()[1] : b.shape()[0];
+  const std::int64_t n = o.trans_b ? b.shape()[0] : b.shape()[1];
+  if (k != kb) return ShapeError("Gemm", a, b);
+  const Dims out_shape{m, n};
+  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, out_shape));
+  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
+  float beta = 0.0f;
+  const bool has_c = !c.is_null();
+  if (has_c) {
+    NDS_ASSIGN_OR_RETURN(Dims bc, BroadcastShapes(c.shape(), out_shape));
+    if (bc != out_shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Gemm: C [", absl::StrJoin(c.shape(), ","), "] does not broadcast to [", m, ",", n, "]"));
+    }
+    NDS_ASSIGN_OR_RETURN(const float* pc, F32(c.value()));
+    if (c.value().num_elements() == m * n) {
+      Store(po, pc, m * n, false);
+    } else {
+      const std::vector<std::int64_t> offsets = BroadcastOffsets(c.shape(), out_shape);
+      for (std::int64_t e = 0; e < m * n; ++e) po[e] = pc[offsets[e]];
+    }
+    beta = o.beta;
+  }
+  NDS_ASSIGN_OR_RETURN(const float* pa, F32(a.value()));
+  NDS_ASSIGN_OR_RETURN(const float* pb, F32(b.value()));
+  Sgemm(o.trans_a, o.trans_b, m, n, k, o.alpha, pa, pb, beta, po);
+
+  std::vector<Variable> inputs{a, b};
+  if (has_c) inputs.push_back(c);
+  auto creator = Record("Gemm", std::move(inputs),
+                        [o, m, n, k](BackwardContext& ctx, const NDArray& g) -> absl::Status {
+    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
+    NDS_ASSIGN_OR_RETURN(const float* pa, F32(ctx.node().inputs[0].value()));
+    NDS_ASSIGN_OR_RETURN(const float* pb, F32(ctx.node().inputs[1].value()));
+    if (ctx.NeedsGrad(0)) {
+      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
+      NDS_ASSIGN_OR_RETURN(float* da, F32(s.array));
+      const float beta = s.accumulate ? 1.0f : 0.0f;
+      if (!o.trans_a) {  // dA[m,k] = dY[m,n] op(B)^T
+        Sgemm(false, !o.trans_b, m, k, n, o.alpha, pg, pb, beta, da);
+      } else {  // dA[k,m] = op(B)[k,n] dY^T
+        Sgemm(o.trans_b, true, k, m, n, o.alpha, pb, pg, beta, da);
+      }
+    }
+    if (ctx.NeedsGrad(1)) {
+      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(1));
+      NDS_ASSIGN_OR_RETURN(float* db, F32(s.array));
+      const float beta = s.accumulate ? 1.0f : 0.0f;
+      if (!o.trans_b) {  // dB[k,n] = op(A)^T dY
+        Sgemm(!o.trans_a, false, k, n, m, o.alpha, pa, pg, beta, db);
+      } else {  // dB[n,k] = dY^T op(A)
+        Sgemm(true, o.trans_a, n, k, m, o.alpha, pg, pa, beta, db);
+      }
+    }
+    if (ctx.node().inputs.size() > 2 && ctx.NeedsGrad(2)) {
+      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(2));
+      NDS_ASSIGN_OR_RETURN(float* dc, F32(s.array));
+      const NDArray& c = ctx.node().inputs[2].value();
+      const Dims out_shape{m, n};
+      if (o.beta == 1.0f) {
+        ReduceToShape(pg, out_shape, c.shape(), dc, s.accumulate);
+      } else {
+        std::vector<float> scaled(pg, pg + m * n);
+        for (float& v : scaled) v *= o.beta;
+        ReduceToShape(scaled.data(), out_shape, c.shape(), dc, s.accumulate);
+      }
+    }
+    return absl::OkStatus();
+  });
+  return Variable::FromOp(std::move(out), std::move(creator));
+}
+
+absl::StatusOr<Variable> MatMul(NDManager& scope, const Variable& a, const Variable& b) {
+  if (a.shape().empty() || b.shape().size() != 2 || a.shape().back() != b.shape()[0]) {
+    return ShapeError("MatMul", a, b);
+  }
+  const std::int64_t k = b.shape()[0];
+  const std::int64_t n = b.shape()[1];
+  const std::int64_t m = a.value().num_elements() / std::max<std::int64_t>(k, 1);
+  Dims out_shape(a.shape().begin(), a.shape().end());
+  out_shape.back() = n;
+  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, out_shape));
+  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
+  NDS_ASSIGN_OR_RETURN(const float* pa, F32(a.value()));
+  NDS_ASSIGN_OR_RETURN(const float* pb, F32(b.value()));
+  Sgemm(false, false, m, n, k, 1.0f, pa, pb, 0.0f, po);
+  auto creator = Record("MatMul", {a, b},
+                        [m, n, k](BackwardContext& ctx, const NDArray& g) -> absl::Status {
+    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
+    NDS_ASSIGN_OR_RETURN(const float* pa, F32(ctx.node().inputs[0].value()));
+    NDS_ASSIGN_OR_RETURN(const float* pb, F32(ctx.node().inputs[1].value()));
+    if (ctx.NeedsGrad(0)) {
+      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
+      NDS_ASSIGN_OR_RETURN(float* da, F32(s.array));
+      Sgemm(false, true, m, k, n, 1.0f, pg, pb, s.accumulate ? 1.0f : 0.0f, da);
+    }
+    if (ctx.NeedsGrad(1)) {
+      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(1));
+      NDS_ASSIGN_OR_RETURN(float* db, F32(s.array));
+      Sgemm(true, false, k, n, m, 1.0f, pa, pg, s.accumulate ? 1.0f : 0.0f, db);
+    }
+    return absl::OkStatus();
+  });
+  return Variable::FromOp(std::move(out), std::move(creator));
+}
+
+}  // namespace ndserve::train

@@ -1,0 +1,126 @@
+#include "train/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "train/cpu_math.h"
+
+namespace ndserve::train {
+namespace {
+
+absl::Status CheckParameters(absl::Span<const Variable> parameters) {
+  for (const Variable& p : parameters) {
+    if (p.is_null() || p.grad().is_null()) {
+      return absl::InvalidArgumentError("optimizer given a variable that is not a parameter");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Distinct rows touched, when only rows were written since the last ClearGrad.
+std::vector<std::int64_t> TouchedRows(const VariableState& s) {
+  std::vector<std::int64_t> rows = s.touched_rows;
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(std::vector<Variable> parameters,
+                                                 const SgdOptions& o, NDManager& trainer) {
+  if (!(o.lr > 0.0f) || o.momentum < 0.0f || o.weight_decay < 0.0f ||
+      (o.nesterov && o.momentum == 0.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SGD wants lr > 0, momentum >= 0, weight_decay >= 0 and nesterov only with momentum; got lr=",
+        o.lr, " momentum=", o.momentum, " weight_decay=", o.weight_decay));
+  }
+  NDS_RETURN_IF_ERROR(CheckParameters(parameters));
+  std::unique_ptr<Sgd> sgd(new Sgd(std::move(parameters), o));
+  if (o.momentum > 0.0f) {
+    for (const Variable& p : sgd->parameters_) {
+      NDS_ASSIGN_OR_RETURN(NDArray buf, ZerosF32(trainer, p.shape()));
+      sgd->momentum_.push_back(std::move(buf));
+    }
+  }
+  return sgd;
+}
+
+absl::Status Sgd::Step() {
+  const SgdOptions& o = options_;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    VariableState& s = *parameters_[i].state();
+    NDS_ASSIGN_OR_RETURN(float* w, F32(s.value));
+    NDS_ASSIGN_OR_RETURN(const float* g, F32(s.grad));
+    const std::int64_t n = s.value.num_elements();
+    if (o.momentum == 0.0f && o.weight_decay == 0.0f && !s.dense_grad) {
+      // Plain SGD moves only the rows that got a gradient (embedding tables).
+      const std::int64_t row = n / std::max<std::int64_t>(1, s.value.shape().empty() ? 1 : s.value.shape()[0]);
+      for (std::int64_t r : TouchedRows(s)) {
+        for (std::int64_t j = r * row; j < (r + 1) * row; ++j) w[j] -= o.lr * g[j];
+      }
+      continue;
+    }
+    float* buf = nullptr;
+    if (o.momentum > 0.0f) {
+      NDS_ASSIGN_OR_RETURN(buf, F32(momentum_[i]));
+    }
+    for (std::int64_t j = 0; j < n; ++j) {
+      float d = g[j] + o.weight_decay * w[j];
+      if (buf != nullptr) {
+        buf[j] = steps_ == 0 ? d : o.momentum * buf[j] + d;
+        d = o.nesterov ? d + o.momentum * buf[j] : buf[j];
+      }
+      w[j] -= o.lr * d;
+    }
+  }
+  ++steps_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Adam>> Adam::Create(std::vector<Variable> parameters,
+                                                   const AdamOptions& o, NDManager& trainer) {
+  if (!(o.lr > 0.0f) || o.beta1 < 0.0f || o.beta1 >= 1.0f || o.beta2 < 0.0f || o.beta2 >= 1.0f ||
+      !(o.epsilon > 0.0f) || o.weight_decay < 0.0f) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Adam wants lr > 0, betas in [0, 1), epsilon > 0, weight_decay >= 0; got lr=", o.lr,
+        " beta1=", o.beta1, " beta2=", o.beta2, " epsilon=", o.epsilon));
+  }
+  NDS_RETURN_IF_ERROR(CheckParameters(parameters));
+  std::unique_ptr<Adam> adam(new Adam(std::move(parameters), o));
+  for (const Variable& p : adam->parameters_) {
+    NDS_ASSIGN_OR_RETURN(NDArray m, ZerosF32(trainer, p.shape()));
+    NDS_ASSIGN_OR_RETURN(NDArray v, ZerosF32(trainer, p.shape()));
+    adam->m_.push_back(std::move(m));
+    adam->v_.push_back(std::move(v));
+  }
+  return adam;
+}
+
+absl::Status Adam::Step() {
+  const AdamOptions& o = options_;
+  ++steps_;
+  const double c1 = 1.0 - std::pow(static_cast<double>(o.beta1), static_cast<double>(steps_));
+  const double c2 = 1.0 - std::pow(static_cast<double>(o.beta2), static_cast<double>(steps_));
+  const float step_size = static_cast<float>(o.lr / c1);
+  const float sqrt_c2 = static_cast<float>(std::sqrt(c2));
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    VariableState& s = *parameters_[i].state();
+    NDS_ASSIGN_OR_RETURN(float* w, F32(s.value));
+    NDS_ASSIGN_OR_RETURN(const float* g, F32(s.grad));
+    NDS_ASSIGN_OR_RETURN(float* m, F32(m_[i]));
+    NDS_ASSIGN_OR_RETURN(float* v, F32(v_[i]));
+    const std::int64_t n = s.value.num_elements();
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float d = g[j] + o.weight_decay * w[j];
+      m[j] = o.beta1 * m[j] + (1.0f - o.beta1) * d;
+      v[j] = o.beta2 * v[j] + (1.0f - o.beta2) * d * d;
+      w[j] -= step_size * m[j] / (std::sqrt(v[j]) / sqrt_c2 + o.epsilon);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::train

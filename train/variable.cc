@@ -1,0 +1,261 @@
+#include "train/variable.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "train/cpu_math.h"
+
+namespace ndserve::train {
+
+Variable Variable::Constant(NDArray value) {
+  Variable v;
+  v.state_ = std::make_shared<VariableState>();
+  v.state_->value = std::move(value);
+  return v;
+}
+
+absl::StatusOr<Variable> Variable::Parameter(NDArray value, NDManager& scope) {
+  if (value.dtype() != DType::kFp32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter ", value.DebugString(), " is not FP32"));
+  }
+  Variable v = Constant(std::move(value));
+  NDS_ASSIGN_OR_RETURN(v.state_->grad, ZerosF32(scope, v.state_->value.shape()));
+  v.state_->requires_grad = true;
+  return v;
+}
+
+Variable Variable::FromOp(NDArray value, std::shared_ptr<FunctionNode> creator) {
+  Variable v = Constant(std::move(value));
+  v.state_->requires_grad = creator != nullptr;
+  v.state_->creator = std::move(creator);
+  return v;
+}
+
+std::shared_ptr<FunctionNode> Record(const char* op, std::vector<Variable> inputs,
+                                     FunctionNode::BackwardFn backward) {
+  bool any = false;
+  for (const Variable& v : inputs) any = any || v.requires_grad();
+  if (!any) return nullptr;
+  auto node = std::make_shared<FunctionNode>();
+  node->op = op;
+  node->inputs = std::move(inputs);
+  node->backward = std::move(backward);
+  return node;
+}
+
+bool BackwardContext::NeedsGrad(int i) const {
+  return node_->inputs[static_cast<std::size_t>(i)].requires_grad();
+}
+
+namespace {
+
+// One pass of Backward: the gradients of the non-leaf variables seen so far.
+class BackwardPass final : public BackwardContext {
+ public:
+  explicit BackwardPass(NDManager& scope) { scope_ = &scope; }
+
+  struct Entry {
+    NDArray grad;
+    bool owned = false;  // made by this pass, so it may be added to in place
+  };
+
+  void Begin(const FunctionNode& node) { node_ = &node; }
+  absl::flat_hash_map<VariableState*, Entry>& grads() { return grads_; }
+
+  absl::StatusOr<GradSlot> Slot(int i) override {
+    VariableState* s = Input(i);
+    if (s->creator == nullptr) {
+      s->dense_grad = true;
+      return GradSlot{s->grad, true};
+    }
+    auto it = grads_.find(s);
+    if (it == grads_.end()) {
+      NDS_ASSIGN_OR_RETURN(NDArray fresh, NewF32(*scope_, s->value.shape()));
+      grads_[s] = Entry{fresh, true};
+      return GradSlot{fresh, false};
+    }
+    NDS_RETURN_IF_ERROR(Own(it->second));
+    return GradSlot{it->second.grad, true};
+  }
+
+  absl::Status Add(int i, const NDArray& grad) override {
+    VariableState* s = Input(i);
+    if (s->creator == nullptr) {
+      s->dense_grad = true;
+      NDS_ASSIGN_OR_RETURN(float* dst, F32(s->grad));
+      NDS_ASSIGN_OR_RETURN(float* src, F32(grad));
+      Store(dst, src, grad.num_elements(), true);
+      return absl::OkStatus();
+    }
+    auto it = grads_.find(s);
+    if (it == grads_.end()) {
+      grads_[s] = Entry{grad, false};
+      return absl::OkStatus();
+    }
+    NDS_RETURN_IF_ERROR(Own(it->second));
+    NDS_ASSIGN_OR_RETURN(float* dst, F32(it->second.grad));
+    NDS_ASSIGN_OR_RETURN(float* src, F32(grad));
+    Store(dst, src, grad.num_elements(), true);
+    return absl::OkStatus();
+  }
+
+  absl::Status AddRows(int i, absl::Span<const std::int64_t> ids, const float* rows,
+                       std::int64_t row_len) override {
+    VariableState* s = Input(i);
+    float* dst = nullptr;
+    if (s->creator == nullptr) {
+      NDS_ASSIGN_OR_RETURN(dst, F32(s->grad));
+      if (!s->dense_grad) s->touched_rows.insert(s->touched_rows.end(), ids.begin(), ids.end());
+    } else {
+      NDS_ASSIGN_OR_RETURN(GradSlot slot, Slot(i));
+      NDS_ASSIGN_OR_RETURN(dst, F32(slot.array));
+      if (!slot.accumulate) std::fill(dst, dst + slot.array.num_elements(), 0.0f);
+    }
+    for (std::size_t r = 0; r < ids.size(); ++r) {
+      float* row = dst + ids[r] * row_len;
+      const float* src = rows + static_cast<std::int64_t>(r) * row_len;
+      for (std::int64_t j = 0; j < row_len; ++j) row[j] += src[j];
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  VariableState* Input(int i) const { return node_->inputs[static_cast<std::size_t>(i)].state(); }
+
+  // A gradient handed over by Add may be another variable's: copy before adding to it.
+  absl::Status Own(Entry& entry) {
+    if (entry.owned) return absl::OkStatus();
+    NDS_ASSIGN_OR_RETURN(NDArray copy, NewF32(*scope_, entry.grad.shape()));
+    NDS_ASSIGN_OR_RETURN(float* dst, F32(copy));
+    NDS_ASSIGN_OR_RETURN(float* src, F32(entry.grad));
+    Store(dst, src, copy.num_elements(), false);
+    entry = Entry{copy, true};
+    return absl::OkStatus();
+  }
+
+  absl::flat_hash_map<VariableState*, Entry> grads_;
+};
+
+// The variables with creators reachable from `root`, each after every variable made
+// from it (reverse topological order), without recursion (graphs of long unrolled
+// sequences are deep).
+std::vector<VariableState*> Order(VariableState* root) {
+  std::vector<VariableState*> post;
+  absl::flat_hash_set<VariableState*> seen;
+  std::vector<std::pair<VariableState*, std::size_t>> stack;
+  if (root->creator == nullptr) return post;
+  stack.emplace_back(root, 0);
+  seen.insert(root);
+  while (!stack.empty()) {
+    auto& [s, next] = stack.back();
+    const auto& inputs = s->creator->inputs;
+    if (next < inputs.size()) {
+      VariableState* in = inputs[next++].state();
+      if (in->creator != nullptr && seen.insert(in).second) stack.emplace_back(in, 0);
+      continue;
+    }
+    post.push_back(s);
+    stack.pop_back();
+  }
+  std::reverse(post.begin(), post.end());
+  return post;
+}
+
+}  // namespace
+
+absl::Status Backward(const Variable& root, NDManager& scope, NDArray root_grad) {
+  if (root.is_null() || !root.requires_grad()) {
+    return absl::InvalidArgumentError("backward from a variable that needs no gradient");
+  }
+  if (root_grad.is_null()) {
+    if (root.value().num_elements() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backward from non-scalar ", root.value().DebugString(), " needs its gradient"));
+    }
+    NDS_ASSIGN_OR_RETURN(root_grad, NewF32(scope, root.shape()));
+    NDS_ASSIGN_OR_RETURN(float* one, F32(root_grad));
+    *one = 1.0f;
+  }
+  if (root.is_leaf()) {
+    NDS_ASSIGN_OR_RETURN(float* dst, F32(root.grad()));
+    NDS_ASSIGN_OR_RETURN(float* src, F32(root_grad));
+    Store(dst, src, root_grad.num_elements(), true);
+    return absl::OkStatus();
+  }
+  BackwardPass pass(scope);
+  pass.grads()[root.state()] = BackwardPass::Entry{root_grad, false};
+  for (VariableState* s : Order(root.state())) {
+    auto it = pass.grads().find(s);
+    if (it == pass.grads().end()) continue;  // nothing flowed into it
+    const NDArray grad = it->second.grad;
+    pass.grads().erase(it);
+    const FunctionNode& node = *s->creator;
+    pass.Begin(node);
+    absl::Status status = node.backward(pass, grad);
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("backward of ", node.op, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClearGrad(absl::Span<const Variable> parameters) {
+  for (const Variable& p : parameters) {
+    VariableState* s = p.state();
+    if (s == nullptr || s->grad.is_null()) continue;
+    NDS_ASSIGN_OR_RETURN(float* g, F32(s->grad));
+    if (s->dense_grad) {
+      std::memset(g, 0, s->grad.nbytes());
+    } else if (!s->touched_rows.empty()) {
+      const std::int64_t row_len = s->grad.num_elements() / std::max<std::int64_t>(1, s->grad.shape()[0]);
+      for (std::int64_t r : s->touched_rows) std::fill(g + r * row_len, g + (r + 1) * row_len, 0.0f);
+    }
+    s->touched_rows.clear();
+    s->dense_grad = false;
+  }
+  return absl::OkStatus();
+}
+
+void UnchainBackward(const Variable& var) {
+  if (var.is_null()) return;
+  std::vector<std::shared_ptr<FunctionNode>> pending;
+  if (var.creator() != nullptr) pending.push_back(std::move(var.state()->creator));
+  var.state()->creator = nullptr;
+  while (!pending.empty()) {
+    std::shared_ptr<FunctionNode> node = std::move(pending.back());
+    pending.pop_back();
+    for (Variable& in : node->inputs) {
+      if (in.state()->creator != nullptr) pending.push_back(std::move(in.state()->creator));
+      in.state()->creator = nullptr;
+    }
+    node->inputs.clear();
+    node->backward = nullptr;
+  }
+  // The value stays; it needs no gradient any more unless it is a parameter.
+  var.state()->requires_grad = !var.state()->grad.is_null();
+}
+
+std::int64_t GraphNodeCount(const Variable& var) {
+  if (var.is_null() || var.creator() == nullptr) return 0;
+  absl::flat_hash_set<const FunctionNode*> seen;
+  std::vector<const FunctionNode*> stack{var.creator().get()};
+  seen.insert(stack.back());
+  while (!stack.empty()) {
+    const FunctionNode* node = stack.back();
+    stack.pop_back();
+    for (const Variable& in : node->inputs) {
+      const FunctionNode* c = in.creator().get();
+      if (c != nullptr && seen.insert(c).second) stack.push_back(c);
+    }
+  }
+  return static_cast<std::int64_t>(seen.size());
+}
+
+}  // namespace ndserve::train
