@@ -49,17 +49,55 @@ absl::StatusOr<Variable> Reduce(NDManager& scope, const Variable& x,
   NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, out_shape));
   NDS_ASSIGN_OR_RETURN(float* po, F32(out));
   NDS_ASSIGN_OR_RETURN(const float* px, F32(x.value()));
-  ReduceToShape(px, x.shape(), kept, po, false);
+  // When the reduced dims are one contiguous block, x is [outer, reduced, inner] and
+  // both directions are plain loops (no per-element offset table).
+  std::int64_t outer = 1, middle = 1, inner = 1;
+  int first = -1, last = -1;
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      if (first < 0) first = static_cast<int>(d);
+      last = static_cast<int>(d);
+    }
+  }
+  bool block = first >= 0;
+  for (int d = first; block && d <= last; ++d) block = reduced[static_cast<std::size_t>(d)];
+  if (block) {
+    for (int d = 0; d < static_cast<int>(rank); ++d) {
+      const std::int64_t dim = x.shape()[static_cast<std::size_t>(d)];
+      (d < first ? outer : d > last ? inner : middle) *= dim;
+    }
+    std::fill(po, po + n_out, 0.0f);
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (std::int64_t m = 0; m < middle; ++m) {
+        const float* src = px + (o * middle + m) * inner;
+        float* dst = po + o * inner;
+        for (std::int64_t i = 0; i < inner; ++i) dst[i] += src[i];
+      }
+    }
+  } else {
+    ReduceToShape(px, x.shape(), kept, po, false);
+  }
   if (mean) {
     for (std::int64_t e = 0; e < n_out; ++e) po[e] *= scale;
   }
   Dims in_shape(x.shape().begin(), x.shape().end());
-  auto creator = Record(op, {x}, [kept, in_shape, scale](BackwardContext& ctx,
-                                                          const NDArray& g) -> absl::Status {
+  auto creator = Record(op, {x}, [kept, in_shape, scale, block, outer, middle, inner](
+                                     BackwardContext& ctx, const NDArray& g) -> absl::Status {
     NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
     NDS_ASSIGN_OR_RETURN(float* dst, F32(s.array));
     NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
     const std::int64_t n = NumElements(in_shape);
+    if (block) {
+      if (!s.accumulate) std::fill(dst, dst + n, 0.0f);
+      for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t m = 0; m < middle; ++m) {
+          float* d = dst + (o * middle + m) * inner;
+          const float* src = pg + o * inner;
+          for (std::int64_t i = 0; i < inner; ++i) d[i] += scale * src[i];
+        }
+      }
+      return absl::OkStatus();
+    }
     const std::vector<std::int64_t> offsets = BroadcastOffsets(kept, in_shape);
     if (!s.accumulate) std::fill(dst, dst + n, 0.0f);
     for (std::int64_t e = 0; e < n; ++e) dst[e] += scale * pg[offsets[e]];
