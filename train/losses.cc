@@ -28,13 +28,15 @@ absl::StatusOr<NDArray> Scalar(NDManager& scope, float value) {
   return out;
 }
 
-// Input 0's gradient: `factor` (the scalar output gradient / N) times `per_element`.
-absl::Status GiveScaled(BackwardContext& ctx, const NDArray& g, const std::vector<float>& d) {
+// Input 0's gradient: the scalar output gradient times `per_element` (d loss / d input,
+// computed by the forward into the batch scope).
+absl::Status GiveScaled(BackwardContext& ctx, const NDArray& g, const NDArray& per_element) {
   NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
+  NDS_ASSIGN_OR_RETURN(const float* d, F32(per_element));
   NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
   NDS_ASSIGN_OR_RETURN(float* dst, F32(s.array));
   const float factor = *pg;
-  for (std::size_t e = 0; e < d.size(); ++e) {
+  for (std::int64_t e = 0; e < per_element.num_elements(); ++e) {
     dst[e] = s.accumulate ? dst[e] + factor * d[e] : factor * d[e];
   }
   return absl::OkStatus();
@@ -54,7 +56,8 @@ absl::StatusOr<Variable> CrossEntropyLoss(NDManager& scope, const Variable& logi
   NDS_ASSIGN_OR_RETURN(const float* px, F32(logits.value()));
   NDS_ASSIGN_OR_RETURN(const std::int64_t* pl, labels.value().DataAs<std::int64_t>());
   // d loss / d logits = (softmax - onehot) / N, kept for the backward.
-  std::vector<float> d(static_cast<std::size_t>(n * c));
+  NDS_ASSIGN_OR_RETURN(NDArray grad, NewF32(scope, logits.shape()));
+  NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
   double total = 0.0;
   for (std::int64_t r = 0; r < n; ++r) {
     if (pl[r] < 0 || pl[r] >= c) {
@@ -73,8 +76,8 @@ absl::StatusOr<Variable> CrossEntropyLoss(NDManager& scope, const Variable& logi
   }
   NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, static_cast<float>(total / static_cast<double>(n))));
   auto creator = Record("CrossEntropyLoss", {logits, labels},
-                        [d = std::move(d)](BackwardContext& ctx, const NDArray& g) {
-                          return GiveScaled(ctx, g, d);
+                        [grad](BackwardContext& ctx, const NDArray& g) {
+                          return GiveScaled(ctx, g, grad);
                         });
   return Variable::FromOp(std::move(out), std::move(creator));
 }
@@ -85,7 +88,8 @@ absl::StatusOr<Variable> BceWithLogitsLoss(NDManager& scope, const Variable& log
   const std::int64_t n = logits.value().num_elements();
   NDS_ASSIGN_OR_RETURN(const float* px, F32(logits.value()));
   NDS_ASSIGN_OR_RETURN(const float* pt, F32(targets.value()));
-  std::vector<float> d(static_cast<std::size_t>(n));
+  NDS_ASSIGN_OR_RETURN(NDArray grad, NewF32(scope, logits.shape()));
+  NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
   double total = 0.0;
   for (std::int64_t e = 0; e < n; ++e) {
     const float x = px[e];
@@ -95,8 +99,8 @@ absl::StatusOr<Variable> BceWithLogitsLoss(NDManager& scope, const Variable& log
   }
   NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, static_cast<float>(total / static_cast<double>(n))));
   auto creator = Record("BceWithLogitsLoss", {logits, targets},
-                        [d = std::move(d)](BackwardContext& ctx, const NDArray& g) {
-                          return GiveScaled(ctx, g, d);
+                        [grad](BackwardContext& ctx, const NDArray& g) {
+                          return GiveScaled(ctx, g, grad);
                         });
   return Variable::FromOp(std::move(out), std::move(creator));
 }
@@ -107,7 +111,8 @@ absl::StatusOr<Variable> MseLoss(NDManager& scope, const Variable& prediction,
   const std::int64_t n = prediction.value().num_elements();
   NDS_ASSIGN_OR_RETURN(const float* px, F32(prediction.value()));
   NDS_ASSIGN_OR_RETURN(const float* pt, F32(target.value()));
-  std::vector<float> d(static_cast<std::size_t>(n));
+  NDS_ASSIGN_OR_RETURN(NDArray grad, NewF32(scope, prediction.shape()));
+  NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
   double total = 0.0;
   for (std::int64_t e = 0; e < n; ++e) {
     const float diff = px[e] - pt[e];
@@ -116,8 +121,8 @@ absl::StatusOr<Variable> MseLoss(NDManager& scope, const Variable& prediction,
   }
   NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, static_cast<float>(total / static_cast<double>(n))));
   auto creator = Record("MseLoss", {prediction, target},
-                        [d = std::move(d)](BackwardContext& ctx, const NDArray& g) {
-                          return GiveScaled(ctx, g, d);
+                        [grad](BackwardContext& ctx, const NDArray& g) {
+                          return GiveScaled(ctx, g, grad);
                         });
   return Variable::FromOp(std::move(out), std::move(creator));
 }
