@@ -81,6 +81,24 @@ TEST_F(RecordedGraphTest, RefusesUnknownTrainableNames) {
   EXPECT_TRUE(absl::IsInvalidArgument(RecordedGraph::Create(graph, trainable, *trainer_).status()));
 }
 
+TEST_F(RecordedGraphTest, AnOpWithoutBackwardIsUnimplementedNamingTheNode) {
+  engine::GraphDef def;
+  def.name = "exp";
+  def.opset = 17;
+  def.inputs.push_back({"x", DType::kFp32, {2}});
+  def.outputs.push_back({"y", DType::kFp32, {2}});
+  engine::NodeDef node;
+  node.name = "the_exp";
+  node.op_type = "Exp";
+  node.inputs = {"x"};
+  node.outputs = {"y"};
+  def.nodes.push_back(node);
+  engine::Graph graph = Must(engine::Graph::Build(def));
+  const absl::Status status = RecordedGraph::Create(graph, {}, *trainer_).status();
+  EXPECT_TRUE(absl::IsUnimplemented(status)) << status;
+  EXPECT_NE(status.message().find("the_exp"), absl::string_view::npos) << status;
+}
+
 TEST_F(RecordedGraphTest, PoolBytesAreFlatAcrossThousandsOfSteps) {
   engine::Graph graph = LoadExample("mlp");
   absl::StatusOr<RecordedGraph> made = RecordedGraph::Create(graph, {}, *trainer_);
