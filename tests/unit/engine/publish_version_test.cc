@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/training_sessions.h"
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
 #include "tests/unit/engine/engine_test_util.h"
@@ -183,6 +184,53 @@ TEST_F(PublishVersionTest, BadValuesLeaveTheOldVersionServingAndNoDirectory) {
   absl::StatusOr<int64_t> good = engine_->PublishVersion("mlp", NewLastLayer());
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(*good, 2);
+}
+
+
+// The engine side of a training session's commit: a session trains a copy of a
+// parameter of the served version in its trainer scope, the result is published, and
+// the retired version takes the session's scope with it (the session does not hold the
+// old version up).
+TEST_F(PublishVersionTest, ASessionsTrainedCopyIsPublishedAndRetiringFreesTheSession) {
+  std::shared_ptr<ServedModel> v1 = *engine_->GetModel("mlp");
+  int bias_index = -1;
+  for (int i = 0; i < static_cast<int>(v1->model().graph().initializers().size()); ++i) {
+    if (v1->model().graph().initializers()[i].name == "fc2.bias") bias_index = i;
+  }
+  ASSERT_GE(bias_index, 0);
+  TrainingSessions::Options options;
+  TrainingSessions sessions(options);
+  absl::StatusOr<std::shared_ptr<TrainingSession>> session =
+      sessions.Start("mlp", v1->version(), v1->model().manager());
+  ASSERT_TRUE(session.ok()) << session.status();
+  TrainerScope& trainer = (*session)->trainer();
+  absl::StatusOr<NDArray> bias = trainer.CopyOf(v1->model().initializer(bias_index));
+  ASSERT_TRUE(bias.ok()) << bias.status();
+  {
+    absl::StatusOr<TrainingStep> step = trainer.BeginStep();
+    ASSERT_TRUE(step.ok());
+    // The "update": what a real optimizer step would write in place.
+    float* b = *bias->DataAs<float>();
+    for (int i = 0; i < kClasses; ++i) b[i] = i == 0 ? 3.0f : 0.0f;
+  }
+  absl::StatusOr<std::vector<uint8_t>> trained = bias->ToHost();
+  ASSERT_TRUE(trained.ok());
+  std::vector<HostTensor> values = NewLastLayer();
+  values[1].bytes = *trained;
+  v1.reset();
+  ASSERT_TRUE(engine_->PublishVersion("mlp", values).ok());
+  // Version 1 retired, and its scope tree with the session's trainer scope in it.
+  EXPECT_TRUE(trainer.manager()->closed());
+  EXPECT_EQ(memory_.LevelCounts()[ManagerLevel::kTrainer].live_managers, 0);
+
+  std::vector<uint8_t> input(64 * 4, 0);
+  InferenceRequest request;
+  request.model_name = "mlp";
+  request.inputs.push_back({"input", DType::kFp32, {1, 64}, absl::MakeConstSpan(input)});
+  absl::StatusOr<InferenceResponse> r = engine_->Infer(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->model_version, 2);
+  EXPECT_TRUE(Near(Floats(*r), NewOutput()));
 }
 
 }  // namespace
