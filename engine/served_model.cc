@@ -1,5 +1,6 @@
 #include "engine/served_model.h"
 
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -149,7 +150,13 @@ void ServedModel::Retire(std::shared_ptr<ServedModel> model) {
   // once per published version, so a millisecond's sleep costs nothing anyone sees.
   // First the holders (requests between the engine's lookup and InferAsync), then the
   // requests they queued or are running.
-  while (model.use_count() > 1 || model->stats_.Snapshot().inflight > 0) {
+  for (;;) {
+    if (model.use_count() == 1) {
+      // Pairs with the release of the last other reference: the Begin() of every request
+      // its holder started is visible below.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (model->stats_.Snapshot().inflight == 0) break;
+    }
     absl::SleepFor(absl::Milliseconds(1));
   }
   model->Unload();
