@@ -22,8 +22,8 @@ absl::Status CheckTensor(const HostTensor& t, std::int64_t index) {
   if (DTypeSize(t.dtype) == 0 ||
       __builtin_mul_overflow(static_cast<std::uint64_t>(count), DTypeSize(t.dtype), &want) ||
       want != t.bytes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("batch ", index, ": tensor '", t.name,
-                                                   "' has ", t.bytes.size(),
+    return absl::InvalidArgumentError(absl::StrCat("batch ", index, ": tensor '", t.name, "' has ",
+                                                   t.bytes.size(),
                                                    " bytes, which does not match its shape and "
                                                    "dtype ",
                                                    DTypeName(t.dtype)));
@@ -103,8 +103,8 @@ absl::StatusOr<std::optional<DeviceBatch>> BatchIterator::StartUpload() {
         absl::StatusOr<void*> dst = array->Data();
         absl::Status copied = dst.status();
         if (copied.ok()) {
-          copied = CopyHostToDeviceOnStream(parent_->device(), *dst, t.bytes.data(),
-                                            t.bytes.size(), gpu_->context().cuda_stream);
+          copied = CopyHostToDeviceOnStream(parent_->device(), *dst, t.bytes.data(), t.bytes.size(),
+                                            gpu_->context().cuda_stream);
         }
         if (!copied.ok()) array = copied;
       }

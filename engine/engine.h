@@ -127,7 +127,9 @@ class Engine {
   // finishes on it, every later one runs on the new one. Under a `latest` version policy
   // the versions beyond the newest num_versions retire (ServedModel::Retire: they
   // unload once their requests are answered, and their memory goes back) before this
-  // returns; under `all` they keep serving. Returns the new version. NOT_FOUND if the
+  // returns (a caller still holding a GetModel pointer to one delays that until it lets
+  // go); under `all` they keep serving. Training scopes opened under a retired version
+  // close with it. Returns the new version. NOT_FOUND if the
   // model is not loaded; FAILED_PRECONDITION under a `specific` policy (a restart would
   // not load the new version); the writer's INVALID_ARGUMENT for bad values; load
   // errors as LoadModel's. On failure the old versions serve on and no version

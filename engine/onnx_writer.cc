@@ -42,15 +42,15 @@ absl::Status Replace(const HostTensor& v, onnx::TensorProto* t) {
   }
   NDS_ASSIGN_OR_RETURN(DType dtype, kernels::DTypeFromOnnx(t->data_type()));
   if (dtype != v.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(where, " is ", DTypeName(dtype),
-                                                   ", the new value ", DTypeName(v.dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " is ", DTypeName(dtype), ", the new value ", DTypeName(v.dtype)));
   }
   const bool same_shape = t->dims_size() == static_cast<int>(v.shape.size()) &&
                           std::equal(v.shape.begin(), v.shape.end(), t->dims().begin());
   if (!same_shape) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, " has shape [", absl::StrJoin(t->dims(), ","), "], the new value [",
-        absl::StrJoin(v.shape, ","), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " has shape [", absl::StrJoin(t->dims(), ","), "], the new value [",
+                     absl::StrJoin(v.shape, ","), "]"));
   }
   std::uint64_t count = 1;
   for (std::int64_t d : v.shape) count *= static_cast<std::uint64_t>(d);
@@ -82,8 +82,8 @@ absl::Status WriteAtomically(const onnx::ModelProto& model, const std::string& d
   if (std::rename(tmp.c_str(), dest_path.c_str()) != 0) {
     const std::string reason = std::strerror(errno);
     std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", dest_path, ": ",
-                                            reason));
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", tmp, " to ", dest_path, ": ", reason));
   }
   return absl::OkStatus();
 }
@@ -119,16 +119,16 @@ absl::Status WriteOnnxWithInitializers(const std::string& source_path,
     const HostTensor* v = take(n.output(0));
     if (v == nullptr) continue;
     if (n.attribute_size() != 1 || n.attribute(0).name() != "value" || !n.attribute(0).has_t()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "Constant '", v->name, "': only a Constant with a 'value' tensor can be given a new "
-          "value"));
+      return absl::UnimplementedError(
+          absl::StrCat("Constant '", v->name,
+                       "': only a Constant with a 'value' tensor can be given a new "
+                       "value"));
     }
     NDS_RETURN_IF_ERROR(Replace(*v, n.mutable_attribute(0)->mutable_t()));
   }
   if (!wanted.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("the model in ", source_path,
-                                                   " has no initializer named '",
-                                                   wanted.begin()->first, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model in ", source_path, " has no initializer named '", wanted.begin()->first, "'"));
   }
   return WriteAtomically(model, dest_path);
 }

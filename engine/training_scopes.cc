@@ -29,8 +29,7 @@ absl::StatusOr<std::shared_ptr<TrainerScope>> TrainerScope::Open(
   // The served model's manager is capped already; a bare one (tests, tools) is capped
   // here so that the rule holds however the model was made.
   model_manager->Cap();
-  return std::make_shared<TrainerScope>(PrivateTag{}, std::move(model_manager),
-                                        std::move(manager));
+  return std::make_shared<TrainerScope>(PrivateTag{}, std::move(model_manager), std::move(manager));
 }
 
 TrainerScope::TrainerScope(PrivateTag, std::shared_ptr<NDManager> model_manager,
@@ -43,7 +42,8 @@ absl::StatusOr<NDArray> TrainerScope::CopyOf(const NDArray& source, absl::string
   if (in_step()) return RefusedDuringStep("copy a parameter");
   if (source.device() != manager_->device()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot copy '", source.name(), "' from ",
-                                                   source.device().ToString(), " into a trainer "
+                                                   source.device().ToString(),
+                                                   " into a trainer "
                                                    "scope on ",
                                                    manager_->device().ToString()));
   }

@@ -45,16 +45,16 @@ absl::StatusOr<std::shared_ptr<TrainingSession>> TrainingSessions::Start(
     int open = 0;
     for (const auto& [sid, s] : sessions_) open += s->model() == model;
     if (open >= options_.max_sessions_per_model) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("model '", model, "' has ", open, " training sessions open, the most it may "
-                       "have; commit or abort one first"));
+      return absl::ResourceExhaustedError(absl::StrCat("model '", model, "' has ", open,
+                                                       " training sessions open, the most it may "
+                                                       "have; commit or abort one first"));
     }
     id = absl::StrCat(model, "/", next_id_++);
   }
   NDS_ASSIGN_OR_RETURN(std::shared_ptr<TrainerScope> trainer,
                        TrainerScope::Open(std::move(model_manager), id));
-  auto session = std::make_shared<TrainingSession>(id, std::string(model), version,
-                                                   std::move(trainer), Now());
+  auto session =
+      std::make_shared<TrainingSession>(id, std::string(model), version, std::move(trainer), Now());
   absl::MutexLock lock(&mu_);
   // Counted again: another Start may have taken the last place while this one opened
   // its scope.

@@ -24,8 +24,8 @@ struct TrainingSessionInfo {
   std::string id;
   std::string model;
   std::int64_t version = 0;
-  std::int64_t steps = 0;            // steps completed
-  std::uint64_t trainer_bytes = 0;   // what the trainer scope holds now
+  std::int64_t steps = 0;           // steps completed
+  std::uint64_t trainer_bytes = 0;  // what the trainer scope holds now
   absl::Time started;
   absl::Time last_used;
 };

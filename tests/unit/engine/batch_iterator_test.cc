@@ -154,8 +154,8 @@ TEST_F(BatchIteratorTest, BadTensorsAndSourceErrorsEndTheIteration) {
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
   EXPECT_NE(bad.status().message().find("'label'"), std::string::npos) << bad.status();
 
-  std::unique_ptr<BatchIterator> failing = Must(BatchIterator::Create(
-      trainer_->manager(), []() -> absl::StatusOr<std::optional<HostBatch>> {
+  std::unique_ptr<BatchIterator> failing = Must(
+      BatchIterator::Create(trainer_->manager(), []() -> absl::StatusOr<std::optional<HostBatch>> {
         return absl::DataLossError("client went away");
       }));
   EXPECT_TRUE(absl::IsDataLoss(failing->Next().status()));

@@ -98,9 +98,10 @@ TEST(OnnxWriterTest, RefusesValuesThatDoNotFit) {
   short_bytes.bytes.pop_back();
   EXPECT_TRUE(absl::IsInvalidArgument(write({short_bytes})));
 
-  EXPECT_TRUE(absl::IsInvalidArgument(write({Fp32("fc2.bias", {10}, 0), Fp32("fc2.bias", {10}, 1)})));
-  EXPECT_TRUE(absl::IsNotFound(
-      WriteOnnxWithInitializers((dir.path() / "missing.onnx").string(), {}, out)));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(write({Fp32("fc2.bias", {10}, 0), Fp32("fc2.bias", {10}, 1)})));
+  EXPECT_TRUE(
+      absl::IsNotFound(WriteOnnxWithInitializers((dir.path() / "missing.onnx").string(), {}, out)));
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 

@@ -186,7 +186,6 @@ TEST_F(PublishVersionTest, BadValuesLeaveTheOldVersionServingAndNoDirectory) {
   EXPECT_EQ(*good, 2);
 }
 
-
 // The engine side of a training session's commit: a session trains a copy of a
 // parameter of the served version in its trainer scope, the result is published, and
 // the retired version takes the session's scope with it (the session does not hold the

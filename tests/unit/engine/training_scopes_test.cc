@@ -143,12 +143,11 @@ TEST_F(TrainingScopesTest, AttachingToTrainerOrModelDuringAStepIsACapViolation) 
   EXPECT_TRUE(absl::IsFailedPrecondition(trainer->BeginStep().status()));
 
   const ManagerLevelSnapshot during = memory_.LevelCounts();
-  EXPECT_EQ(during[ManagerLevel::kTrainer].cap_violations -
-                before[ManagerLevel::kTrainer].cap_violations,
-            3);
-  EXPECT_EQ(during[ManagerLevel::kModel].cap_violations -
-                before[ManagerLevel::kModel].cap_violations,
-            2);
+  EXPECT_EQ(
+      during[ManagerLevel::kTrainer].cap_violations - before[ManagerLevel::kTrainer].cap_violations,
+      3);
+  EXPECT_EQ(
+      during[ManagerLevel::kModel].cap_violations - before[ManagerLevel::kModel].cap_violations, 2);
   EXPECT_TRUE(step.batch()->Holds(kept));
 
   ASSERT_TRUE(step.End().ok());
@@ -210,8 +209,7 @@ TEST_F(TrainingScopesTest, ClosingTheModelClosesTheSession) {
   ASSERT_TRUE(model_->Close().ok());
   EXPECT_TRUE(trainer->manager()->closed());
   EXPECT_TRUE(absl::IsFailedPrecondition(trainer->BeginStep().status()));
-  EXPECT_TRUE(absl::IsFailedPrecondition(
-      TrainerScope::Open(model_, "late").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(TrainerScope::Open(model_, "late").status()));
 }
 
 }  // namespace

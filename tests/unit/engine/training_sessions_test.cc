@@ -72,7 +72,7 @@ TEST_F(TrainingSessionsTest, AnIdleSessionIsAbortedAndItsMemoryFreed) {
   now_ += absl::Minutes(4);
   ASSERT_TRUE(sessions.Get(busy->id()).ok());  // used: its idle clock restarts
   EXPECT_EQ(sessions.ExpireIdle(), 0);
-  now_ += absl::Minutes(2);                    // idle: 6 minutes; busy: 2
+  now_ += absl::Minutes(2);  // idle: 6 minutes; busy: 2
   EXPECT_EQ(sessions.ExpireIdle(), 1);
   EXPECT_TRUE(idle->trainer().manager()->closed());
   EXPECT_FALSE(busy->trainer().manager()->closed());
@@ -90,9 +90,7 @@ TEST_F(TrainingSessionsTest, AnIdleSessionIsAbortedAndItsMemoryFreed) {
 TEST_F(TrainingSessionsTest, ListAndAbort) {
   TrainingSessions sessions(Opts(4, absl::Minutes(5)));
   auto s = Must(sessions.Start("a", 7, a_));
-  {
-    TrainingStep step = Must(s->trainer().BeginStep());
-  }
+  { TrainingStep step = Must(s->trainer().BeginStep()); }
   ASSERT_TRUE(s->trainer().Zeros({25}, DType::kFp32, "grad").ok());
   std::vector<TrainingSessionInfo> rows = sessions.List();
   ASSERT_EQ(rows.size(), 1u);

@@ -31,9 +31,8 @@ TEST(TrainingLevelsMetricsTest, TrainerAndBatchScopesAndTheirCapViolationsAreExp
   // A step's array that tries to stay in the trainer scope.
   EXPECT_FALSE((*trainer)->manager()->Create({4}, DType::kFp32, "leak").ok());
 
-  MetricsExporter exporter(&memory.pools(), [&memory] {
-    return MemoryCollector::NDManagerLevels(memory);
-  });
+  MetricsExporter exporter(&memory.pools(),
+                           [&memory] { return MemoryCollector::NDManagerLevels(memory); });
   const std::string text = exporter.Text();
   EXPECT_THAT(text, HasSubstr("ndserve_manager_live{level=\"trainer\"} 1"));
   EXPECT_THAT(text, HasSubstr("ndserve_manager_live{level=\"batch\"} 1"));
