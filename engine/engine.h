@@ -17,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "engine/host_tensor.h"
 #include "engine/inference_request.h"
 #include "engine/model_config.h"
 #include "engine/model_stats.h"
@@ -117,6 +119,24 @@ class Engine {
   // unknown model or version.
   absl::StatusOr<std::vector<ModelStatsSnapshot>> GetStatistics(absl::string_view name = {},
                                                                 int64_t version = 0) const;
+  // Publishes new parameter values of `name` as its next version (docs/design.md §4.1):
+  // writes <repo>/<name>/<next>/model.onnx (next: one above the highest version
+  // directory) from the file of the highest loaded version with `values` replacing
+  // those initializers (onnx_writer.h), loads it with the model's config on the same
+  // device, and switches to it atomically: a request that found the old version still
+  // finishes on it, every later one runs on the new one. Under a `latest` version policy
+  // the versions beyond the newest num_versions retire (ServedModel::Retire: they
+  // unload once their requests are answered, and their memory goes back) before this
+  // returns (a caller still holding a GetModel pointer to one delays that until it lets
+  // go); under `all` they keep serving. Training scopes opened under a retired version
+  // close with it. Returns the new version. NOT_FOUND if the
+  // model is not loaded; FAILED_PRECONDITION under a `specific` policy (a restart would
+  // not load the new version); the writer's INVALID_ARGUMENT for bad values; load
+  // errors as LoadModel's. On failure the old versions serve on and no version
+  // directory is left behind.
+  absl::StatusOr<int64_t> PublishVersion(absl::string_view name,
+                                         absl::Span<const HostTensor> values);
+
   // The loaded version (0: highest), for tests and benchmarks that inspect it.
   absl::StatusOr<std::shared_ptr<ServedModel>> GetModel(absl::string_view name,
                                                         int64_t version = 0) const;

@@ -1,5 +1,6 @@
 #include "engine/served_model.h"
 
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,7 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSp
   }
   std::shared_ptr<ServedModel> served(
       new ServedModel(*model, std::make_unique<PredictorPool>(std::move(predictors))));
+  served->model_path_ = spec.model_path;
   LOG(INFO) << absl::StrFormat(
       "loaded model '%s' version %d from %s on %s: %d nodes, %s of parameters, %d predictor%s%s, "
       "%.0f ms",
@@ -140,6 +142,24 @@ absl::StatusOr<InferenceResponse> ServedModel::Infer(const InferenceRequest& req
       +[](std::optional<absl::StatusOr<InferenceResponse>>* r) { return r->has_value(); },
       &waiter->result));
   return *std::move(waiter->result);
+}
+
+void ServedModel::Retire(std::shared_ptr<ServedModel> model) {
+  if (model == nullptr) return;
+  // Polled, not signalled: a reference count has no waiters, and a retirement happens
+  // once per published version, so a millisecond's sleep costs nothing anyone sees.
+  // First the holders (requests between the engine's lookup and InferAsync), then the
+  // requests they queued or are running.
+  for (;;) {
+    if (model.use_count() == 1) {
+      // Pairs with the release of the last other reference: the Begin() of every request
+      // its holder started is visible below.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (model->stats_.Snapshot().inflight == 0) break;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  model->Unload();
 }
 
 void ServedModel::Unload() {

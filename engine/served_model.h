@@ -73,6 +73,14 @@ class ServedModel {
   // Idempotent.
   void Unload();
 
+  // Unloads a version the engine no longer routes to (a published version replaced it,
+  // docs/design.md §4.1) without failing anyone: waits until nobody else holds `model`
+  // (a request that found this version just before the switch still gets in) and every
+  // request it took has been answered, queued ones included, then Unload()s it, which
+  // returns its memory to the pool. The caller hands in its reference. Requests are
+  // answered at their own pace, so this waits as long as the slowest of them.
+  static void Retire(std::shared_ptr<ServedModel> model);
+
   const std::string& name() const { return model_->name(); }
   int64_t version() const { return model_->version(); }
   Device device() const { return model_->device(); }
@@ -84,6 +92,8 @@ class ServedModel {
   // The batcher, for inspection (tests); null without dynamic batching.
   const DynamicBatcher* batcher() const { return batcher_.get(); }
   ModelStatsSnapshot stats() const { return stats_.Snapshot(); }
+  // The file this version was loaded from (what a published version is written from).
+  const std::string& model_path() const { return model_path_; }
 
  private:
   ServedModel(std::shared_ptr<Model> model, std::unique_ptr<PredictorPool> pool);
@@ -93,6 +103,7 @@ class ServedModel {
   std::unique_ptr<DynamicBatcher> batcher_;  // null: no dynamic batching
   ModelStats stats_;
   std::atomic<bool> unloaded_{false};
+  std::string model_path_;
 };
 
 }  // namespace ndserve::engine

@@ -452,6 +452,11 @@ void NDManager::Cap() {
   capped_ = true;
 }
 
+void NDManager::Uncap() {
+  SpinLockHolder lock(&mu_);
+  capped_ = false;
+}
+
 bool NDManager::capped() const {
   SpinLockHolder lock(&mu_);
   return capped_;

@@ -144,6 +144,9 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   static absl::Status UnsafeFree(const NDArray& array) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   void Cap();
+  // Lifts a cap: attaches are accepted again. For scopes capped only for a while (a
+  // trainer scope during a training step, docs/design.md §2).
+  void Uncap();
   bool capped() const;
   absl::Status Close();
   bool closed() const;

@@ -1,0 +1,168 @@
+// Eager batch iteration (docs/design.md §2.1): batch k+1 is uploaded before step k runs,
+// batch k is freed when the step asks for the next, and never more than two batches are
+// held, which the pool's bytes show as well as the iterator's counters.
+#include "engine/batch_iterator.h"
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/training_scopes.h"
+#include "gtest/gtest.h"
+#include "memory/memory_system.h"
+
+namespace ndserve::engine {
+namespace {
+
+template <typename T>
+T Must(absl::StatusOr<T> value) {
+  EXPECT_TRUE(value.ok()) << value.status();
+  if (!value.ok()) return T();
+  return *std::move(value);
+}
+
+constexpr std::int64_t kRows = 256;
+constexpr std::int64_t kFeatures = 64;
+// Inputs (fp32) plus labels (fp32): what one batch takes from the pool, as created.
+constexpr std::uint64_t kBatchBytes = kRows * kFeatures * 4 + kRows * 4;
+
+HostBatch MakeBatch(int k) {
+  HostTensor x{"x", DType::kFp32, {kRows, kFeatures}, {}};
+  std::vector<float> xs(kRows * kFeatures, static_cast<float>(k));
+  x.bytes.resize(xs.size() * 4);
+  std::memcpy(x.bytes.data(), xs.data(), x.bytes.size());
+  HostTensor y{"label", DType::kFp32, {kRows}, {}};
+  std::vector<float> ys(kRows, static_cast<float>(-k));
+  y.bytes.resize(ys.size() * 4);
+  std::memcpy(y.bytes.data(), ys.data(), y.bytes.size());
+  return {std::move(x), std::move(y)};
+}
+
+BatchIterator::Source CountingSource(int n, int* pulled) {
+  return [n, pulled]() -> absl::StatusOr<std::optional<HostBatch>> {
+    if (*pulled >= n) return std::optional<HostBatch>();
+    return std::optional<HostBatch>(MakeBatch((*pulled)++));
+  };
+}
+
+class BatchIteratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = Must(memory_.NewBaseManager(Device::Cpu(), ManagerLevel::kModel, "model/m:1"));
+    model_->Cap();
+    trainer_ = Must(TrainerScope::Open(model_, "iter"));
+  }
+  std::uint64_t PoolBytes() {
+    return Must(memory_.GetPool(Device::Cpu()))->Stats().allocated_bytes;
+  }
+
+  MemorySystem memory_;
+  std::shared_ptr<NDManager> model_;
+  std::shared_ptr<TrainerScope> trainer_;
+};
+
+TEST_F(BatchIteratorTest, UploadsTheNextBatchBeforeTheStepAndNeverHoldsMoreThanTwo) {
+  constexpr int kBatches = 50;
+  int pulled = 0;
+  std::unique_ptr<BatchIterator> it =
+      Must(BatchIterator::Create(trainer_->manager(), CountingSource(kBatches, &pulled)));
+  const std::uint64_t base = PoolBytes();
+  std::uint64_t peak_pool = base;
+  int steps = 0;
+  for (;;) {
+    const DeviceBatch* batch = Must(it->Next());
+    if (batch == nullptr) break;
+    TrainingStep step = Must(trainer_->BeginStep());
+    EXPECT_EQ(batch->index, steps);
+    // Batch k+1 was pulled and uploaded before step k runs (except after the last).
+    EXPECT_EQ(pulled, std::min(steps + 2, kBatches));
+    EXPECT_EQ(it->live_batches(), steps + 1 < kBatches ? 2 : 1);
+    const NDArray* x = batch->Find("x");
+    const NDArray* label = batch->Find("label");
+    ASSERT_NE(x, nullptr);
+    ASSERT_NE(label, nullptr);
+    EXPECT_EQ(Must(x->ToVector<float>())[0], static_cast<float>(steps));
+    EXPECT_EQ(Must(label->ToVector<float>())[kRows - 1], static_cast<float>(-steps));
+    // The step's own arrays go to its batch scope.
+    ASSERT_TRUE(step.batch()->Create({kRows, kFeatures}, DType::kFp32, "h").ok());
+    peak_pool = std::max(peak_pool, PoolBytes());
+    const std::uint64_t held = it->live_batches() * kBatchBytes;
+    EXPECT_LE(held, 2 * kBatchBytes);
+    ASSERT_TRUE(step.End().ok());
+    // The step's scope is gone; what is left is the batches the iterator holds.
+    EXPECT_GE(PoolBytes() - base, held);
+    EXPECT_LT(PoolBytes() - base, held + kBatchBytes);
+    ++steps;
+  }
+  EXPECT_EQ(steps, kBatches);
+  EXPECT_EQ(it->batches_uploaded(), kBatches);
+  EXPECT_EQ(it->peak_live_batches(), 2);
+  // Two batches plus one step's activations at most, however many batches went by.
+  EXPECT_LT(peak_pool - base, 3 * kBatchBytes + kBatchBytes);
+  // At the end every batch has been freed.
+  EXPECT_EQ(it->live_batches(), 0);
+  EXPECT_EQ(PoolBytes(), base);
+}
+
+TEST_F(BatchIteratorTest, BatchKIsFreedWhenTheNextIsAskedFor) {
+  int pulled = 0;
+  std::unique_ptr<BatchIterator> it =
+      Must(BatchIterator::Create(trainer_->manager(), CountingSource(3, &pulled)));
+  const DeviceBatch* first = Must(it->Next());
+  ASSERT_NE(first, nullptr);
+  NDArray x0 = *first->Find("x");
+  std::shared_ptr<NDManager> scope0 = first->manager;
+  EXPECT_EQ(scope0->level(), ManagerLevel::kBatch);
+  ASSERT_TRUE(x0.Data().ok());
+  ASSERT_NE(Must(it->Next()), nullptr);
+  EXPECT_TRUE(scope0->closed());
+  absl::StatusOr<void*> gone = x0.Data();
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("use of freed memory"), absl::string_view::npos);
+}
+
+TEST_F(BatchIteratorTest, DestroyingTheIteratorOrClosingTheTrainerFreesTheBatches) {
+  const std::uint64_t base = PoolBytes();
+  int pulled = 0;
+  {
+    std::unique_ptr<BatchIterator> it =
+        Must(BatchIterator::Create(trainer_->manager(), CountingSource(10, &pulled)));
+    ASSERT_NE(Must(it->Next()), nullptr);
+    EXPECT_GT(PoolBytes(), base);
+  }
+  EXPECT_EQ(PoolBytes(), base);
+  std::unique_ptr<BatchIterator> it =
+      Must(BatchIterator::Create(trainer_->manager(), CountingSource(10, &pulled)));
+  ASSERT_NE(Must(it->Next()), nullptr);
+  ASSERT_TRUE(trainer_->Close().ok());
+  EXPECT_EQ(PoolBytes(), base);
+}
+
+TEST_F(BatchIteratorTest, BadTensorsAndSourceErrorsEndTheIteration) {
+  int calls = 0;
+  std::unique_ptr<BatchIterator> it = Must(BatchIterator::Create(
+      trainer_->manager(), [&calls]() -> absl::StatusOr<std::optional<HostBatch>> {
+        ++calls;
+        HostBatch b = MakeBatch(0);
+        b[1].bytes.pop_back();
+        return std::optional<HostBatch>(std::move(b));
+      }));
+  absl::StatusOr<const DeviceBatch*> bad = it->Next();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(bad.status().message().find("'label'"), std::string::npos) << bad.status();
+
+  std::unique_ptr<BatchIterator> failing = Must(
+      BatchIterator::Create(trainer_->manager(), []() -> absl::StatusOr<std::optional<HostBatch>> {
+        return absl::DataLossError("client went away");
+      }));
+  EXPECT_TRUE(absl::IsDataLoss(failing->Next().status()));
+  EXPECT_EQ(Must(failing->Next()), nullptr);
+
+  EXPECT_TRUE(absl::IsInvalidArgument(BatchIterator::Create(nullptr, nullptr).status()));
+}
+
+}  // namespace
+}  // namespace ndserve::engine
