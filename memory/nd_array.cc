@@ -55,8 +55,7 @@ void DeleteStateSlow(ArrayState* state) {
     return;
   }
   state->refs.store(2, std::memory_order_relaxed);
-  state->freed_by = FreedBy::kNotFreed;
-  state->freed_by_uid = 0;
+  state->freed = 0;
   state->name.clear();
   if (state->name.capacity() > 64) state->name.shrink_to_fit();
   cache.items[cache.count++] = state;
@@ -90,12 +89,12 @@ std::string NDArray::DebugString() const {
 
 absl::Status NDArray::UnusableError() const {
   if (state_ == nullptr) return absl::FailedPreconditionError("use of a null NDArray handle");
-  // The acquire load in valid() makes freed_by* visible.
+  // The acquire load in valid() makes `freed` visible.
   std::string how;
-  switch (state_->freed_by) {
+  switch (state_->freed_by()) {
     case internal::FreedBy::kManagerClose:
-      how = absl::StrCat("freed when its manager #", state_->freed_by_uid, " (",
-                         ManagerLevelName(state_->freed_by_level), ") closed");
+      how = absl::StrCat("freed when its manager #", state_->freed_by_uid(), " (",
+                         ManagerLevelName(state_->freed_by_level()), ") closed");
       break;
     case internal::FreedBy::kUnsafeFree:
       how = "freed by UnsafeFree";

@@ -49,16 +49,28 @@ class SmallShape {
   SmallShape(const SmallShape&) = delete;
   SmallShape& operator=(const SmallShape&) = delete;
 
-  void Assign(absl::Span<const std::int64_t> dims) {
+  // Copies `dims` and counts their elements in the same pass (Create's hot path reads
+  // the dims once). False for a negative dim or a count past int64; the copy is then
+  // unspecified and *count meaningless.
+  bool AssignCounting(absl::Span<const std::int64_t> dims, std::int64_t* count) {
     size_ = dims.size();
     std::int64_t* out = inline_;
-    if (size_ > kInline) {
+    if (ABSL_PREDICT_FALSE(size_ > kInline)) {
       heap_.reset(new std::int64_t[size_]);
       out = heap_.get();
-    } else {
+    } else if (ABSL_PREDICT_FALSE(heap_ != nullptr)) {
       heap_.reset();
     }
-    for (std::size_t i = 0; i < size_; ++i) out[i] = dims[i];
+    std::int64_t n = 1;
+    bool bad = false;
+    for (std::size_t i = 0; i < size_; ++i) {
+      const std::int64_t dim = dims[i];
+      out[i] = dim;
+      bad |= dim < 0;
+      bad |= __builtin_mul_overflow(n, dim, &n);
+    }
+    *count = n;
+    return !bad;
   }
   absl::Span<const std::int64_t> span() const {
     return absl::Span<const std::int64_t>(size_ > kInline ? heap_.get() : inline_, size_);
@@ -77,17 +89,25 @@ class SmallShape {
 //  - shape, dtype, device, pool, block, nbytes: written before the state is published,
 //    immutable afterwards.
 //  - owner: the manager whose list holds the array; nullptr once the block was freed
-//    (that store is the release that publishes freed_by*). Changed under
+//    (that store is the release that publishes `freed`). Changed under
 //    TransferLock() by moves between managers, and by the manager that frees it.
 //  - prev, next: its links in owner's list of arrays (intrusive, so that listing an
 //    array allocates nothing and a closing manager walks its arrays once); guarded by
 //    the owner's lock, and the closing manager's alone once it took the list.
 //  - name, borrow: guarded by TransferLock() once published.
 struct ArrayState {
+  // What freed the block, packed into one word (FreedInfo) so that a closing manager
+  // marks each of its arrays with one store: bits 0-7 the FreedBy, 8-15 the closing
+  // manager's level, 16-63 its uid (uids stay far below 2^48).
+  static std::uint64_t FreedInfo(FreedBy how, ManagerLevel level, std::uint64_t uid) {
+    return static_cast<std::uint64_t>(how) | static_cast<std::uint64_t>(level) << 8 | uid << 16;
+  }
+  FreedBy freed_by() const { return static_cast<FreedBy>(freed & 0xff); }
+  ManagerLevel freed_by_level() const { return static_cast<ManagerLevel>((freed >> 8) & 0xff); }
+  std::uint64_t freed_by_uid() const { return freed >> 16; }
+
   std::atomic<std::int32_t> refs{2};  // the handle Create returns + the owner's list
   DType dtype = DType::kFp32;
-  FreedBy freed_by = FreedBy::kNotFreed;
-  ManagerLevel freed_by_level = ManagerLevel::kSystem;
   std::atomic<NDManager*> owner{nullptr};
   ArrayState* prev = nullptr;
   ArrayState* next = nullptr;
@@ -96,7 +116,7 @@ struct ArrayState {
   Device device;
   std::int64_t num_elements = 0;
   std::size_t nbytes = 0;
-  std::uint64_t freed_by_uid = 0;
+  std::uint64_t freed = 0;  // FreedInfo; 0 while not freed
   SmallShape shape;
   std::string name;
   BorrowInfo* borrow = nullptr;
@@ -162,8 +182,7 @@ inline void DeleteState(ArrayState* state) {
   if (ABSL_PREDICT_TRUE(cache.count < cache.limit && state->borrow == nullptr &&
                         state->name.empty())) {
     state->refs.store(2, std::memory_order_relaxed);
-    state->freed_by = FreedBy::kNotFreed;
-    state->freed_by_uid = 0;
+    state->freed = 0;
     cache.items[cache.count++] = state;
     return;
   }

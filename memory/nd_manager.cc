@@ -60,25 +60,6 @@ class PairLock {
   SpinLock* second_;
 };
 
-// `*to = from` with four 8-byte moves. The pool's inline fast path has just written
-// `from` (on the stack) as 8-byte stores; the plain struct copy compiles to 16-byte
-// loads, which the CPU cannot forward from those stores and stalls on until they
-// retire: measured as about a fifth of a request scope's cost. The empty asm makes the
-// compiler load each field into a general register instead.
-inline void CopyBlock(const Block& from, Block* to) {
-  void* ptr = from.ptr;
-  std::size_t requested = from.requested;
-  std::size_t size = from.size;
-  void* handle = from.handle;
-#if defined(__GNUC__)
-  asm("" : "+r"(ptr), "+r"(requested), "+r"(size), "+r"(handle));
-#endif
-  to->ptr = ptr;
-  to->requested = requested;
-  to->size = size;
-  to->handle = handle;
-}
-
 // Blocks a closing manager hands back to its pool with one FreeAll per kSize. Left
 // uninitialized (Block's member initializers would cost a store per field per slot on
 // every Close).
@@ -87,7 +68,9 @@ class BlockBatch {
   static constexpr int kSize = 32;
   BlockBatch() {}  // NOLINT: leaves the slots uninitialized on purpose
   bool full() const { return count_ == kSize; }
-  void Add(const Block& block) { CopyBlock(block, &slots_[count_++]); }
+  // A plain copy: the state's block was stored long before Close (CopyBlock's reason,
+  // a load right after the pool's stores, does not apply here).
+  void Add(const Block& block) { slots_[count_++] = block; }
   void FlushTo(Pool* pool) {
     if (count_ == 0) return;
     pool->FreeAll(absl::MakeConstSpan(slots_, static_cast<std::size_t>(count_)));
@@ -121,7 +104,8 @@ NDManager::NDManager(PrivateTag, std::uint64_t uid, ManagerLevel level, Device d
       pool_(pool),
       counters_(counters),
       parent_(parent),
-      name_(name) {}
+      name_(name),
+      closed_info_(ArrayState::FreedInfo(FreedBy::kManagerClose, level, uid)) {}
 
 NDManager::~NDManager() {
   // Only reachable for a closed manager (an open one is held by its parent, a system one
@@ -183,15 +167,6 @@ absl::StatusOr<std::shared_ptr<NDManager>> NDManager::SubManagerOf(const NDArray
 // ---------------------------------------------------------------------------------------
 // Arrays.
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void NDManager::AddLocked(ArrayState* state) {
-  state->prev = nullptr;
-  state->next = resources_;
-  if (resources_ != nullptr) resources_->prev = state;
-  resources_ = state;
-  ++resource_count_;
-  bytes_ += state->nbytes;
-}
-
 void NDManager::RemoveLocked(ArrayState* state) {
   if (state->prev != nullptr) {
     state->prev->next = state->next;
@@ -216,59 +191,17 @@ absl::Status NDManager::RefusalError(bool closed, absl::string_view what) {
       "context, and Ret or copy out what must survive)"));
 }
 
-absl::StatusOr<NDArray> NDManager::Create(absl::Span<const std::int64_t> shape, DType dtype,
-                                          absl::string_view name) {
-  std::int64_t count = 1;
-  for (std::int64_t dim : shape) {
-    if (ABSL_PREDICT_FALSE(dim < 0 || __builtin_mul_overflow(count, dim, &count))) {
-      return ShapeError(shape, "invalid shape [", "] for a new array");
-    }
-  }
-  const std::size_t element = DTypeSize(dtype);
-  if (ABSL_PREDICT_FALSE(element == 0)) {
-    return absl::InvalidArgumentError(
-        "BYTES tensors are variable-size; the engine keeps them as host data, not NDArrays");
-  }
-  std::size_t nbytes = 0;
-  if (ABSL_PREDICT_FALSE(
-          __builtin_mul_overflow(static_cast<std::size_t>(count), element, &nbytes))) {
-    return ShapeError(shape, "array of shape [", "] overflows size_t");
-  }
-  // This is the request's hottest function, so its frame is kept small: the error paths
-  // and the leak tracker's owner string live out of line, and the state is filled before
-  // the pool call, so that only it (not the shape, dtype, name and sizes) stays live
-  // across the call.
-  ArrayState* state = internal::NewState();
-  state->dtype = dtype;
-  state->pool = pool_;
-  state->device = device_;
-  state->num_elements = count;
-  state->nbytes = nbytes;
-  state->shape.Assign(shape);
-  if (!name.empty()) state->name.assign(name.data(), name.size());
-  absl::StatusOr<Block> block = ABSL_PREDICT_FALSE(pool_->debug_level() > 0)
-                                    ? AllocateTracked(nbytes, name)
-                                    : pool_->Allocate(nbytes);
-  if (ABSL_PREDICT_FALSE(!block.ok())) {
-    // Out of line on the error paths: GCC's UBSan reported the inline cache access here
-    // (and only here) as a null StateCache under ASan + UBSan; the slow path reads the
-    // same thread-local in the TU that defines it.
-    internal::DeleteStateSlow(state);
-    return block.status();
-  }
-  CopyBlock(*block, &state->block);
-  bool closed = false, capped = false;
-  {
-    SpinLockHolder lock(&mu_);
-    closed = closed_;
-    capped = capped_;
-    if (ABSL_PREDICT_TRUE(!closed && !capped)) {
-      state->owner.store(this, std::memory_order_relaxed);
-      AddLocked(state);
-    }
-  }
-  if (ABSL_PREDICT_FALSE(closed || capped)) return RefuseCreate(state, closed);
-  return NDArray(state);
+absl::Status NDManager::BytesDTypeError() {
+  return absl::InvalidArgumentError(
+      "BYTES tensors are variable-size; the engine keeps them as host data, not NDArrays");
+}
+
+absl::Status NDManager::FailAllocation(ArrayState* state, const absl::Status& status) {
+  // Out of line on the error paths: GCC's UBSan reported an inline state cache access
+  // on this path (and only here) as a null StateCache under ASan + UBSan; the slow path
+  // reads the same thread-local in the TU that defines it.
+  internal::DeleteStateSlow(state);
+  return status;
 }
 
 absl::StatusOr<Block> NDManager::AllocateTracked(std::size_t nbytes, absl::string_view name) {
@@ -277,7 +210,14 @@ absl::StatusOr<Block> NDManager::AllocateTracked(std::size_t nbytes, absl::strin
                                               : absl::StrCat(this->name(), " '", name, "'"));
 }
 
-absl::Status NDManager::RefuseCreate(ArrayState* state, bool closed) {
+absl::Status NDManager::RefuseShape(ArrayState* state, absl::Span<const std::int64_t> shape,
+                                    absl::string_view before, absl::string_view after) {
+  internal::DeleteStateSlow(state);
+  return ShapeError(shape, before, after);
+}
+
+absl::Status NDManager::RefuseCreate(ArrayState* state) {
+  const bool closed = this->closed();  // else capped: a manager never reopens or uncaps
   pool_->Free(state->block);
   std::string what = absl::StrCat("create an array of ", DTypeName(state->dtype), "[",
                                   absl::StrJoin(state->shape.span(), ","), "]");
@@ -419,7 +359,7 @@ absl::Status NDManager::UnsafeFree(const NDArray& array) {
       if (!from->closed_) {
         from->RemoveLocked(state);
         ended_borrow.reset(std::exchange(state->borrow, nullptr));
-        state->freed_by = FreedBy::kUnsafeFree;
+        state->freed = ArrayState::FreedInfo(FreedBy::kUnsafeFree, ManagerLevel::kSystem, 0);
         state->owner.store(nullptr, std::memory_order_release);
         freed_here = true;
       } else {
@@ -435,9 +375,8 @@ absl::Status NDManager::UnsafeFree(const NDArray& array) {
 }
 
 void NDManager::MarkReleased(ArrayState* state, FreedBy how) {
-  state->freed_by = how;
-  state->freed_by_uid = uid_;
-  state->freed_by_level = level_;
+  state->freed = how == FreedBy::kManagerClose ? closed_info_
+                                               : ArrayState::FreedInfo(how, level_, uid_);
   state->owner.store(nullptr, std::memory_order_release);
 }
 
@@ -450,6 +389,7 @@ void NDManager::Release(ArrayState* state, FreedBy how) {
 void NDManager::Cap() {
   SpinLockHolder lock(&mu_);
   capped_ = true;
+  refuses_ = true;
 }
 
 void NDManager::Uncap() {
@@ -478,7 +418,8 @@ absl::Status NDManager::Close() {
 
 void NDManager::CloseSystem() { CloseImpl().IgnoreError(); }
 
-absl::Status NDManager::CloseImpl() {
+// Inline into Close (every request scope ends there) and CloseSystem.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
   // The parent's reference to us, taken out of its list below and dropped last: it may
   // be the only one left (a caller closing through a raw pointer), and this object must
   // live until Close is done with it.
@@ -492,6 +433,7 @@ absl::Status NDManager::CloseImpl() {
       already = true;
     } else {
       closed_ = true;
+      refuses_ = true;
       resources = std::exchange(resources_, nullptr);
       resource_count_ = 0;
       bytes_ = 0;

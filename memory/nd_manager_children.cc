@@ -118,6 +118,7 @@ absl::StatusOr<std::shared_ptr<NDManager>> NDManager::NewSubManager(
     {
       SpinLockHolder lock(&child->mu_);
       child->closed_ = true;
+      child->refuses_ = true;
     }
     child->close_state_.store(kClosed, std::memory_order_release);
     return absl::FailedPreconditionError(
@@ -126,7 +127,9 @@ absl::StatusOr<std::shared_ptr<NDManager>> NDManager::NewSubManager(
   return child;
 }
 
-bool NDManager::AddChild(const std::shared_ptr<NDManager>& child) {
+// Inline into NewSubManager, its one caller (every request scope starts there).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NDManager::AddChild(
+    const std::shared_ptr<NDManager>& child) {
   ChildShard* shards = Shards();
   if (shards == nullptr) return false;
   const int index = ThisThreadsShard(kChildShards);

@@ -132,5 +132,67 @@ TEST_F(NDManagerResourcesTest, RefusedCreatesLeaveNothingBehind) {
   EXPECT_EQ(pool.Stats().outstanding_allocations, 0u);
 }
 
+
+// Create checks the dims while it copies them into the array state: a bad shape, on
+// the inline or the heap path, is INVALID_ARGUMENT naming it, takes no block, lists
+// nothing, and the state it had taken serves the next Create cleanly.
+TEST_F(NDManagerResourcesTest, BadShapesGiveTheirStateBack) {
+  const PoolStats before = CpuPool().Stats();
+  std::shared_ptr<NDManager> ctx = Base(ManagerLevel::kContext);
+  struct Case {
+    std::vector<std::int64_t> shape;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{2, -1}, "invalid shape [2,-1] for a new array"},
+      {{1, 2, 3, 4, 5, 6, -7}, "invalid shape [1,2,3,4,5,6,-7] for a new array"},
+      {{-1, 0}, "invalid shape [-1,0] for a new array"},  // a zero after it hides nothing
+      {{int64_t{1} << 40, int64_t{1} << 40}, "invalid shape"},  // count past int64
+      {{int64_t{1} << 62}, "overflows size_t"},                 // bytes past size_t
+  };
+  for (const Case& c : cases) {
+    absl::Status status = ctx->Create(c.shape, DType::kFp32).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_NE(status.message().find(c.message), absl::string_view::npos) << status;
+    EXPECT_EQ(ctx->resource_count(), 0);
+  }
+  EXPECT_EQ(CpuPool().Stats().outstanding_allocations, before.outstanding_allocations);
+  NDArray a = Must(ctx->Create({2, 3}, DType::kFp32));
+  EXPECT_EQ(a.shape(), absl::Span<const std::int64_t>({2, 3}));
+  EXPECT_EQ(a.num_elements(), 6);
+  EXPECT_EQ(a.nbytes(), 24u);
+  NDArray empty = Must(ctx->Create({4, 0}, DType::kFp32));
+  EXPECT_EQ(empty.num_elements(), 0);
+  EXPECT_EQ(ctx->resource_count(), 2);
+  ASSERT_TRUE(ctx->Close().ok());
+}
+
+// What freed an array is one packed word in its state; the error names the closing
+// manager's uid and level, or UnsafeFree, and a recycled state forgets it.
+TEST_F(NDManagerResourcesTest, FreedErrorsNameWhatFreedTheArray) {
+  std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
+  std::shared_ptr<NDManager> ctx = Must(predictor->NewSubManager(ManagerLevel::kContext));
+  NDArray closed = Must(ctx->Create({4}, DType::kFp32));
+  NDArray unsafe = Must(ctx->Create({4}, DType::kFp32));
+  ASSERT_TRUE(NDManager::UnsafeFree(unsafe).ok());
+  ASSERT_TRUE(ctx->Close().ok());
+  const absl::Status by_close = closed.Data().status();
+  EXPECT_NE(by_close.message().find(
+                absl::StrCat("freed when its manager #", ctx->uid(), " (context) closed")),
+            absl::string_view::npos)
+      << by_close;
+  const absl::Status by_unsafe = unsafe.Data().status();
+  EXPECT_NE(by_unsafe.message().find("freed by UnsafeFree"), absl::string_view::npos)
+      << by_unsafe;
+  closed = NDArray();
+  unsafe = NDArray();  // both states back in the cache
+  std::shared_ptr<NDManager> next = Must(predictor->NewSubManager(ManagerLevel::kContext));
+  NDArray fresh = Must(next->Create({4}, DType::kFp32));
+  EXPECT_TRUE(fresh.valid());
+  EXPECT_EQ(fresh.DebugString().find("freed"), std::string::npos) << fresh.DebugString();
+  ASSERT_TRUE(next->Close().ok());
+  ASSERT_TRUE(predictor->Close().ok());
+}
+
 }  // namespace
 }  // namespace ndserve
