@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -40,11 +41,12 @@ absl::Duration SaturatingMicros(uint64_t us) {
 }  // namespace
 
 DynamicBatcher::DynamicBatcher(PredictorPool* pool, Options options)
-    : pool_(pool), options_(std::move(options)) {
+    : pool_(pool), options_(std::move(options)), waiting_(options_.priority_levels + 1, 0) {
   // One lane per predictor: a lane runs one batch at a time, so none ever waits for a lease.
   const size_t lanes = std::max<size_t>(1, pool->size());
   lanes_.reserve(lanes);
   for (size_t i = 0; i < lanes; ++i) lanes_.emplace_back([this] { Lane(); });
+  timer_ = std::thread([this] { Timer(); });
 }
 
 DynamicBatcher::~DynamicBatcher() { Shutdown(); }
@@ -82,7 +84,9 @@ void DynamicBatcher::Enqueue(const InferenceRequest& request, const ValidatedReq
   item->plan = plan;
   item->done = std::move(done);
   item->queued = now;
-  const QueuePolicyConfig& policy = options_.queue_policy;
+  item->level = LevelOf(request);
+  const QueuePolicyConfig& policy = PolicyOf(item->level);
+  item->reject = policy.timeout_action == QueuePolicyConfig::TimeoutAction::kReject;
   uint64_t timeout_us = policy.default_timeout_microseconds;
   if (policy.allow_timeout_override && request.timeout_microseconds > 0) {
     timeout_us = request.timeout_microseconds;
@@ -94,11 +98,17 @@ void DynamicBatcher::Enqueue(const InferenceRequest& request, const ValidatedReq
   TakeExpiredLocked(now, &expired);
   if (stopping_) {
     item->outcome.response = absl::UnavailableError("the model is unloading");
-  } else if (policy.max_queue_size > 0 && queue_.size() + gathering_ >= policy.max_queue_size) {
+  } else if (policy.max_queue_size > 0 && waiting_[item->level] >= policy.max_queue_size) {
     item->outcome.response = WithRejectReason(
-        absl::UnavailableError(absl::StrCat("the model's queue is full (max_queue_size ",
-                                            policy.max_queue_size, "); retry later")),
+        absl::UnavailableError(absl::StrCat(
+            "the model's queue is full (max_queue_size ", policy.max_queue_size,
+            options_.priority_levels > 0 ? absl::StrCat(" at priority level ", item->level) : "",
+            "); retry later")),
         kRejectQueueFull);
+  } else if (absl::Status expired_now = ExpiredStatus(request, item->timeout, item->reject, now);
+             !expired_now.ok()) {
+    // Already past its deadline: answered here, not by the timer a moment later.
+    item->outcome.response = std::move(expired_now);
   } else if (options_.max_queue_delay == absl::ZeroDuration() && queue_.empty() &&
              running_ < lanes_.size() &&
              ExpiredStatus(*item->request, item->timeout, /*reject=*/true, now).ok()) {
@@ -116,7 +126,13 @@ void DynamicBatcher::Enqueue(const InferenceRequest& request, const ValidatedReq
     --running_;
     return;
   } else {
-    queue_.push_back(std::move(item));
+    // A request that expires before the timer's next wake-up makes it re-arm.
+    if (ExpiryOf(*item) < timer_at_) timer_rearm_ = true;
+    ++waiting_[item->level];
+    // Higher priority (a lower level) first; FIFO within a level.
+    auto at = queue_.end();
+    while (at != queue_.begin() && (*std::prev(at))->level > item->level) --at;
+    queue_.insert(at, std::move(item));
   }
   mu_.Unlock();
   Finish(expired);
@@ -133,6 +149,7 @@ void DynamicBatcher::Shutdown() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     while (!queue_.empty()) {
+      --waiting_[queue_.front()->level];
       waiting.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
@@ -146,6 +163,7 @@ void DynamicBatcher::Shutdown() {
   for (std::thread& lane : lanes_) {
     if (lane.joinable()) lane.join();
   }
+  if (timer_.joinable()) timer_.join();
 }
 
 namespace {
@@ -162,7 +180,7 @@ absl::Status ExpiredStatus(const InferenceRequest& request, absl::Time timeout, 
   if (reject && now >= timeout) {
     return WithRejectReason(
         absl::DeadlineExceededError("the request timed out in the model's queue "
-                                    "(default_queue_policy); it did not run"),
+                                    "(its queue policy); it did not run"),
         kRejectTimeout);
   }
   return absl::OkStatus();
@@ -171,13 +189,12 @@ absl::Status ExpiredStatus(const InferenceRequest& request, absl::Time timeout, 
 }  // namespace
 
 void DynamicBatcher::TakeExpiredLocked(absl::Time now, Batch* expired) {
-  const bool reject =
-      options_.queue_policy.timeout_action == QueuePolicyConfig::TimeoutAction::kReject;
   for (auto it = queue_.begin(); it != queue_.end();) {
     Item& item = **it;
-    absl::Status status = ExpiredStatus(*item.request, item.timeout, reject, now);
+    absl::Status status = ExpiredStatus(*item.request, item.timeout, item.reject, now);
     if (!status.ok()) {
       item.outcome.response = std::move(status);
+      --waiting_[item.level];
       expired->push_back(std::move(*it));
       it = queue_.erase(it);
       continue;
@@ -244,6 +261,7 @@ void DynamicBatcher::Lane() {
       }
     }
     gathering_ -= batch.size();
+    for (const auto& item : batch) --waiting_[item->level];
     const bool stopping = stopping_;
     mu_.Unlock();
     if (stopping) {
@@ -255,12 +273,10 @@ void DynamicBatcher::Lane() {
     }
     // A member whose deadline passed while the batch gathered does not run.
     const absl::Time now = absl::Now();
-    const bool reject =
-        options_.queue_policy.timeout_action == QueuePolicyConfig::TimeoutAction::kReject;
     Batch run, dropped;
     rows = 0;
     for (auto& item : batch) {
-      absl::Status status = ExpiredStatus(*item->request, item->timeout, reject, now);
+      absl::Status status = ExpiredStatus(*item->request, item->timeout, item->reject, now);
       if (status.ok()) {
         rows += item->plan.batch_size;
         run.push_back(std::move(item));
@@ -274,6 +290,43 @@ void DynamicBatcher::Lane() {
     Finish(run);
     mu_.Lock();
     --running_;
+  }
+  mu_.Unlock();
+}
+
+absl::Time DynamicBatcher::ExpiryOf(const Item& item) const {
+  return item.reject ? std::min(item.request->deadline, item.timeout) : item.request->deadline;
+}
+
+uint64_t DynamicBatcher::LevelOf(const InferenceRequest& request) const {
+  if (options_.priority_levels == 0) return 0;
+  // As Triton: no priority, or one beyond the levels, is the default level.
+  if (request.priority == 0 || request.priority > options_.priority_levels) {
+    return options_.default_priority_level;
+  }
+  return request.priority;
+}
+
+const QueuePolicyConfig& DynamicBatcher::PolicyOf(uint64_t level) const {
+  const auto it = options_.priority_queue_policy.find(level);
+  return it != options_.priority_queue_policy.end() ? it->second : options_.queue_policy;
+}
+
+void DynamicBatcher::Timer() {
+  mu_.Lock();
+  while (!stopping_) {
+    timer_rearm_ = false;
+    timer_at_ = absl::InfiniteFuture();
+    for (const auto& item : queue_) timer_at_ = std::min(timer_at_, ExpiryOf(*item));
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || timer_rearm_; };
+    if (mu_.AwaitWithDeadline(absl::Condition(&woken), timer_at_)) continue;
+    // The earliest expiry passed with every lane busy (or none looking): answer now.
+    Batch expired;
+    TakeExpiredLocked(absl::Now(), &expired);
+    if (expired.empty()) continue;
+    mu_.Unlock();
+    Finish(expired);
+    mu_.Lock();
   }
   mu_.Unlock();
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -46,13 +47,21 @@ absl::string_view RejectReason(const absl::Status& status);
 // own data makes the model fail (an out-of-range embedding id, say) fails alone, and its
 // message speaks only of its own values; the others get their results.
 //
-// Overload (the queue policy, Triton's ModelQueuePolicy): a request that finds
-// max_queue_size requests waiting (queued, or in a batch still gathering) is refused at
-// once with UNAVAILABLE. A queued request
+// Priorities (Triton's priority_levels): a request queues at its level, and a lane
+// takes the highest level's oldest request first; a batch is filled in that order too.
+//
+// Overload (the queue policy, Triton's ModelQueuePolicy, per priority level): a request
+// that finds max_queue_size requests of its level waiting (queued, or in a batch still
+// gathering) is refused at once with UNAVAILABLE. A queued request
 // whose timeout (the policy's, or the request's own where allowed) or client deadline
 // has passed never runs: it fails with DEADLINE_EXCEEDED (with timeout_action DELAY, a
-// timed-out request instead waits until no request that is on time is waiting). Expired
-// requests are noticed when a lane next looks at the queue, or when a request arrives.
+// timed-out request instead waits until no request that is on time is waiting). A timer
+// thread answers each queued request when its deadline or REJECT timeout passes, even
+// while every lane is busy with a long batch (a request in a batch still gathering is
+// checked when the batch closes, at most max_queue_delay later).
+//
+// Without batching (max_batch_size 0 here) nothing merges: each request runs alone, but
+// still waits in the queue, not on a caller's thread, while every predictor is busy.
 //
 // A lone request runs at once on the caller's thread, as it would without batching, when
 // nothing is queued, a predictor is free and max_queue_delay is 0: handing it to a lane
@@ -61,16 +70,22 @@ absl::string_view RejectReason(const absl::Status& status);
 //
 // Ownership: borrows the predictor pool, which must outlive it and which nothing else
 // may lease from; owns its lane threads. Thread-safe. Every accepted `done` is called
-// exactly once: on a lane thread, or on the caller's thread before Enqueue returns when
+// exactly once: on a lane or the timer thread, or on the caller's thread before Enqueue returns when
 // the request is refused or ran on the fast path. Shutdown (or the destructor) fails what still waits with
 // UNAVAILABLE and joins the lanes, so `done` must not drop the last reference to the
 // object that owns the batcher.
 class DynamicBatcher {
  public:
   struct Options {
+    // Rows per merged run; 0: requests never merge (a model without dynamic batching).
     int64_t max_batch_size = 1;
     absl::Duration max_queue_delay = absl::ZeroDuration();
     QueuePolicyConfig queue_policy;
+    // Triton's priority levels (1 first; 0 levels: none), with each level's own queue
+    // policy where it has one; levels must be at most kMaxPriorityLevels.
+    uint64_t priority_levels = 0;
+    uint64_t default_priority_level = 0;
+    std::map<uint64_t, QueuePolicyConfig> priority_queue_policy;
   };
 
   struct Outcome {
@@ -109,12 +124,21 @@ class DynamicBatcher {
     Done done;
     absl::Time queued;
     absl::Time timeout;   // the queue policy's; InfiniteFuture: none
+    uint64_t level = 0;   // priority level; 0 without levels
+    bool reject = true;   // its policy's timeout_action is REJECT
     bool late = false;    // timed out under timeout_action DELAY
     Outcome outcome;
   };
   using Batch = std::vector<std::unique_ptr<Item>>;
 
   void Lane();
+  // Answers queued requests whose deadline or REJECT timeout passed while no lane looked.
+  void Timer();
+  // When `item` must be answered DEADLINE_EXCEEDED if still queued.
+  absl::Time ExpiryOf(const Item& item) const;
+  // The priority level `request` queues at, and that level's queue policy.
+  uint64_t LevelOf(const InferenceRequest& request) const;
+  const QueuePolicyConfig& PolicyOf(uint64_t level) const;
   // Moves every queued item whose deadline (or REJECT timeout) passed by `now` into
   // `expired`, with its DEADLINE_EXCEEDED outcome; marks DELAY items late.
   void TakeExpiredLocked(absl::Time now, Batch* expired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -131,15 +155,23 @@ class DynamicBatcher {
   PredictorPool* const pool_;
   const Options options_;
   mutable absl::Mutex mu_;
+  // Ordered by priority level, then arrival.
   std::deque<std::unique_ptr<Item>> queue_ ABSL_GUARDED_BY(mu_);
   size_t gathering_ ABSL_GUARDED_BY(mu_) = 0;  // items in batches not yet running
+  // Per level: items queued or gathering (what that level's max_queue_size bounds).
+  std::vector<size_t> waiting_ ABSL_GUARDED_BY(mu_);
   // Predictors in use: by lanes (from taking a batch until its `done`s returned) and by
   // callers running a lone request themselves (Enqueue's fast path). A lane takes work
   // only while one is free, so it never waits for a lease.
   size_t running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The timer's next wake-up (the earliest expiry it saw), and whether an earlier one
+  // arrived since.
+  absl::Time timer_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool timer_rearm_ ABSL_GUARDED_BY(mu_) = false;
   absl::Mutex shutdown_mu_;  // held while joining the lanes
   std::vector<std::thread> lanes_;
+  std::thread timer_;
 };
 
 }  // namespace ndserve::engine

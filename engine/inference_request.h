@@ -40,6 +40,9 @@ struct InferenceRequest {
   // The request's own queue timeout (Triton's "timeout" parameter), in microseconds; 0:
   // none. Honoured only where the model's queue policy has allow_timeout_override.
   uint64_t timeout_microseconds = 0;
+  // Triton's "priority" parameter: the priority level (1 first) where the model's
+  // dynamic_batching has priority_levels; 0: the model's default level.
+  uint64_t priority = 0;
   // When set, the engine reads it before every graph node and, once true, stops the
   // request there with CANCELLED: a shutdown's exit timeout cuts requests still computing
   // instead of waiting for them. Not owned; must outlive Infer.

@@ -177,6 +177,62 @@ absl::StatusOr<InstanceGroupConfig> ToInstanceGroup(const inference::ModelInstan
   return group;
 }
 
+QueuePolicyConfig ToQueuePolicy(const inference::ModelQueuePolicy& qp) {
+  QueuePolicyConfig policy;
+  policy.timeout_action = qp.timeout_action() == inference::ModelQueuePolicy::DELAY
+                              ? QueuePolicyConfig::TimeoutAction::kDelay
+                              : QueuePolicyConfig::TimeoutAction::kReject;
+  policy.default_timeout_microseconds = qp.default_timeout_microseconds();
+  policy.allow_timeout_override = qp.allow_timeout_override();
+  policy.max_queue_size = qp.max_queue_size();
+  return policy;
+}
+
+void FromQueuePolicy(const QueuePolicyConfig& policy, inference::ModelQueuePolicy* qp) {
+  qp->set_timeout_action(policy.timeout_action == QueuePolicyConfig::TimeoutAction::kDelay
+                             ? inference::ModelQueuePolicy::DELAY
+                             : inference::ModelQueuePolicy::REJECT);
+  qp->set_default_timeout_microseconds(policy.default_timeout_microseconds);
+  qp->set_allow_timeout_override(policy.allow_timeout_override);
+  qp->set_max_queue_size(policy.max_queue_size);
+}
+
+// Triton's priority fields, range-checked as Triton does: with levels, the default level
+// and every level that has a policy lie in 1..priority_levels.
+absl::Status ToPriorities(const inference::ModelDynamicBatching& proto, DynamicBatchingConfig* db,
+                          absl::string_view what) {
+  const uint64_t levels = proto.priority_levels();
+  if (levels > kMaxPriorityLevels) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": dynamic_batching priority_levels must ",
+                                                   "be at most ", kMaxPriorityLevels, ", not ",
+                                                   levels));
+  }
+  if (levels == 0) {
+    if (proto.default_priority_level() != 0 || !proto.priority_queue_policy().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": dynamic_batching default_priority_level and priority_queue_policy need ",
+          "priority_levels"));
+    }
+    return absl::OkStatus();
+  }
+  if (proto.default_priority_level() < 1 || proto.default_priority_level() > levels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": dynamic_batching default_priority_level must be from 1 to priority_levels (",
+        levels, "), not ", proto.default_priority_level()));
+  }
+  db->priority_levels = levels;
+  db->default_priority_level = proto.default_priority_level();
+  for (const auto& [level, qp] : proto.priority_queue_policy()) {
+    if (level < 1 || level > levels) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": dynamic_batching priority_queue_policy level must be from 1 to ",
+          "priority_levels (", levels, "), not ", level));
+    }
+    db->priority_queue_policy[level] = ToQueuePolicy(qp);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DynamicBatchingConfig> ToDynamicBatching(
     const inference::ModelDynamicBatching& proto, int max_batch_size, absl::string_view what) {
   DynamicBatchingConfig db;
@@ -198,14 +254,8 @@ absl::StatusOr<DynamicBatchingConfig> ToDynamicBatching(
   }
   db.max_queue_delay_microseconds = proto.max_queue_delay_microseconds();
   db.preserve_ordering = proto.preserve_ordering();
-  const inference::ModelQueuePolicy& qp = proto.default_queue_policy();
-  QueuePolicyConfig& policy = db.default_queue_policy;
-  policy.timeout_action = qp.timeout_action() == inference::ModelQueuePolicy::DELAY
-                              ? QueuePolicyConfig::TimeoutAction::kDelay
-                              : QueuePolicyConfig::TimeoutAction::kReject;
-  policy.default_timeout_microseconds = qp.default_timeout_microseconds();
-  policy.allow_timeout_override = qp.allow_timeout_override();
-  policy.max_queue_size = qp.max_queue_size();
+  db.default_queue_policy = ToQueuePolicy(proto.default_queue_policy());
+  NDS_RETURN_IF_ERROR(ToPriorities(proto, &db, what));
   return db;
 }
 
@@ -322,14 +372,11 @@ std::string ModelConfigToText(const ModelConfig& config) {
     db->set_max_queue_delay_microseconds(config.dynamic_batching->max_queue_delay_microseconds);
     db->set_preserve_ordering(config.dynamic_batching->preserve_ordering);
     const QueuePolicyConfig& policy = config.dynamic_batching->default_queue_policy;
-    if (policy != QueuePolicyConfig{}) {
-      inference::ModelQueuePolicy* qp = db->mutable_default_queue_policy();
-      qp->set_timeout_action(policy.timeout_action == QueuePolicyConfig::TimeoutAction::kDelay
-                                 ? inference::ModelQueuePolicy::DELAY
-                                 : inference::ModelQueuePolicy::REJECT);
-      qp->set_default_timeout_microseconds(policy.default_timeout_microseconds);
-      qp->set_allow_timeout_override(policy.allow_timeout_override);
-      qp->set_max_queue_size(policy.max_queue_size);
+    if (policy != QueuePolicyConfig{}) FromQueuePolicy(policy, db->mutable_default_queue_policy());
+    db->set_priority_levels(config.dynamic_batching->priority_levels);
+    db->set_default_priority_level(config.dynamic_batching->default_priority_level);
+    for (const auto& [level, level_policy] : config.dynamic_batching->priority_queue_policy) {
+      FromQueuePolicy(level_policy, &(*db->mutable_priority_queue_policy())[level]);
     }
   }
   switch (config.version_policy.kind) {

@@ -7,6 +7,7 @@
 // (proto/model_config.proto, Triton's field numbers) and converts it.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ namespace ndserve::engine {
 inline constexpr int kMaxInstanceCount = 1024;  // per instance_group and summed over them
 inline constexpr int kMaxBatchSizeLimit = 1 << 20;
 inline constexpr uint64_t kMaxQueueDelayMicroseconds = 3'600'000'000;  // one hour
+// Each level has a queue counter in the batcher, so the count is bounded like the rest.
+inline constexpr uint64_t kMaxPriorityLevels = 1024;
 
 struct InstanceGroupConfig {
   enum class Kind { kAuto, kGpu, kCpu, kModel };
@@ -50,6 +53,10 @@ struct DynamicBatchingConfig {
   uint64_t max_queue_delay_microseconds = 0;
   bool preserve_ordering = false;
   QueuePolicyConfig default_queue_policy;
+  // Triton's priority levels: 1 is served first; 0 levels: no priorities.
+  uint64_t priority_levels = 0;
+  uint64_t default_priority_level = 0;
+  std::map<uint64_t, QueuePolicyConfig> priority_queue_policy;  // level -> its policy
 };
 
 // Which versions of a model are served. Triton's default is the latest one.

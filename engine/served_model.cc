@@ -25,16 +25,27 @@ absl::StatusOr<std::shared_ptr<ServedModel>> Fail(const ModelLoadSpec& spec,
 }  // namespace
 
 ServedModel::ServedModel(std::shared_ptr<Model> model, std::unique_ptr<PredictorPool> pool)
-    : model_(std::move(model)), pool_(std::move(pool)), stats_(model_->name(), model_->version()) {
+    : model_(std::move(model)),
+      pool_(std::move(pool)),
+      dynamic_batching_(model_->config().dynamic_batching.has_value() &&
+                        model_->config().max_batch_size > 0),
+      stats_(model_->name(), model_->version()) {
   const ModelConfig& config = model_->config();
-  if (config.dynamic_batching.has_value() && config.max_batch_size > 0) {
-    DynamicBatcher::Options options;
+  // Every model queues in a batcher, so that a request waiting for a busy predictor holds
+  // no caller's thread (docs/design.md §6); without dynamic batching nothing merges.
+  DynamicBatcher::Options options;
+  if (dynamic_batching_) {
     options.max_batch_size = config.max_batch_size;
     options.max_queue_delay =
         absl::Microseconds(config.dynamic_batching->max_queue_delay_microseconds);
     options.queue_policy = config.dynamic_batching->default_queue_policy;
-    batcher_ = std::make_unique<DynamicBatcher>(pool_.get(), std::move(options));
+    options.priority_levels = config.dynamic_batching->priority_levels;
+    options.default_priority_level = config.dynamic_batching->default_priority_level;
+    options.priority_queue_policy = config.dynamic_batching->priority_queue_policy;
+  } else {
+    options.max_batch_size = 0;
   }
+  batcher_ = std::make_unique<DynamicBatcher>(pool_.get(), std::move(options));
 }
 
 ServedModel::~ServedModel() { Unload(); }
@@ -76,7 +87,7 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSp
       "%.0f ms",
       spec.name, spec.version, spec.model_path, spec.device.ToString(), num_nodes,
       FormatBytes(served->model_->parameter_bytes()), count, count == 1 ? "" : "s",
-      served->batcher_ != nullptr
+      served->dynamic_batching_
           ? absl::StrCat(", dynamic batching up to ", served->config().max_batch_size, " rows")
           : std::string(),
       absl::ToDoubleMilliseconds(absl::Now() - start));
@@ -92,38 +103,17 @@ void ServedModel::InferAsync(const InferenceRequest& request, InferDone done) {
   };
   absl::StatusOr<ValidatedRequest> plan = ValidateRequest(model_->signature(), request);
   if (!plan.ok()) return done(fail(plan.status()));
-  if (batcher_ != nullptr) {
-    // The batcher's lanes are joined before this object goes (Unload), so `this` outlives
-    // the callback.
-    batcher_->Enqueue(request, *plan,
-                      [this, start, fail, rows = plan->batch_size,
-                       done = std::move(done)](DynamicBatcher::Outcome outcome) mutable {
-                        if (!outcome.response.ok()) return done(fail(outcome.response.status()));
-                        if (outcome.executed) stats_.RecordExecution();
-                        stats_.RecordSuccess(rows, outcome.response->timings,
-                                             absl::ToInt64Nanoseconds(absl::Now() - start));
-                        done(std::move(outcome.response));
-                      });
-    return;
-  }
-  absl::StatusOr<PredictorPool::Lease> lease = pool_->Acquire();
-  if (!lease.ok()) return done(fail(lease.status()));
-  const absl::Time acquired = absl::Now();
-  if (acquired >= request.deadline) {
-    // The client has stopped waiting: running it would only delay the others.
-    return done(fail(WithRejectReason(
-        absl::DeadlineExceededError(
-            "the request's deadline passed while it waited for a predictor; it did not run"),
-        kRejectDeadline)));
-  }
-  absl::StatusOr<InferenceResponse> response = (*lease)->Predict(request, *plan);
-  if (!response.ok()) return done(fail(response.status()));
-  const absl::Time finished = absl::Now();
-  response->timings.queue_ns = absl::ToInt64Nanoseconds(acquired - start);
-  stats_.RecordExecution();
-  stats_.RecordSuccess(plan->batch_size, response->timings,
-                       absl::ToInt64Nanoseconds(finished - start));
-  done(std::move(response));
+  // The batcher's lanes are joined before this object goes (Unload), so `this` outlives
+  // the callback.
+  batcher_->Enqueue(request, *plan,
+                    [this, start, fail, rows = plan->batch_size,
+                     done = std::move(done)](DynamicBatcher::Outcome outcome) mutable {
+                      if (!outcome.response.ok()) return done(fail(outcome.response.status()));
+                      if (outcome.executed) stats_.RecordExecution();
+                      stats_.RecordSuccess(rows, outcome.response->timings,
+                                           absl::ToInt64Nanoseconds(absl::Now() - start));
+                      done(std::move(outcome.response));
+                    });
 }
 
 absl::StatusOr<InferenceResponse> ServedModel::Infer(const InferenceRequest& request) {
@@ -165,12 +155,12 @@ void ServedModel::Retire(std::shared_ptr<ServedModel> model) {
 void ServedModel::Unload() {
   if (unloaded_.exchange(true)) {
     // A concurrent first call may still be draining: wait for it too.
-    if (batcher_ != nullptr) batcher_->Shutdown();
+    batcher_->Shutdown();
     pool_->Drain();
     return;
   }
   // Queued requests fail with UNAVAILABLE; running batches finish first.
-  if (batcher_ != nullptr) batcher_->Shutdown();
+  batcher_->Shutdown();
   pool_->Drain();
   absl::Status status = model_->Close();
   if (!status.ok()) {

@@ -54,16 +54,17 @@ class ServedModel {
 
   using InferDone = absl::AnyInvocable<void(absl::StatusOr<InferenceResponse>)>;
 
-  // Validates the request (INVALID_ARGUMENT naming the tensor) and runs it. With
-  // `dynamic_batching` in the config (and a batch dimension) it is queued in the
-  // DynamicBatcher and this returns at once; `done` runs later on a batcher thread, with
-  // the request merged with compatible ones or alone, and the queue policy applies
-  // (UNAVAILABLE when the queue is full, DEADLINE_EXCEEDED when its timeout or
-  // `request.deadline` passed before it ran). Otherwise it waits for a free predictor,
-  // runs on this thread and calls `done` before returning (DEADLINE_EXCEEDED, without
-  // running, when `request.deadline` passed while it waited). UNAVAILABLE once
-  // unloading; the pool's RESOURCE_EXHAUSTED passes through. `request` must stay valid
-  // until `done` is called; `done` is called exactly once.
+  // Validates the request (INVALID_ARGUMENT naming the tensor) and hands it to the
+  // DynamicBatcher, which every model has: a request that finds a predictor free and
+  // nothing queued runs on this thread and `done` is called before this returns;
+  // otherwise this returns at once and `done` runs later on a batcher thread. With
+  // `dynamic_batching` in the config (and a batch dimension) the request may be merged
+  // with compatible ones and the queue policy applies (UNAVAILABLE when the queue is
+  // full, DEADLINE_EXCEEDED when its timeout passed before it ran); without, it runs
+  // alone. Either way a request whose `request.deadline` passed while it was queued
+  // never runs (DEADLINE_EXCEEDED). UNAVAILABLE once unloading; the pool's
+  // RESOURCE_EXHAUSTED passes through. `request` must stay valid until `done` is
+  // called; `done` is called exactly once.
   void InferAsync(const InferenceRequest& request, InferDone done);
 
   // InferAsync, waiting for its result.
@@ -88,8 +89,8 @@ class ServedModel {
   const ModelConfig& config() const { return model_->config(); }
   const Model& model() const { return *model_; }
   const PredictorPool& predictors() const { return *pool_; }
-  bool dynamic_batching() const { return batcher_ != nullptr; }
-  // The batcher, for inspection (tests); null without dynamic batching.
+  bool dynamic_batching() const { return dynamic_batching_; }
+  // The batcher, for inspection (tests); every model has one.
   const DynamicBatcher* batcher() const { return batcher_.get(); }
   ModelStatsSnapshot stats() const { return stats_.Snapshot(); }
   // The file this version was loaded from (what a published version is written from).
@@ -100,7 +101,8 @@ class ServedModel {
 
   std::shared_ptr<Model> model_;
   std::unique_ptr<PredictorPool> pool_;
-  std::unique_ptr<DynamicBatcher> batcher_;  // null: no dynamic batching
+  const bool dynamic_batching_;  // the config merges requests
+  std::unique_ptr<DynamicBatcher> batcher_;
   ModelStats stats_;
   std::atomic<bool> unloaded_{false};
   std::string model_path_;

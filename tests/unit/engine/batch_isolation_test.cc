@@ -2,8 +2,8 @@
 // whose data makes a merged run fail fails alone; the queue policy refuses a full queue
 // and drops timed-out requests without running them; and a request waiting for company
 // holds no caller's thread. No wall-clock bounds: batches are made to run by filling
-// them, and lanes are held by a `done` callback that waits for the test.
-#include <atomic>
+// them, and lanes are held by a `done` callback that waits for the test
+// (tests/unit/engine/batcher_test_util.h).
 #include <cstring>
 #include <latch>
 #include <memory>
@@ -13,54 +13,26 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "engine/dynamic_batcher.h"
-#include "engine/repository.h"
 #include "engine/served_model.h"
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
-#include "tests/unit/engine/engine_test_util.h"
+#include "tests/unit/engine/batcher_test_util.h"
 
 namespace ndserve::engine {
 namespace {
 
-using testing::SourceDir;
+using testing::FullBatchesOnly;
+using testing::LaneHolder;
+using testing::LoadExample;
+using testing::LoadMlpWithPolicy;
+using testing::MlpRequest;
+using testing::PassInstant;
+using testing::Result;
 
 constexpr int64_t kFeatures = 4, kBag = 8, kDense = 13;  // recsys: ids [b,4,8], dense [b,13]
 constexpr int64_t kTableRows = 100000;                    // tools/gen_models.py RECSYS_ROWS
-constexpr int64_t kMlpFeatures = 64;
-
-// Loads example `name` with one predictor; `edit` adjusts its config first.
-std::shared_ptr<ServedModel> LoadExample(MemorySystem* memory, const std::string& name,
-                                         const std::function<void(ModelConfig&)>& edit) {
-  ModelRepository repo((SourceDir() / "examples/models").string());
-  absl::StatusOr<RepositoryModel> m = repo.ReadModel(name);
-  EXPECT_TRUE(m.ok()) << m.status();
-  if (!m.ok()) return nullptr;
-  ModelLoadSpec spec;
-  spec.name = name;
-  spec.model_path = ModelRepository::ResolveVersion(*m, 0)->model_path;
-  spec.config = m->config;
-  EXPECT_TRUE(spec.config.has_value());
-  edit(*spec.config);
-  spec.device = Device::Cpu();
-  spec.instance_count = 1;
-  absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, memory);
-  EXPECT_TRUE(served.ok()) << served.status();
-  return served.value_or(nullptr);
-}
-
-// Dynamic batching that only runs a batch once it is full (the delay is far longer
-// than any test), `rows` rows at most.
-std::function<void(ModelConfig&)> FullBatchesOnly(int rows) {
-  return [rows](ModelConfig& c) {
-    c.max_batch_size = rows;
-    c.dynamic_batching.emplace();
-    c.dynamic_batching->max_queue_delay_microseconds = 600ull * 1000 * 1000;
-  };
-}
 
 struct RecsysRequest {
   // One row; `bad_id`, when set, replaces ids[0][2][5].
@@ -83,31 +55,6 @@ struct RecsysRequest {
   InferenceRequest request;
 };
 
-// Collects one InferAsync result; thread-safe.
-class Result {
- public:
-  ServedModel::InferDone Callback() {
-    return [this](absl::StatusOr<InferenceResponse> r) {
-      absl::MutexLock lock(&mu_);
-      result_ = std::move(r);
-    };
-  }
-  bool ready() {
-    absl::MutexLock lock(&mu_);
-    return result_.has_value();
-  }
-  absl::StatusOr<InferenceResponse> Wait() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](std::optional<absl::StatusOr<InferenceResponse>>* r) { return r->has_value(); },
-        &result_));
-    return *result_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::optional<absl::StatusOr<InferenceResponse>> result_ ABSL_GUARDED_BY(mu_);
-};
 
 TEST(BatchIsolationTest, ABadIdFailsOnlyItsOwnRequestAndNamesOnlyItsOwnValue) {
   NDSERVE_REQUIRE_RECSYS();
@@ -178,56 +125,6 @@ TEST(BatchIsolationTest, AGoodBatchStillRunsAsOne) {
   EXPECT_EQ(batched->stats().execution_count, 1u);
 }
 
-struct MlpRequest {
-  explicit MlpRequest(uint64_t seed) : input(kMlpFeatures) {
-    std::mt19937_64 rng(seed);
-    for (float& x : input) x = static_cast<float>(rng() % 2000) / 1000.0f - 1.0f;
-    request.model_name = "mlp";
-    request.inputs.push_back({"input", DType::kFp32, {1, kMlpFeatures},
-                              absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(input.data()),
-                                                  input.size() * sizeof(float))});
-  }
-  std::vector<float> input;
-  InferenceRequest request;
-};
-
-// An mlp whose batches are one row (so nothing merges) under `policy`.
-std::shared_ptr<ServedModel> LoadMlpWithPolicy(MemorySystem* memory, QueuePolicyConfig policy) {
-  return LoadExample(memory, "mlp", [&](ModelConfig& c) {
-    c.max_batch_size = 1;
-    c.dynamic_batching.emplace();
-    c.dynamic_batching->default_queue_policy = policy;
-  });
-}
-
-// Runs a request on `model` whose `done` holds the model's only predictor until
-// Release(). From a thread of its own: a lone request on an idle model runs on the
-// caller's thread (the batcher's fast path), so `done` may block the thread that asked.
-class LaneHolder {
- public:
-  explicit LaneHolder(ServedModel& model) : request_(999) {
-    thread_ = std::thread([this, &model] {
-      model.InferAsync(request_.request, [this](absl::StatusOr<InferenceResponse> r) {
-        ok_ = r.ok();
-        entered_.Notify();
-        released_.WaitForNotification();
-      });
-    });
-    entered_.WaitForNotification();
-  }
-  ~LaneHolder() {
-    if (!released_.HasBeenNotified()) released_.Notify();
-    thread_.join();
-  }
-  void Release() { released_.Notify(); }
-  bool ok() const { return ok_; }
-
- private:
-  MlpRequest request_;
-  absl::Notification entered_, released_;
-  std::atomic<bool> ok_{false};
-  std::thread thread_;
-};
 
 TEST(QueuePolicyTest, AFullQueueRefusesAtOnceWithUnavailable) {
   MemorySystem memory;
@@ -255,10 +152,6 @@ TEST(QueuePolicyTest, AFullQueueRefusesAtOnceWithUnavailable) {
   EXPECT_EQ(model->stats().execution_count, 3u);
 }
 
-// Waits until `t` is in the past, so that a timeout of a microsecond surely expired.
-void PassInstant(absl::Time t) {
-  while (absl::Now() <= t + absl::Microseconds(2)) std::this_thread::yield();
-}
 
 TEST(QueuePolicyTest, ATimedOutRequestNeverRuns) {
   MemorySystem memory;

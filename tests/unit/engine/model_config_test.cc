@@ -104,6 +104,53 @@ TEST(ModelConfigTest, QueuePolicyParsesAndRoundTrips) {
   EXPECT_EQ(ModelConfigToText(*plain).find("default_queue_policy"), std::string::npos);
 }
 
+TEST(ModelConfigTest, PriorityLevelsParseAreRangeCheckedAndRoundTrip) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(R"pb(
+                         name: "m"
+                         max_batch_size: 8
+                         dynamic_batching {
+                           priority_levels: 3
+                           default_priority_level: 2
+                           priority_queue_policy {
+                             key: 3
+                             value: { max_queue_size: 4 default_timeout_microseconds: 700 }
+                           }
+                         }
+                       )pb",
+                                                   "test");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const DynamicBatchingConfig& db = *c->dynamic_batching;
+  EXPECT_EQ(db.priority_levels, 3u);
+  EXPECT_EQ(db.default_priority_level, 2u);
+  ASSERT_EQ(db.priority_queue_policy.size(), 1u);
+  EXPECT_EQ(db.priority_queue_policy.at(3).max_queue_size, 4u);
+  EXPECT_EQ(db.priority_queue_policy.at(3).default_timeout_microseconds, 700u);
+  absl::StatusOr<ModelConfig> again = ParseModelConfig(ModelConfigToText(*c), "again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->dynamic_batching->priority_levels, 3u);
+  EXPECT_EQ(again->dynamic_batching->default_priority_level, 2u);
+  EXPECT_EQ(again->dynamic_batching->priority_queue_policy, db.priority_queue_policy);
+
+  auto message = [](const std::string& text) {
+    absl::Status s = ParseModelConfig("max_batch_size: 8 dynamic_batching { " + text + " }",
+                                      "repo/m/config.pbtxt")
+                         .status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << text;
+    return std::string(s.message());
+  };
+  EXPECT_THAT(message("priority_levels: 2"),
+              HasSubstr("default_priority_level must be from 1 to priority_levels (2), not 0"));
+  EXPECT_THAT(message("priority_levels: 2 default_priority_level: 3"),
+              HasSubstr("default_priority_level must be from 1 to priority_levels (2), not 3"));
+  EXPECT_THAT(message("priority_levels: 2 default_priority_level: 1 "
+                      "priority_queue_policy { key: 5 value: { } }"),
+              HasSubstr("priority_queue_policy level must be from 1 to priority_levels (2), "
+                        "not 5"));
+  EXPECT_THAT(message("default_priority_level: 1"), HasSubstr("need priority_levels"));
+  EXPECT_THAT(message("priority_levels: 18446744073709551615 default_priority_level: 1"),
+              HasSubstr("priority_levels must be at most 1024"));
+}
+
 TEST(ModelConfigTest, ErrorsNameTheFileAndLine) {
   absl::Status s =
       ParseModelConfig("name: \"m\"\nmax_batch_size: \"lots\"\n", "cfg.pbtxt").status();
