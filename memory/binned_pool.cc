@@ -152,4 +152,17 @@ void BinnedPool::DoCollectReclaimable(std::uint64_t target, std::vector<Segment>
   }
 }
 
+bool BinnedPool::DoLayout(std::vector<LayoutSegment>* out) const {
+  // Every block is its own segment: a cached one sits on its class's list (Layout
+  // flushed the thread caches into them); live ones are the caller's (see PoolLayout).
+  for (int c = 0; c < SizeClasses::kCount; ++c) {
+    const std::size_t size = SizeClasses::Bytes(c);
+    for (void* ptr : bins_[c]) {
+      out->push_back(LayoutSegment{reinterpret_cast<std::uintptr_t>(ptr), size,
+                                   {LayoutBlock{0, size, BlockState::kCached, 0}}});
+    }
+  }
+  return false;
+}
+
 }  // namespace ndserve

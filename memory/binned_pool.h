@@ -73,6 +73,7 @@ class BinnedPool final : public Pool, private ThreadCacheOwner {
   Segment DoReturn(const Block& block) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DoCollectReclaimable(std::uint64_t target, std::vector<Segment>* out) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DoLayout(std::vector<LayoutSegment>* out) const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::array<std::vector<void*>, SizeClasses::kCount> bins_ ABSL_GUARDED_BY(mu_);
   // Null: no thread caches (turned off, or every per-thread slot is taken).

@@ -48,9 +48,9 @@ std::vector<std::shared_ptr<NDManager>> MemorySystem::AllSystemManagers() const 
   return out;
 }
 
-std::vector<ManagerNodeInfo> MemorySystem::DebugInfoAll() const {
+std::vector<ManagerNodeInfo> MemorySystem::DebugInfoAll(bool with_blocks) const {
   std::vector<ManagerNodeInfo> out;
-  for (const auto& system : AllSystemManagers()) out.push_back(system->DebugInfo());
+  for (const auto& system : AllSystemManagers()) out.push_back(system->DebugInfo(with_blocks));
   return out;
 }
 

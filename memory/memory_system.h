@@ -68,8 +68,9 @@ class MemorySystem {
   // Every system manager made so far, in device order.
   std::vector<std::shared_ptr<NDManager>> AllSystemManagers() const;
 
-  // Every system manager's tree (the admin DebugDump).
-  std::vector<ManagerNodeInfo> DebugInfoAll() const;
+  // Every system manager's tree (the admin DebugDump); `with_blocks` as
+  // NDManager::DebugInfo (the memory snapshot).
+  std::vector<ManagerNodeInfo> DebugInfoAll(bool with_blocks = false) const;
   std::string DebugDumpAll() const;
   // Live managers, attached arrays and bytes per level, summed over the open managers of
   // this memory system when called, and its cap violations since it was built.

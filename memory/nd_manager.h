@@ -27,6 +27,15 @@
 
 namespace ndserve {
 
+// One block an array of a manager holds, as the pool handed it out (DebugInfo with
+// blocks): what the memory map joins to the pools' layouts by address.
+struct HeldBlock {
+  std::uintptr_t address = 0;
+  std::uint64_t bytes = 0;      // Block::size: what the pool set aside
+  std::uint64_t requested = 0;  // Block::requested
+  std::string array;            // the array's name, if it has one
+};
+
 // One node of DebugInfo(): what the admin RPC maps to its proto.
 struct ManagerNodeInfo {
   std::string name;
@@ -37,6 +46,10 @@ struct ManagerNodeInfo {
   bool closed = false;
   std::int64_t resource_count = 0;  // arrays it holds now, borrowed ones included
   std::uint64_t bytes = 0;          // their bytes, as created
+  // Their blocks' bytes as the pool rounded them: what the pool's allocated bytes drop
+  // by when they are freed (docs/design.md §3, per-model memory).
+  std::uint64_t block_bytes = 0;
+  std::vector<HeldBlock> blocks;  // only from DebugInfo(/*with_blocks=*/true)
   std::vector<ManagerNodeInfo> children;
 };
 
@@ -173,7 +186,9 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   //   model/2 (uid=2 level=model device=cpu:0 capped) resources=1 bytes=4096
   // children indented by two spaces.
   std::string DebugDump() const;
-  ManagerNodeInfo DebugInfo() const;
+  // The subtree with each manager's counts; `with_blocks` also lists every held block
+  // (a walk over the arrays, under each manager's lock in turn).
+  ManagerNodeInfo DebugInfo(bool with_blocks = false) const;
 
   // Use NewSubManager or a MemorySystem; public only for std::allocate_shared.
   NDManager(PrivateTag, std::uint64_t uid, ManagerLevel level, Device device, Pool* pool,

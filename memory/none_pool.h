@@ -29,6 +29,10 @@ class NonePool final : public Pool {
   }
   void DoCollectReclaimable(std::uint64_t, std::vector<Segment>*) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {}
+  // Nothing is ever cached, and live blocks are the caller's (see PoolLayout).
+  bool DoLayout(std::vector<LayoutSegment>*) const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return false;
+  }
 };
 
 }  // namespace ndserve

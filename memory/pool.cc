@@ -248,6 +248,32 @@ absl::Status Pool::OutOfMemory(std::size_t bytes, const absl::Status& cause) {
       cause.message(), ". ", status));
 }
 
+absl::string_view BlockStateName(BlockState state) {
+  switch (state) {
+    case BlockState::kAllocated:
+      return "allocated";
+    case BlockState::kCached:
+      return "cached";
+    case BlockState::kInactiveSplit:
+      return "inactive_split";
+  }
+  return "unknown";
+}
+
+PoolLayout Pool::Layout() {
+  if (has_front_layer_) FlushFront();
+  PoolLayout layout;
+  layout.device = device();
+  layout.pool = std::string(name());
+  {
+    SpinLockHolder lock(&mu_);
+    layout.lists_allocated = DoLayout(&layout.segments);
+  }
+  std::sort(layout.segments.begin(), layout.segments.end(),
+            [](const LayoutSegment& a, const LayoutSegment& b) { return a.address < b.address; });
+  return layout;
+}
+
 PoolStats Pool::Stats() const { return StatsWith(AllocationCounts{}); }
 
 PoolStats Pool::StatsWith(const AllocationCounts& front) const {

@@ -17,6 +17,7 @@
 #include "memory/device_allocator.h"
 #include "memory/leak_tracker.h"
 #include "memory/limit_guard.h"
+#include "memory/pool_layout.h"
 #include "memory/pool_stats.h"
 #include "memory/spin_lock.h"
 #include "memory/stats_tracker.h"
@@ -104,6 +105,10 @@ class Pool {
   void AddReclaimHook(ReclaimHook hook);
 
   virtual PoolStats Stats() const;
+  // Every segment the pool holds and the blocks in it (memory/pool_layout.h), read under
+  // the lock in one pass. A front layer is flushed into the lists first (as Reclaim
+  // does), so its blocks show as cached. For the memory map, not for a hot path.
+  PoolLayout Layout();
   // Live allocations with owners (level >= 1) and stack traces (level 2).
   std::vector<OutstandingAllocation> Outstanding() const { return leaks_.List(); }
   // The human-readable memory status paragraph (docs/design.md §3).
@@ -171,6 +176,10 @@ class Pool {
   virtual std::uint64_t DoInactiveSplitBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return 0;
   }
+  // Appends the segments the policy knows of (any order; Layout sorts) and returns
+  // whether live blocks are among them (PoolLayout::lists_allocated).
+  virtual bool DoLayout(std::vector<LayoutSegment>* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;
 
   // For subclass destructors: every cached segment goes back to the device.
   void ReleaseAllCached();

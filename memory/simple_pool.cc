@@ -46,4 +46,13 @@ void SimplePool::DoCollectReclaimable(std::uint64_t target, std::vector<Segment>
   }
 }
 
+bool SimplePool::DoLayout(std::vector<LayoutSegment>* out) const {
+  // Each cached entry is a whole segment; live ones are the caller's (see PoolLayout).
+  for (const Segment& s : cache_) {
+    out->push_back(LayoutSegment{reinterpret_cast<std::uintptr_t>(s.ptr), s.bytes,
+                                 {LayoutBlock{0, s.bytes, BlockState::kCached, 0}}});
+  }
+  return false;
+}
+
 }  // namespace ndserve

@@ -27,6 +27,7 @@ class SimplePool final : public Pool {
   Segment DoReturn(const Block& block) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DoCollectReclaimable(std::uint64_t target, std::vector<Segment>* out) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DoLayout(std::vector<LayoutSegment>* out) const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::vector<Segment> cache_ ABSL_GUARDED_BY(mu_);
 };

@@ -192,6 +192,24 @@ void SplitPool::DoCollectReclaimable(std::uint64_t target, std::vector<Segment>*
 
 std::uint64_t SplitPool::DoInactiveSplitBytes() const { return inactive_split_bytes_; }
 
+bool SplitPool::DoLayout(std::vector<LayoutSegment>* out) const {
+  for (const SegmentNode* seg = segments_; seg != nullptr; seg = seg->next) {
+    LayoutSegment segment{reinterpret_cast<std::uintptr_t>(seg->base), seg->bytes, {}};
+    // The same rule as inactive_split_bytes_: free bytes of an idle segment are
+    // reclaimable, those of a segment with a live block are fragmentation.
+    const bool idle = seg->free_bytes == seg->bytes;
+    for (const BlockNode* node = seg->first; node != nullptr; node = node->next) {
+      const BlockState state = !node->free ? BlockState::kAllocated
+                               : idle      ? BlockState::kCached
+                                           : BlockState::kInactiveSplit;
+      segment.blocks.push_back(LayoutBlock{static_cast<std::uint64_t>(node->ptr - seg->base),
+                                           node->size, state, 0});
+    }
+    out->push_back(std::move(segment));
+  }
+  return true;
+}
+
 SplitPool::BlockNode* SplitPool::NewBlockNode() {
   if (spare_nodes_ == nullptr) return new BlockNode;
   BlockNode* node = spare_nodes_;

@@ -118,6 +118,7 @@ class SplitPool final : public Pool {
   void DoCollectReclaimable(std::uint64_t target, std::vector<Segment>* out) override
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::uint64_t DoInactiveSplitBytes() const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DoLayout(std::vector<LayoutSegment>* out) const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Hands out `node` (free, not indexed) for a request rounded to `rounded`: splits off
   // the rest when it stays in the class, and updates the segment's accounting.
