@@ -1,4 +1,4 @@
-// Training steps per second of the example models through train/ (docs/design.md §11),
+// Training steps per second of the example models through train/ (docs/design.md §10),
 // the ndserve half of the comparison with benchmarks/train_torch_bench.py (same models,
 // batch, loss and optimizer; run both with one thread: OPENBLAS_NUM_THREADS=1).
 //

@@ -395,6 +395,7 @@ void NDManager::Cap() {
 void NDManager::Uncap() {
   SpinLockHolder lock(&mu_);
   capped_ = false;
+  refuses_ = closed_;
 }
 
 bool NDManager::capped() const {

@@ -2,7 +2,7 @@
 #define NDSERVE_TRAIN_CPU_MATH_H_
 
 // The CPU loops the autograd ops share: broadcasting, GEMM (OpenBLAS) and a few
-// whole-array helpers. FP32 only: training runs in FP32 (docs/design.md §11).
+// whole-array helpers. FP32 only: training runs in FP32 (docs/design.md §10).
 
 #include <cstdint>
 #include <vector>

@@ -2,7 +2,7 @@
 #define NDSERVE_TRAIN_RECORDED_GRAPH_H_
 
 // A loaded engine Graph replayed through the autograd ops, so that a served model can
-// be fine-tuned (docs/design.md §11). The trainable initializers become parameters (a
+// be fine-tuned (docs/design.md §10). The trainable initializers become parameters (a
 // copy of their bytes plus a gradient, in the trainer manager); the others become
 // constants there. Every forward records into the step's batch manager.
 

@@ -1,7 +1,7 @@
 #ifndef NDSERVE_TRAIN_VARIABLE_H_
 #define NDSERVE_TRAIN_VARIABLE_H_
 
-// The autograd graph (docs/design.md §11): variables hold an array and, when an op made
+// The autograd graph (docs/design.md §10): variables hold an array and, when an op made
 // them from variables that need gradients, a link to the function node that made them.
 // Values and temporary gradients live in the step's batch manager; a parameter's value
 // and its gradient live in the trainer manager and are reused every step.

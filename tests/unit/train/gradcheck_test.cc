@@ -1,4 +1,4 @@
-// Every op's backward against central finite differences (docs/design.md §11).
+// Every op's backward against central finite differences (docs/design.md §10).
 
 #include <vector>
 
