@@ -110,4 +110,12 @@ void Store(float* dst, const float* src, std::int64_t n, bool accumulate) {
   }
 }
 
+absl::StatusOr<std::int64_t> NormAxis(std::int64_t axis, std::size_t rank, const char* op) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis >= r) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": axis ", axis, " out of range for rank ", r));
+  }
+  return axis < 0 ? axis + r : axis;
+}
+
 }  // namespace ndserve::train

@@ -4,6 +4,7 @@
 // The CPU loops the autograd ops share: broadcasting, GEMM (OpenBLAS) and a few
 // whole-array helpers. FP32 only: training runs in FP32 (docs/design.md §10).
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +44,10 @@ void ReduceToShape(const float* grad, absl::Span<const std::int64_t> out,
 // C[m,n] = alpha * op(A) op(B) + beta * C, row-major; lda/ldb are the stored widths.
 void Sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
            float alpha, const float* a, const float* b, float beta, float* c);
+
+// A possibly negative ONNX axis made non-negative; INVALID_ARGUMENT naming `op` when it
+// is outside [-rank, rank).
+absl::StatusOr<std::int64_t> NormAxis(std::int64_t axis, std::size_t rank, const char* op);
 
 // dst = src, or dst += src.
 void Store(float* dst, const float* src, std::int64_t n, bool accumulate);

@@ -11,14 +11,6 @@
 namespace ndserve::train {
 namespace {
 
-absl::StatusOr<std::int64_t> NormAxis(std::int64_t axis, std::size_t rank, const char* op) {
-  const auto r = static_cast<std::int64_t>(rank);
-  if (axis < -r || axis >= r) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": axis ", axis, " out of range for rank ", r));
-  }
-  return axis < 0 ? axis + r : axis;
-}
-
 absl::StatusOr<Variable> Reduce(NDManager& scope, const Variable& x,
                                 absl::Span<const std::int64_t> axes, bool keepdims, bool mean) {
   const char* op = mean ? "ReduceMean" : "ReduceSum";

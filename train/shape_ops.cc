@@ -11,14 +11,6 @@
 namespace ndserve::train {
 namespace {
 
-absl::StatusOr<std::int64_t> NormAxis(std::int64_t axis, std::size_t rank, const char* op) {
-  const auto r = static_cast<std::int64_t>(rank);
-  if (axis < -r || axis >= r) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": axis ", axis, " out of range for rank ", r));
-  }
-  return axis < 0 ? axis + r : axis;
-}
-
 // A copy of x's elements under another shape, whose gradient is the output's gradient
 // under x's shape.
 absl::StatusOr<Variable> Reshaped(NDManager& scope, const Variable& x, const Dims& shape,

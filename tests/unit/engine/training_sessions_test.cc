@@ -6,17 +6,13 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/unit/memory/nd_manager_test_util.h"
 #include "memory/memory_system.h"
 
 namespace ndserve::engine {
 namespace {
 
-template <typename T>
-T Must(absl::StatusOr<T> value) {
-  EXPECT_TRUE(value.ok()) << value.status();
-  if (!value.ok()) return T();
-  return *std::move(value);
-}
+using ::ndserve::testing_util::Must;
 
 class TrainingSessionsTest : public ::testing::Test {
  protected:
