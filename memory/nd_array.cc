@@ -47,6 +47,12 @@ ArrayState* NewStateSlow() {
   return new ArrayState;  // not `()`: no zero-fill before the ctor
 }
 
+ArrayState* NewStateOutOfLine() {
+  StateCache& cache = tls_state_cache;
+  if (cache.count > 0) return cache.items[--cache.count];
+  return NewStateSlow();
+}
+
 void DeleteStateSlow(ArrayState* state) {
   delete std::exchange(state->borrow, nullptr);
   StateCache& cache = tls_state_cache;

@@ -140,7 +140,11 @@ extern thread_local constinit StateCache tls_state_cache;
 ArrayState* NewStateSlow();
 // A state with every field at its default and refs == 2. Inline: Create calls it for
 // every array, and the cache hit is a load and a store.
+ArrayState* NewStateOutOfLine();
 inline ArrayState* NewState() {
+#ifdef NDSERVE_SANITIZED
+  return NewStateOutOfLine();
+#endif
   StateCache& cache = tls_state_cache;
   if (ABSL_PREDICT_TRUE(cache.count > 0)) return cache.items[--cache.count];
   return NewStateSlow();
@@ -174,6 +178,9 @@ inline void Ref(ArrayState* state) {
 // Frees a state whose last reference is gone (into the cache when it has room).
 void DeleteStateSlow(ArrayState* state);
 inline void DeleteState(ArrayState* state) {
+#ifdef NDSERVE_SANITIZED
+  return DeleteStateSlow(state);
+#endif
   // The common case inline: every array's last handle ends here. Back to a fresh
   // state's values where Create does not overwrite them (owner is null already: a state
   // is only dropped after it was freed); the shape keeps its storage. A borrow is null
