@@ -46,7 +46,9 @@ bool PortFree(int port) {
 }
 
 int RandomFreePort(std::mt19937& rng, const std::vector<int>& taken) {
-  std::uniform_int_distribution<int> dist(20000, 59999);
+  // Below the kernel's default ephemeral range (32768-60999): a port there can be handed to
+  // any client socket between this check and the daemon's bind.
+  std::uniform_int_distribution<int> dist(20000, 32767);
   while (true) {
     const int port = dist(rng);
     if (std::find(taken.begin(), taken.end(), port) == taken.end() && PortFree(port)) return port;

@@ -11,6 +11,7 @@ Run with Debian's /usr/bin/python3, which has python3-grpcio and python3-protobu
 """
 
 import os
+import random
 import socket
 import sys
 
@@ -37,8 +38,32 @@ __all__ = [
 UNLIMITED = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 
 
+def _ephemeral_floor():
+    """Lowest port the kernel hands out to outgoing connections (ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago.
+
+    Drawn at random below the kernel's ephemeral range: a port from bind(0) is an ephemeral
+    one, which the kernel may hand to any client socket (another test's gRPC channel, a
+    Prometheus scrape) before the daemon binds it; CI saw exactly that as "Address already
+    in use". Below the range only another listener can take it, and the draw makes two
+    tests picking the same port unlikely.
+    """
+    floor = _ephemeral_floor()
+    low = 20000 if floor > 21000 else 1024
+    rng = random.SystemRandom()
+    while True:
+        port = rng.randrange(low, floor)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
