@@ -16,6 +16,37 @@ absl::Status ShapeError(const char* op, const Variable& a, const Variable& b) {
                                                  "] do not multiply"));
 }
 
+// The input gradients of Y = alpha op(A) op(B) (+ C), shared by Gemm and MatMul: with A and
+// B held as stored, each gradient is one more Sgemm whose transposes follow op().
+absl::Status AccumulateProductGrads(BackwardContext& ctx, const NDArray& g, bool trans_a,
+                                    bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                                    float alpha) {
+  NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
+  NDS_ASSIGN_OR_RETURN(const float* pa, F32(ctx.node().inputs[0].value()));
+  NDS_ASSIGN_OR_RETURN(const float* pb, F32(ctx.node().inputs[1].value()));
+  if (ctx.NeedsGrad(0)) {
+    NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
+    NDS_ASSIGN_OR_RETURN(float* da, F32(s.array));
+    const float beta = s.accumulate ? 1.0f : 0.0f;
+    if (!trans_a) {  // dA[m,k] = dY[m,n] op(B)^T
+      Sgemm(false, !trans_b, m, k, n, alpha, pg, pb, beta, da);
+    } else {  // dA[k,m] = op(B)[k,n] dY^T
+      Sgemm(trans_b, true, k, m, n, alpha, pb, pg, beta, da);
+    }
+  }
+  if (ctx.NeedsGrad(1)) {
+    NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(1));
+    NDS_ASSIGN_OR_RETURN(float* db, F32(s.array));
+    const float beta = s.accumulate ? 1.0f : 0.0f;
+    if (!trans_b) {  // dB[k,n] = op(A)^T dY
+      Sgemm(!trans_a, false, k, n, m, alpha, pa, pg, beta, db);
+    } else {  // dB[n,k] = dY^T op(A)
+      Sgemm(true, trans_a, n, k, m, alpha, pg, pa, beta, db);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Variable> Gemm(NDManager& scope, const Variable& a, const Variable& b,
@@ -54,30 +85,9 @@ absl::StatusOr<Variable> Gemm(NDManager& scope, const Variable& a, const Variabl
   if (has_c) inputs.push_back(c);
   auto creator = Record("Gemm", std::move(inputs),
                         [o, m, n, k](BackwardContext& ctx, const NDArray& g) -> absl::Status {
-    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-    NDS_ASSIGN_OR_RETURN(const float* pa, F32(ctx.node().inputs[0].value()));
-    NDS_ASSIGN_OR_RETURN(const float* pb, F32(ctx.node().inputs[1].value()));
-    if (ctx.NeedsGrad(0)) {
-      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
-      NDS_ASSIGN_OR_RETURN(float* da, F32(s.array));
-      const float beta = s.accumulate ? 1.0f : 0.0f;
-      if (!o.trans_a) {  // dA[m,k] = dY[m,n] op(B)^T
-        Sgemm(false, !o.trans_b, m, k, n, o.alpha, pg, pb, beta, da);
-      } else {  // dA[k,m] = op(B)[k,n] dY^T
-        Sgemm(o.trans_b, true, k, m, n, o.alpha, pb, pg, beta, da);
-      }
-    }
-    if (ctx.NeedsGrad(1)) {
-      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(1));
-      NDS_ASSIGN_OR_RETURN(float* db, F32(s.array));
-      const float beta = s.accumulate ? 1.0f : 0.0f;
-      if (!o.trans_b) {  // dB[k,n] = op(A)^T dY
-        Sgemm(!o.trans_a, false, k, n, m, o.alpha, pa, pg, beta, db);
-      } else {  // dB[n,k] = dY^T op(A)
-        Sgemm(true, o.trans_a, n, k, m, o.alpha, pg, pa, beta, db);
-      }
-    }
+    NDS_RETURN_IF_ERROR(AccumulateProductGrads(ctx, g, o.trans_a, o.trans_b, m, n, k, o.alpha));
     if (ctx.node().inputs.size() > 2 && ctx.NeedsGrad(2)) {
+      NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
       NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(2));
       NDS_ASSIGN_OR_RETURN(float* dc, F32(s.array));
       const NDArray& c = ctx.node().inputs[2].value();
@@ -111,20 +121,7 @@ absl::StatusOr<Variable> MatMul(NDManager& scope, const Variable& a, const Varia
   Sgemm(false, false, m, n, k, 1.0f, pa, pb, 0.0f, po);
   auto creator = Record("MatMul", {a, b},
                         [m, n, k](BackwardContext& ctx, const NDArray& g) -> absl::Status {
-    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-    NDS_ASSIGN_OR_RETURN(const float* pa, F32(ctx.node().inputs[0].value()));
-    NDS_ASSIGN_OR_RETURN(const float* pb, F32(ctx.node().inputs[1].value()));
-    if (ctx.NeedsGrad(0)) {
-      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
-      NDS_ASSIGN_OR_RETURN(float* da, F32(s.array));
-      Sgemm(false, true, m, k, n, 1.0f, pg, pb, s.accumulate ? 1.0f : 0.0f, da);
-    }
-    if (ctx.NeedsGrad(1)) {
-      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(1));
-      NDS_ASSIGN_OR_RETURN(float* db, F32(s.array));
-      Sgemm(true, false, k, n, m, 1.0f, pa, pg, s.accumulate ? 1.0f : 0.0f, db);
-    }
-    return absl::OkStatus();
+    return AccumulateProductGrads(ctx, g, false, false, m, n, k, 1.0f);
   });
   return Variable::FromOp(std::move(out), std::move(creator));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -82,32 +83,16 @@ absl::StatusOr<Variable> CrossEntropyLoss(NDManager& scope, const Variable& logi
   return Variable::FromOp(std::move(out), std::move(creator));
 }
 
-absl::StatusOr<Variable> BceWithLogitsLoss(NDManager& scope, const Variable& logits,
-                                           const Variable& targets) {
-  NDS_RETURN_IF_ERROR(SameShape("BceWithLogitsLoss", logits, targets));
-  const std::int64_t n = logits.value().num_elements();
-  NDS_ASSIGN_OR_RETURN(const float* px, F32(logits.value()));
-  NDS_ASSIGN_OR_RETURN(const float* pt, F32(targets.value()));
-  NDS_ASSIGN_OR_RETURN(NDArray grad, NewF32(scope, logits.shape()));
-  NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
-  double total = 0.0;
-  for (std::int64_t e = 0; e < n; ++e) {
-    const float x = px[e];
-    // max(x, 0) - x t + log(1 + e^-|x|): no overflow for large |x|.
-    total += std::max(x, 0.0f) - x * pt[e] + std::log1p(std::exp(-std::fabs(x)));
-    d[e] = (1.0f / (1.0f + std::exp(-x)) - pt[e]) / static_cast<float>(n);
-  }
-  NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, static_cast<float>(total / static_cast<double>(n))));
-  auto creator = Record("BceWithLogitsLoss", {logits, targets},
-                        [grad](BackwardContext& ctx, const NDArray& g) {
-                          return GiveScaled(ctx, g, grad);
-                        });
-  return Variable::FromOp(std::move(out), std::move(creator));
-}
+namespace {
 
-absl::StatusOr<Variable> MseLoss(NDManager& scope, const Variable& prediction,
-                                 const Variable& target) {
-  NDS_RETURN_IF_ERROR(SameShape("MseLoss", prediction, target));
+// A mean over elements of loss(x, t) whose gradient is d loss / d x per element: the shape
+// check, the forward, the kept gradient and the recorded backward are the same for every
+// such loss; `term` gives one element's (loss, gradient).
+template <typename Term>
+absl::StatusOr<Variable> MeanElementwiseLoss(const char* name, NDManager& scope,
+                                             const Variable& prediction, const Variable& target,
+                                             Term term) {
+  NDS_RETURN_IF_ERROR(SameShape(name, prediction, target));
   const std::int64_t n = prediction.value().num_elements();
   NDS_ASSIGN_OR_RETURN(const float* px, F32(prediction.value()));
   NDS_ASSIGN_OR_RETURN(const float* pt, F32(target.value()));
@@ -115,16 +100,35 @@ absl::StatusOr<Variable> MseLoss(NDManager& scope, const Variable& prediction,
   NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
   double total = 0.0;
   for (std::int64_t e = 0; e < n; ++e) {
-    const float diff = px[e] - pt[e];
-    total += static_cast<double>(diff) * diff;
-    d[e] = 2.0f * diff / static_cast<float>(n);
+    const auto [loss, slope] = term(px[e], pt[e]);
+    total += loss;
+    d[e] = slope / static_cast<float>(n);
   }
   NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, static_cast<float>(total / static_cast<double>(n))));
-  auto creator = Record("MseLoss", {prediction, target},
+  auto creator = Record(name, {prediction, target},
                         [grad](BackwardContext& ctx, const NDArray& g) {
                           return GiveScaled(ctx, g, grad);
                         });
   return Variable::FromOp(std::move(out), std::move(creator));
+}
+
+}  // namespace
+
+absl::StatusOr<Variable> BceWithLogitsLoss(NDManager& scope, const Variable& logits,
+                                           const Variable& targets) {
+  return MeanElementwiseLoss("BceWithLogitsLoss", scope, logits, targets, [](float x, float t) {
+    // max(x, 0) - x t + log(1 + e^-|x|): no overflow for large |x|.
+    const double loss = std::max(x, 0.0f) - x * t + std::log1p(std::exp(-std::fabs(x)));
+    return std::pair<double, float>(loss, 1.0f / (1.0f + std::exp(-x)) - t);
+  });
+}
+
+absl::StatusOr<Variable> MseLoss(NDManager& scope, const Variable& prediction,
+                                 const Variable& target) {
+  return MeanElementwiseLoss("MseLoss", scope, prediction, target, [](float x, float t) {
+    const float diff = x - t;
+    return std::pair<double, float>(static_cast<double>(diff) * diff, 2.0f * diff);
+  });
 }
 
 }  // namespace ndserve::train
