@@ -4,6 +4,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -29,8 +30,13 @@ EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
 
 const EnvLookup kEmptyEnv = FakeEnv({});
 
+// A file named after `name`, this process and a counter: test binaries run in parallel
+// (ctest -j) and must never read each other's half-written files.
 std::string WriteTempFile(const std::string& name, const std::string& contents) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / name;
+  static std::atomic<int> counter{0};
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      absl::StrCat(getpid(), "_", counter.fetch_add(1), "_", name);
   std::ofstream(path) << contents;
   return path.string();
 }
