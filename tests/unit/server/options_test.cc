@@ -395,6 +395,14 @@ TEST(OptionsTest, OtherChecks) {
   pending.max_pending_infer = -1;
   EXPECT_THAT(ValidateOptions(pending, kEmptyEnv).message(), HasSubstr("--max_pending_infer"));
   pending.max_pending_infer = 0;  // no limit
+  Options workers;
+  workers.infer_workers = -1;
+  EXPECT_THAT(ValidateOptions(workers, kEmptyEnv).message(), HasSubstr("--infer_workers"));
+  workers.infer_workers = 5000;
+  EXPECT_THAT(ValidateOptions(workers, kEmptyEnv).message(), HasSubstr("--infer_workers"));
+  Options reload;
+  reload.tls_reload_seconds = -1;
+  EXPECT_THAT(ValidateOptions(reload, kEmptyEnv).message(), HasSubstr("--tls_reload_seconds"));
   EXPECT_TRUE(ValidateOptions(pending, kEmptyEnv).ok());
 
   Options device;
