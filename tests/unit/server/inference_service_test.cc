@@ -20,7 +20,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "engine/engine.h"
@@ -201,31 +200,37 @@ TEST_F(InferenceServiceTest, AHigherPriorityParameterIsServedBeforeQueuedLowerOn
   });
   entered.WaitForNotification();
 
-  absl::Mutex mu;
-  std::vector<std::string> order;
-  absl::BlockingCounter answered(3);
+  // Shared with the callbacks, which may still be unwinding on the lane thread when the
+  // test has seen the last answer.
+  struct Answers {
+    absl::Mutex mu;
+    std::vector<std::string> order ABSL_GUARDED_BY(mu);
+  };
+  auto answers = std::make_shared<Answers>();
   const std::vector<std::pair<std::string, uint64_t>> sent = {{"low", 3}, {"plain", 0}, {"high", 1}};
   std::vector<inference::ModelInferRequest> requests;
   for (const auto& [name, priority] : sent) requests.push_back(OneRow("mlp_priority", priority));
   std::vector<inference::ModelInferResponse> responses(sent.size());
   for (size_t i = 0; i < sent.size(); ++i) {
     // Queued when this returns: the only predictor is busy.
-    service_->ModelInferAsync(requests[i], &responses[i], absl::InfiniteFuture(),
-                              InferenceServiceImpl::Reply([&, name = sent[i].first](grpc::Status s) {
-                                EXPECT_TRUE(s.ok()) << name << ": " << s.error_message();
-                                absl::MutexLock lock(&mu);
-                                order.push_back(name);
-                                answered.DecrementCount();
-                              }));
+    service_->ModelInferAsync(
+        requests[i], &responses[i], absl::InfiniteFuture(),
+        InferenceServiceImpl::Reply([answers, name = sent[i].first](grpc::Status s) {
+          EXPECT_TRUE(s.ok()) << name << ": " << s.error_message();
+          absl::MutexLock lock(&answers->mu);
+          answers->order.push_back(name);
+        }));
   }
   {
-    absl::MutexLock lock(&mu);
-    EXPECT_TRUE(order.empty()) << "a request ran while the predictor was busy";
+    absl::MutexLock lock(&answers->mu);
+    EXPECT_TRUE(answers->order.empty()) << "a request ran while the predictor was busy";
   }
   released.Notify();
   holder.join();
-  answered.Wait();
-  EXPECT_EQ(order, (std::vector<std::string>{"high", "plain", "low"}));
+  absl::MutexLock lock(&answers->mu);
+  answers->mu.Await(absl::Condition(
+      +[](std::vector<std::string>* order) { return order->size() == 3; }, &answers->order));
+  EXPECT_EQ(answers->order, (std::vector<std::string>{"high", "plain", "low"}));
 }
 
 TEST_F(InferenceServiceTest, ThePriorityParameterMustBeANonNegativeInteger) {
