@@ -85,7 +85,7 @@ absl::Status Daemon::StartAdmin() {
     token = std::move(*read);
   }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      ListenerCredentials(options_.admin_tls, "admin");
+      ListenerCredentials(options_.admin_tls, "admin", options_.tls_reload_seconds);
   if (!credentials.ok()) return credentials.status();
   admin_service_ = std::make_unique<AdminServiceImpl>(memory_, AdminAuth(std::move(token)));
   grpc::ServerBuilder builder;
@@ -103,7 +103,7 @@ absl::Status Daemon::StartAdmin() {
 
 absl::Status Daemon::StartInference() {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      ListenerCredentials(options_.grpc_tls, "grpc");
+      ListenerCredentials(options_.grpc_tls, "grpc", options_.tls_reload_seconds);
   if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
   ExclusivePort(builder);

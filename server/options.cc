@@ -266,6 +266,14 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
   if (absl::StatusOr<HostBounds> bounds = ResolveHostBounds(options); !bounds.ok()) {
     return bounds.status();
   }
+  if (options.tls_reload_seconds < 0) {
+    return Invalid("tls_reload_seconds", std::to_string(options.tls_reload_seconds),
+                   "must not be negative (0: no reload)");
+  }
+  if (options.infer_workers < 0 || options.infer_workers > 4096) {
+    return Invalid("infer_workers", std::to_string(options.infer_workers),
+                   "must be 0 (one per core) to 4096");
+  }
   if (options.max_pending_infer < 0) {
     return Invalid("max_pending_infer", std::to_string(options.max_pending_infer),
                    "must not be negative (0: no limit)");
