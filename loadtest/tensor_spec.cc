@@ -8,7 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "memory/dtype.h"
+#include "protocol/datatype.h"
+#include "protocol/dims.h"
 
 namespace ndserve::loadtest {
 namespace {
@@ -33,13 +34,6 @@ std::uint16_t FloatToHalf(float f) {
 
 }  // namespace
 
-int ElementSize(absl::string_view dtype) {
-  // memory/dtype.h holds the one table of KServe datatypes and their sizes.
-  const std::optional<ndserve::DType> t = ndserve::WireDType(dtype);
-  if (!t.has_value()) return -1;
-  return static_cast<int>(ndserve::DTypeSize(*t));
-}
-
 std::int64_t ElementCount(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;
@@ -47,7 +41,7 @@ std::int64_t ElementCount(const std::vector<std::int64_t>& shape) {
 }
 
 std::string FormatShape(const std::vector<std::int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+  return protocol::FormatDims(shape);
 }
 
 absl::StatusOr<TensorSpec> ParseTensorSpec(absl::string_view text) {
@@ -57,18 +51,16 @@ absl::StatusOr<TensorSpec> ParseTensorSpec(absl::string_view text) {
         absl::StrCat("input '", text, "': expected NAME:DATATYPE:DIMS, e.g. input:FP32:-1x64"));
   }
   TensorSpec spec{std::string(parts[0]), std::string(parts[1]), {}};
-  if (ElementSize(spec.datatype) < 0) {
+  if (protocol::ElementSize(spec.datatype) < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("input '", text, "': unknown datatype '", spec.datatype, "'"));
   }
-  for (absl::string_view d : absl::StrSplit(parts[2], 'x')) {
-    std::int64_t dim = 0;
-    if (!absl::SimpleAtoi(d, &dim) || dim < -1 || dim == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input '", text, "': dimension '", d, "' is not a positive integer or -1"));
-    }
-    spec.shape.push_back(dim);
+  absl::StatusOr<std::vector<std::int64_t>> dims =
+      protocol::ParseDims(parts[2], {.allow_wildcard = true, .allow_zero = false});
+  if (!dims.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", text, "': ", dims.status().message()));
   }
+  spec.shape = *std::move(dims);
   return spec;
 }
 
@@ -89,7 +81,7 @@ absl::StatusOr<TensorSpec> ResolveShape(const TensorSpec& spec, std::int64_t bat
 absl::StatusOr<std::string> RandomTensorBytes(const TensorSpec& spec, const RandomOptions& options,
                                               std::mt19937_64& rng) {
   const std::string& t = spec.datatype;
-  const int size = ElementSize(t);
+  const int size = protocol::ElementSize(t);
   if (size < 0) return absl::InvalidArgumentError(absl::StrCat("unknown datatype ", t));
   const std::int64_t n = ElementCount(spec.shape);
   std::string out;

@@ -36,9 +36,6 @@ absl::StatusOr<TensorSpec> ParseTensorSpec(absl::string_view text);
 absl::StatusOr<TensorSpec> ResolveShape(const TensorSpec& spec, std::int64_t batch,
                                         std::int64_t variable_dim);
 
-// Bytes per element of a fixed-size KServe datatype; 0 for BYTES; -1 when unknown.
-int ElementSize(absl::string_view datatype);
-
 std::int64_t ElementCount(const std::vector<std::int64_t>& shape);
 
 // The raw_input_contents bytes of one random tensor of a resolved spec (little-endian,
@@ -46,6 +43,7 @@ std::int64_t ElementCount(const std::vector<std::int64_t>& shape);
 absl::StatusOr<std::string> RandomTensorBytes(const TensorSpec& spec, const RandomOptions& options,
                                               std::mt19937_64& rng);
 
+// "[1,64]" (protocol/dims.h).
 std::string FormatShape(const std::vector<std::int64_t>& shape);
 
 }  // namespace ndserve::loadtest

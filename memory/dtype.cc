@@ -1,71 +1,39 @@
 #include "memory/dtype.h"
 
-#include <string>
-
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "protocol/datatype.h"
 
 namespace ndserve {
+namespace {
+
+// DType enumerates protocol/datatype.h's table in its order; names and sizes come from
+// there (one table for the daemon and its clients).
+constexpr bool SameTable() {
+  if (static_cast<size_t>(kNumDTypes) != protocol::kDatatypes.size()) return false;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (DTypeSize(static_cast<DType>(i)) != protocol::kDatatypes[i].element_size) return false;
+  }
+  return true;
+}
+static_assert(SameTable(), "memory/dtype.h and protocol/datatype.h disagree");
+
+}  // namespace
 
 absl::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kBool:
-      return "BOOL";
-    case DType::kUint8:
-      return "UINT8";
-    case DType::kUint16:
-      return "UINT16";
-    case DType::kUint32:
-      return "UINT32";
-    case DType::kUint64:
-      return "UINT64";
-    case DType::kInt8:
-      return "INT8";
-    case DType::kInt16:
-      return "INT16";
-    case DType::kInt32:
-      return "INT32";
-    case DType::kInt64:
-      return "INT64";
-    case DType::kFp16:
-      return "FP16";
-    case DType::kBf16:
-      return "BF16";
-    case DType::kFp32:
-      return "FP32";
-    case DType::kFp64:
-      return "FP64";
-    case DType::kBytes:
-      return "BYTES";
-  }
-  return "UNKNOWN";
+  const auto i = static_cast<size_t>(dtype);
+  return i < protocol::kDatatypes.size() ? protocol::kDatatypes[i].name : "UNKNOWN";
 }
 
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
-  std::string upper = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(name));
-  absl::string_view text = upper;
-  absl::ConsumePrefix(&text, "TYPE_");
-  // Triton's config says STRING where KServe v2 says BYTES.
-  if (text == "STRING") return DType::kBytes;
-  for (int i = 0; i < kNumDTypes; ++i) {
-    const DType dtype = static_cast<DType>(i);
-    if (text == DTypeName(dtype)) return dtype;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown datatype '", name,
-      "' (expected one of BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, "
-      "BF16, FP32, FP64, BYTES)"));
+  absl::StatusOr<int> i = protocol::ParseDatatypeIndex(name);
+  if (!i.ok()) return i.status();
+  return static_cast<DType>(*i);
 }
 
 std::optional<DType> WireDType(absl::string_view datatype) {
-  for (int i = 0; i < kNumDTypes; ++i) {
-    const DType dtype = static_cast<DType>(i);
-    if (datatype == DTypeName(dtype)) return dtype;
-  }
-  return std::nullopt;
+  const std::optional<int> i = protocol::WireDatatypeIndex(datatype);
+  if (!i.has_value()) return std::nullopt;
+  return static_cast<DType>(*i);
 }
 
 }  // namespace ndserve

@@ -124,7 +124,7 @@ stop_server
 echo "loadtest-bench: ndserved at $GRPC_ADDR (device $DEVICE)"
 "$DAEMON" --model_repository="$MODEL_REPOSITORY" --device="$DEVICE" \
   --grpc_address="$GRPC_ADDR" --metrics_address="$METRICS_ADDR" \
-  --admin_address="$ADMIN_ADDR" >"$RESULTS_DIR/ndserved.log" 2>&1 &
+  --admin_address="$ADMIN_ADDR" --http_address= >"$RESULTS_DIR/ndserved.log" 2>&1 &
 server_pid=$!
 daemon_flags=(--admin_address="$ADMIN_ADDR" --metrics_address="$METRICS_ADDR"
               --daemon_pid="$server_pid")

@@ -54,7 +54,7 @@ CONFIG
 grpc=127.0.0.1:$((PORT_BASE + 1))
 "$BIN_DIR/server/ndserved" --model_repository="$repo" --device=cpu --grpc_address="$grpc" \
   --metrics_address=127.0.0.1:$((PORT_BASE + 2)) --admin_address=127.0.0.1:$((PORT_BASE + 3)) \
-  >"$RESULTS_DIR/daemon.log" 2>&1 &
+  --http_address= >"$RESULTS_DIR/daemon.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 1200); do
   grep -q "\] ready" "$RESULTS_DIR/daemon.log" 2>/dev/null && break

@@ -32,12 +32,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "memory/dtype.h"
 #include "memory/memory_config.h"
 #include "memory/pool_stats.h"
 #include "proto/admin.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/inference.grpc.pb.h"
+#include "protocol/datatype.h"
+#include "protocol/dims.h"
 #include "server/options.h"
 #include "server/status_util.h"
 
@@ -161,14 +162,6 @@ int Health() {
   return rc;
 }
 
-// Bytes per element of a fixed-size KServe datatype; 0 for BYTES, -1 if unknown.
-int ElementSize(absl::string_view dtype) {
-  // memory/dtype.h holds the one table of KServe datatypes and their sizes.
-  const std::optional<ndserve::DType> t = ndserve::WireDType(dtype);
-  if (!t.has_value()) return -1;
-  return static_cast<int>(ndserve::DTypeSize(*t));
-}
-
 template <typename T>
 void Append(std::string* out, T value) {
   out->append(reinterpret_cast<const char*>(&value), sizeof(T));
@@ -189,7 +182,7 @@ absl::Status AppendValue(absl::string_view dtype, absl::string_view text, std::s
   } else if (absl::StartsWith(dtype, "UINT")) {
     std::uint64_t v;
     if (!absl::SimpleAtoi(text, &v)) return bad();
-    switch (ElementSize(dtype)) {
+    switch (ndserve::protocol::ElementSize(dtype)) {
       case 1:
         Append(out, static_cast<std::uint8_t>(v));
         break;
@@ -205,7 +198,7 @@ absl::Status AppendValue(absl::string_view dtype, absl::string_view text, std::s
   } else if (absl::StartsWith(dtype, "INT")) {
     std::int64_t v;
     if (!absl::SimpleAtoi(text, &v)) return bad();
-    switch (ElementSize(dtype)) {
+    switch (ndserve::protocol::ElementSize(dtype)) {
       case 1:
         Append(out, static_cast<std::int8_t>(v));
         break;
@@ -236,27 +229,29 @@ absl::Status AddInput(absl::string_view spec, inference::ModelInferRequest* requ
         absl::StrCat("input '", spec, "': expected NAME:DATATYPE:SHAPE:DATA"));
   }
   const std::string& dtype = parts[1];
-  const int element_size = ElementSize(dtype);
+  const int element_size = ndserve::protocol::ElementSize(dtype);
   if (element_size < 0) return absl::InvalidArgumentError(absl::StrCat("unknown datatype ", dtype));
   auto* input = request->add_inputs();
   input->set_name(parts[0]);
   input->set_datatype(dtype);
-  std::int64_t elements = 1;
-  for (absl::string_view dim : absl::StrSplit(parts[2], 'x')) {
-    std::int64_t d;
-    if (!absl::SimpleAtoi(dim, &d) || d < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("input '", parts[0], "': bad shape"));
-    }
-    input->add_shape(d);
-    elements *= d;
+  absl::StatusOr<std::vector<std::int64_t>> dims = ndserve::protocol::ParseDims(parts[2]);
+  if (!dims.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", parts[0], "': ", dims.status().message()));
   }
+  absl::StatusOr<std::int64_t> elements = ndserve::protocol::ElementCount(*dims);
+  if (!elements.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", parts[0], "': ", elements.status().message()));
+  }
+  input->mutable_shape()->Add(dims->begin(), dims->end());
   std::string* raw = request->add_raw_input_contents();
   const std::string& data = parts[3];
   if (data == "zeros") {
     if (element_size == 0) {
-      for (std::int64_t i = 0; i < elements; ++i) Append<std::uint32_t>(raw, 0);
+      for (std::int64_t i = 0; i < *elements; ++i) Append<std::uint32_t>(raw, 0);
     } else {
-      raw->assign(static_cast<size_t>(elements * element_size), '\0');
+      raw->assign(static_cast<size_t>(*elements * element_size), '\0');
     }
   } else if (absl::StartsWith(data, "@")) {
     std::ifstream in(data.substr(1), std::ios::binary);
@@ -283,7 +278,7 @@ std::string Preview(absl::string_view dtype, const std::string& raw) {
     p += sizeof(v);
     return v;
   };
-  const int size = ElementSize(dtype);
+  const int size = ndserve::protocol::ElementSize(dtype);
   while (p < end && static_cast<int>(values.size()) < kMax) {
     if (dtype == "BYTES") {
       if (end - p < 4) break;

@@ -11,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "base/text.h"
 #include "engine/tensor_spec.h"
+#include "protocol/datatype.h"
+#include "protocol/dims.h"
 
 namespace ndserve {
 namespace {
@@ -246,22 +248,8 @@ absl::StatusOr<int64_t> ParseModelVersion(absl::string_view text) {
 
 absl::StatusOr<int64_t> CheckedElementCount(absl::Span<const int64_t> shape,
                                             absl::string_view what) {
-  // Negative dimensions first, so that [0,-1] is reported as negative, not as empty.
-  for (int64_t d : shape) {
-    if (d < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": shape ", engine::DimsToString(shape), " has a negative dimension"));
-    }
-  }
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (__builtin_mul_overflow(n, d, &n)) {
-      // A zero later on would make the product 0 again, but such a shape is a client bug
-      // or an attack either way.
-      return absl::InvalidArgumentError(absl::StrCat(what, ": shape ", engine::DimsToString(shape),
-                                                     " has too many elements (overflow)"));
-    }
-  }
+  absl::StatusOr<int64_t> n = protocol::ElementCount(shape);
+  if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
   return n;
 }
 
@@ -334,10 +322,9 @@ absl::StatusOr<DecodedInferRequest> DecodeInferRequest(const ModelInferRequest& 
     }
     const std::optional<DType> dtype = WireDType(in.datatype());
     if (!dtype.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": unknown datatype '", in.datatype(),
-          "' (expected BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, FP16, "
-          "BF16, FP32, FP64 or BYTES)"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": unknown datatype '", in.datatype(),
+                                                     "' (expected one of ",
+                                                     protocol::DatatypeList(), ")"));
     }
     const absl::Span<const int64_t> shape(in.shape().data(), in.shape_size());
     absl::StatusOr<int64_t> elements = CheckedElementCount(shape, what);

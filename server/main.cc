@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -20,6 +21,7 @@
 #include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 #include "server/daemon.h"
+#include "server/http_service.h"
 #include "server/inference_service.h"
 #include "server/model_lifecycle.h"
 #include "server/options.h"
@@ -34,6 +36,15 @@ ABSL_FLAG(std::string, model_repository, "",
           "Default: examples/models of the installation or source tree.");
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:8001",
           "Inference API (KServe v2 gRPC) and grpc.health.v1 listener, host:port.");
+ABSL_FLAG(std::string, http_address, "0.0.0.0:8000",
+          "Inference API over KServe v2 HTTP/REST (JSON and binary tensors), host:port; empty: "
+          "no HTTP listener.");
+ABSL_FLAG(int, http_threads, 0,
+          "HTTP connection threads; each open keep-alive connection holds one, so this bounds "
+          "the concurrent HTTP clients. 0: 64.");
+ABSL_FLAG(int, http_read_timeout_seconds, 30,
+          "An HTTP client that stalls this long while sending a request (or idles this long "
+          "on a keep-alive connection) is disconnected.");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:8002",
           "Prometheus listener, host:port; metrics at http://<address>/metrics.");
 ABSL_FLAG(std::string, admin_address, "127.0.0.1:8003",
@@ -109,6 +120,9 @@ Options OptionsFromFlags() {
   o.model_repository = absl::GetFlag(FLAGS_model_repository);
   o.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  o.http_address = absl::GetFlag(FLAGS_http_address);
+  o.http_threads = absl::GetFlag(FLAGS_http_threads);
+  o.http_read_timeout_seconds = absl::GetFlag(FLAGS_http_read_timeout_seconds);
   o.admin_address = absl::GetFlag(FLAGS_admin_address);
   o.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
   o.device = absl::GetFlag(FLAGS_device);
@@ -169,16 +183,29 @@ int Run(Options options) {
                         &memory_system);
   Daemon daemon(options, &memory_system);
   ModelLifecycle lifecycle(&engine, &daemon.metrics());
-  daemon.AddPortService(std::make_unique<InferenceServiceImpl>(
+  auto inference = std::make_unique<InferenceServiceImpl>(
       &engine, &lifecycle, &daemon.health(), &daemon.metrics(),
       InferenceServiceOptions{.server_version = NDSERVE_VERSION,
                               .model_control_mode = options.model_control_mode,
                               .workers = options.infer_workers,
                               .max_response_bytes = bounds->max_response_bytes,
                               .max_inflight_host_bytes = bounds->max_inflight_host_bytes,
-                              .max_pending_infer = options.max_pending_infer}));
+                              .max_pending_infer = options.max_pending_infer});
+  // The HTTP binding calls the gRPC service's handlers (one codec, two bindings); the
+  // daemon owns that service and keeps it until after http.Stop().
+  InferenceServiceImpl* const inference_service = inference.get();
+  daemon.AddPortService(std::move(inference));
   // Listeners first: health, metrics and admin answer while the models load.
   if (absl::Status s = daemon.Start(); !s.ok()) return StartupError(s);
+  std::optional<HttpService> http;
+  if (!options.http_address.empty()) {
+    http.emplace(inference_service,
+                 HttpServiceOptions{.address = options.http_address,
+                                    .threads = options.http_threads,
+                                    .read_timeout_seconds = options.http_read_timeout_seconds,
+                                    .max_request_bytes = bounds->max_request_bytes});
+    if (absl::Status s = http->Start(); !s.ok()) return StartupError(s);
+  }
   // Both control modes load the whole repository at start (as Triton's "none" and
   // "explicit --load-model=*"). A model that fails is logged and listed UNAVAILABLE in the
   // repository index; the daemon serves the others.
@@ -193,8 +220,11 @@ int Run(Options options) {
 
   const int sig = WaitForShutdownSignal();
   LOG(INFO) << "received " << strsignal(sig) << ", shutting down";
-  // Readiness off, new calls refused, calls in flight finish; then the models' memory
-  // goes back to the pools, which Close reports (zero allocated).
+  // HTTP first: it stops accepting and lets its requests in flight finish (the exit
+  // timeout's forced exit bounds that). Then readiness off, new gRPC calls refused, calls
+  // in flight finish; then the models' memory goes back to the pools, which Close
+  // reports (zero allocated).
+  if (http.has_value()) http->Stop();
   daemon.StopServing();
   lifecycle.UnloadAll();
   daemon.Close();
@@ -219,7 +249,7 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       absl::StrCat("ndserved ", NDSERVE_VERSION,
-                   ": serves ONNX models over KServe v2 gRPC.\n"
+                   ": serves ONNX models over KServe v2 gRPC and HTTP/REST.\n"
                    "NDSERVE_MEMORY_POOL, NDSERVE_MEMORY_LIMIT, NDSERVE_DEBUG_LEVEL and "
                    "NDSERVE_MEMORY_THREAD_CACHE give the defaults of --memory_pool, "
                    "--memory_limit, --debug_level and --memory_thread_cache.\n"

@@ -231,6 +231,21 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
     return Invalid("metrics_address", options.metrics_address,
                    "the metrics endpoint is HTTP over TCP; unix sockets are not supported");
   }
+  if (!options.http_address.empty()) {
+    absl::StatusOr<ListenAddress> http = ParseListenAddress(options.http_address, "http_address");
+    if (!http.ok()) return http.status();
+    if (http->is_unix) {
+      return Invalid("http_address", options.http_address,
+                     "the HTTP endpoint is served over TCP; unix sockets are not supported");
+    }
+  }
+  if (options.http_threads < 0) {
+    return Invalid("http_threads", std::to_string(options.http_threads), "must not be negative");
+  }
+  if (options.http_read_timeout_seconds <= 0) {
+    return Invalid("http_read_timeout_seconds", std::to_string(options.http_read_timeout_seconds),
+                   "must be positive");
+  }
   absl::StatusOr<ListenAddress> admin = ParseListenAddress(options.admin_address, "admin_address");
   if (!admin.ok()) return admin.status();
   if (!IsLoopback(*admin) && options.admin_token_file.empty()) {

@@ -44,6 +44,14 @@ struct Options {
   std::string grpc_address = "0.0.0.0:8001";
   std::string metrics_address = "0.0.0.0:8002";
   std::string admin_address = "127.0.0.1:8003";
+  // KServe v2 HTTP/REST (server/http_service.h); empty: no HTTP listener. Triton's port.
+  std::string http_address = "0.0.0.0:8000";
+  // Threads serving HTTP connections; a keep-alive connection holds one while it is open,
+  // so this bounds the concurrent HTTP clients. 0: 64.
+  int http_threads = 0;
+  // How long a read from an HTTP client may stall before the connection is dropped
+  // (slow or lying clients).
+  int http_read_timeout_seconds = 30;
   // Empty: the admin API takes no token (then it must listen on loopback only).
   std::string admin_token_file;
   // "auto" (first GPU, else CPU), "cpu", "cuda", "cuda:N".

@@ -148,6 +148,9 @@ bool DaemonProcess::Spawn(const std::vector<std::string>& flags, std::chrono::se
       absl::StrCat("--admin_address=127.0.0.1:", admin_port_),
       absl::StrCat("--metrics_address=127.0.0.1:", metrics_port_),
       absl::StrCat("--device=", device_env != nullptr ? device_env : "cpu"),
+      // No HTTP listener unless a test asks for one (a later --http_address wins): tests
+      // run in parallel and would all want port 8000.
+      "--http_address=",
   };
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;

@@ -29,6 +29,7 @@ class Daemon:
         self.grpc_port, self.metrics_port, self.admin_port = free_port(), free_port(), free_port()
         self.repo = tempfile.mkdtemp(prefix="ndserve-repo-")
         args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{self.grpc_port}",
+                "--http_address=",
                 f"--metrics_address=127.0.0.1:{self.metrics_port}",
                 f"--admin_address=127.0.0.1:{self.admin_port}", f"--model_repository={self.repo}",
                 "--device=cpu", "--exit_timeout_seconds=5", *flags]

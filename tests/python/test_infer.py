@@ -72,6 +72,7 @@ class InferTest(unittest.TestCase):
         for _ in range(5):
             cls.grpc_port = free_port()
             args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{cls.grpc_port}",
+                    "--http_address=",
                     f"--metrics_address=127.0.0.1:{free_port()}",
                     f"--admin_address=127.0.0.1:{free_port()}", "--device=cpu",
                     "--exit_timeout_seconds=5"]

@@ -36,6 +36,7 @@ class RepositoryTextTest(unittest.TestCase):
         cls.port = free_port()
         cls.proc = subprocess.Popen(
             [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{cls.port}",
+             "--http_address=",
              f"--metrics_address=127.0.0.1:{free_port()}",
              f"--admin_address=127.0.0.1:{free_port()}", "--device=cpu",
              f"--model_repository={cls.repo}", "--exit_timeout_seconds=5"],

@@ -62,6 +62,7 @@ class Daemon:
         self.grpc_port, self.metrics_port, self.admin_port = free_port(), free_port(), free_port()
         self.log_file = tempfile.NamedTemporaryFile("w+", prefix="ndserved-", suffix=".log")
         args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{self.grpc_port}",
+                "--http_address=",
                 f"--metrics_address=127.0.0.1:{self.metrics_port}",
                 f"--admin_address=127.0.0.1:{self.admin_port}", f"--model_repository={repo}",
                 "--device=cpu", *flags]

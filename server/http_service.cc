@@ -1,0 +1,274 @@
+#include "server/http_service.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "base/logging.h"
+#include "server/inference_service.h"
+#include "server/json_codec.h"
+#include "server/options.h"
+#include "server/status_util.h"
+
+namespace ndserve {
+namespace {
+
+constexpr int kDefaultThreads = 64;
+constexpr char kJson[] = "application/json";
+constexpr char kHeaderLength[] = "Inference-Header-Content-Length";
+// A model segment of a URL; versions are checked by the handlers (ParseModelVersion).
+constexpr char kModel[] = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+
+void Reply(httplib::Response& res, int status, std::string body) {
+  res.status = status;
+  res.set_content(std::move(body), kJson);
+}
+
+void ReplyError(httplib::Response& res, const absl::Status& status) {
+  Reply(res, HttpStatusFor(status.code()), ErrorJson(status.message()));
+}
+
+// grpc::Status -> the same absl::Status the gRPC client would have seen.
+absl::Status Of(const grpc::Status& s) { return FromGrpcStatus(s); }
+
+std::string Match(const httplib::Request& req, size_t i) {
+  return i < req.matches.size() ? std::string(req.matches[i]) : std::string();
+}
+
+// Reads the body of a content-reader route within --max_request_bytes. Refuses chunked
+// bodies (411: a length is required, so that the limit is checked before reading) and
+// larger lengths (413) before reading anything.
+bool ReadBody(const httplib::Request& req, httplib::Response& res,
+              const httplib::ContentReader& reader, uint64_t limit, std::string* body) {
+  if (absl::EqualsIgnoreCase(req.get_header_value("Transfer-Encoding"), "chunked")) {
+    Reply(res, 411, ErrorJson("chunked request bodies are not accepted; send Content-Length"));
+    return false;
+  }
+  uint64_t length = 0;
+  if (req.has_header("Content-Length") &&
+      !absl::SimpleAtoi(req.get_header_value("Content-Length"), &length)) {
+    Reply(res, 400, ErrorJson("Content-Length is not a number"));
+    return false;
+  }
+  if (length > limit) {
+    Reply(res, 413, ErrorJson(absl::StrCat("the request body (", length,
+                                           " bytes) is larger than --max_request_bytes (",
+                                           limit, ")")));
+    return false;
+  }
+  body->reserve(length);
+  bool too_long = false;
+  const bool read = reader([&](const char* data, size_t n) {
+    if (body->size() + n > limit) {
+      too_long = true;
+      return false;
+    }
+    body->append(data, n);
+    return true;
+  });
+  if (!read || too_long) {
+    Reply(res, too_long ? 413 : 400, ErrorJson("the request body could not be read in full"));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+HttpService::HttpService(InferenceServiceImpl* service, HttpServiceOptions options)
+    : service_(service), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {}
+
+HttpService::~HttpService() { Stop(); }
+
+absl::Status HttpService::Start() {
+  absl::StatusOr<ListenAddress> address = ParseListenAddress(options_.address, "http_address");
+  if (!address.ok()) return address.status();
+  const int threads = options_.threads > 0 ? options_.threads : kDefaultThreads;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_read_timeout(options_.read_timeout_seconds, 0);
+  server_->set_write_timeout(options_.read_timeout_seconds, 0);
+  // Keep-alive without a request count limit (cpp-httplib closes after 5 by default):
+  // load balancers and clients reuse connections for thousands of calls.
+  server_->set_keep_alive_max_count(1u << 30);
+  server_->set_keep_alive_timeout(options_.read_timeout_seconds);
+  server_->set_payload_max_length(options_.max_request_bytes);
+  server_->set_tcp_nodelay(true);
+  Route();
+  if (address->port == 0) {
+    port_ = server_->bind_to_any_port(address->host);
+  } else if (server_->bind_to_port(address->host, address->port)) {
+    port_ = address->port;
+  }
+  if (port_ <= 0) {
+    port_ = 0;
+    return absl::UnavailableError(
+        absl::StrCat("--http_address=", options_.address, ": cannot listen there"));
+  }
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  listener_ = std::thread([this, ended] {
+    server_->listen_after_bind();
+    ended->store(true);
+  });
+  // stop() is a no-op until the accept loop runs; wait for it so that Stop always ends it.
+  while (!server_->is_running() && !ended->load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  LOG(INFO) << "HTTP/REST (KServe v2) listening on " << address->host << ":" << port_;
+  return absl::OkStatus();
+}
+
+void HttpService::Stop() {
+  if (!listener_.joinable()) return;
+  server_->stop();
+  listener_.join();
+}
+
+void HttpService::Route() {
+  httplib::Server& s = *server_;
+  InferenceServiceImpl* svc = service_;
+  const uint64_t limit = options_.max_request_bytes;
+
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    Reply(res, 500, ErrorJson("internal error while serving the request"));
+  });
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    // Routes that answered set their own body; this covers unknown paths and requests
+    // cpp-httplib refused itself (413 over the payload limit, 400 malformed).
+    if (!res.body.empty()) return;
+    const std::string message =
+        res.status == 404 ? absl::StrCat("no such endpoint: ", req.method, " ", req.path)
+                          : absl::StrCat("HTTP ", res.status);
+    res.set_content(ErrorJson(message), kJson);
+  });
+
+  s.Get("/v2/health/live", [svc](const httplib::Request&, httplib::Response& res) {
+    inference::ServerLiveResponse r;
+    svc->ServerLive({}, &r);
+    // As Triton: 200 when live or ready, 400 when not.
+    Reply(res, r.live() ? 200 : 400, r.live() ? "" : ErrorJson("not live"));
+  });
+  s.Get("/v2/health/ready", [svc](const httplib::Request&, httplib::Response& res) {
+    inference::ServerReadyResponse r;
+    svc->ServerReady({}, &r);
+    Reply(res, r.ready() ? 200 : 400, r.ready() ? "" : ErrorJson("not ready"));
+  });
+  s.Get("/v2", [svc](const httplib::Request&, httplib::Response& res) {
+    inference::ServerMetadataResponse r;
+    svc->ServerMetadata({}, &r);
+    Reply(res, 200, ServerMetadataJson(r));
+  });
+  s.Get(absl::StrCat(kModel, "/ready"), [svc](const httplib::Request& req, httplib::Response& res) {
+    inference::ModelReadyRequest q;
+    q.set_name(Match(req, 1));
+    q.set_version(Match(req, 2));
+    inference::ModelReadyResponse r;
+    if (absl::Status st = Of(svc->ModelReady(q, &r)); !st.ok()) return ReplyError(res, st);
+    Reply(res, r.ready() ? 200 : 400, r.ready() ? "" : ErrorJson("model not ready"));
+  });
+  s.Get(absl::StrCat(kModel, "/config"), [svc](const httplib::Request& req, httplib::Response& res) {
+    inference::ModelConfigRequest q;
+    q.set_name(Match(req, 1));
+    q.set_version(Match(req, 2));
+    inference::ModelConfigResponse r;
+    if (absl::Status st = Of(svc->ModelConfig(q, &r)); !st.ok()) return ReplyError(res, st);
+    Reply(res, 200, ProtoJson(r.config()));
+  });
+  auto stats = [svc](const httplib::Request& req, httplib::Response& res) {
+    inference::ModelStatisticsRequest q;
+    q.set_name(Match(req, 1));
+    q.set_version(Match(req, 2));
+    inference::ModelStatisticsResponse r;
+    if (absl::Status st = Of(svc->ModelStatistics(q, &r)); !st.ok()) return ReplyError(res, st);
+    Reply(res, 200, ProtoJson(r));
+  };
+  s.Get("/v2/models/stats", stats);
+  s.Get(absl::StrCat(kModel, "/stats"), stats);
+  s.Get(kModel, [svc](const httplib::Request& req, httplib::Response& res) {
+    inference::ModelMetadataRequest q;
+    q.set_name(Match(req, 1));
+    q.set_version(Match(req, 2));
+    inference::ModelMetadataResponse r;
+    if (absl::Status st = Of(svc->ModelMetadata(q, &r)); !st.ok()) return ReplyError(res, st);
+    Reply(res, 200, ModelMetadataJson(r));
+  });
+
+  s.Post(absl::StrCat(kModel, "/infer"),
+         [svc, limit](const httplib::Request& req, httplib::Response& res,
+                      const httplib::ContentReader& reader) {
+           std::string body;
+           if (!ReadBody(req, res, reader, limit, &body)) return;
+           std::optional<size_t> json_bytes;
+           if (req.has_header(kHeaderLength)) {
+             size_t n = 0;
+             if (!absl::SimpleAtoi(req.get_header_value(kHeaderLength), &n)) {
+               return ReplyError(res, absl::InvalidArgumentError(
+                                          absl::StrCat(kHeaderLength, " is not a number")));
+             }
+             json_bytes = n;
+           }
+           absl::StatusOr<HttpInferRequest> parsed =
+               ParseHttpInferRequest(body, json_bytes, Match(req, 1), Match(req, 2));
+           if (!parsed.ok()) return ReplyError(res, parsed.status());
+           body.clear();
+           body.shrink_to_fit();
+           inference::ModelInferResponse response;
+           if (absl::Status st = Of(svc->ModelInfer(parsed->request, &response)); !st.ok()) {
+             return ReplyError(res, st);
+           }
+           absl::StatusOr<HttpBody> out = WriteHttpInferResponse(response, *parsed);
+           if (!out.ok()) return ReplyError(res, out.status());
+           res.status = 200;
+           if (out->json_bytes.has_value()) {
+             res.set_header(kHeaderLength, std::to_string(*out->json_bytes));
+             res.set_content(std::move(out->body), "application/octet-stream");
+           } else {
+             res.set_content(std::move(out->body), kJson);
+           }
+         });
+
+  s.Post("/v2/repository/index", [svc, limit](const httplib::Request& req, httplib::Response& res,
+                                              const httplib::ContentReader& reader) {
+    std::string body;
+    if (!ReadBody(req, res, reader, limit, &body)) return;
+    absl::StatusOr<std::optional<bool>> ready = OptionalBodyBool(body, "ready");
+    if (!ready.ok()) return ReplyError(res, ready.status());
+    inference::RepositoryIndexRequest q;
+    q.set_ready(ready->value_or(false));
+    inference::RepositoryIndexResponse r;
+    if (absl::Status st = Of(svc->RepositoryIndex(q, &r)); !st.ok()) return ReplyError(res, st);
+    Reply(res, 200, RepositoryIndexJson(r));
+  });
+  s.Post(R"(/v2/repository/models/([^/]+)/(load|unload))",
+         [svc, limit](const httplib::Request& req, httplib::Response& res,
+                      const httplib::ContentReader& reader) {
+           std::string body;
+           if (!ReadBody(req, res, reader, limit, &body)) return;
+           absl::StatusOr<std::optional<bool>> dependents =
+               OptionalBodyBool(body, "unload_dependents");
+           if (!dependents.ok()) return ReplyError(res, dependents.status());
+           absl::Status st;
+           if (Match(req, 2) == "load") {
+             inference::RepositoryModelLoadRequest q;
+             q.set_model_name(Match(req, 1));
+             inference::RepositoryModelLoadResponse r;
+             st = Of(svc->RepositoryModelLoad(q, &r));
+           } else {
+             inference::RepositoryModelUnloadRequest q;
+             q.set_model_name(Match(req, 1));
+             inference::RepositoryModelUnloadResponse r;
+             st = Of(svc->RepositoryModelUnload(q, &r));
+           }
+           if (!st.ok()) return ReplyError(res, st);
+           Reply(res, 200, "");
+         });
+}
+
+}  // namespace ndserve
