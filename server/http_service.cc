@@ -11,7 +11,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "base/logging.h"
 #include "server/inference_service.h"
 #include "server/json_codec.h"
@@ -43,39 +42,43 @@ std::string Match(const httplib::Request& req, size_t i) {
   return i < req.matches.size() ? std::string(req.matches[i]) : std::string();
 }
 
-// Reads the body of a content-reader route within --max_request_bytes. Refuses chunked
-// bodies (411: a length is required, so that the limit is checked before reading) and
-// larger lengths (413) before reading anything.
+// Reads the body of a content-reader route, Content-Length or chunked, within
+// --max_request_bytes. A body over the limit is still read to its end (and dropped) before
+// the 413: cpp-httplib keeps the connection open after any reply, and unread body bytes
+// would be parsed as the next request on it. The read timeout bounds a client that
+// stalls instead.
 bool ReadBody(const httplib::Request& req, httplib::Response& res,
               const httplib::ContentReader& reader, uint64_t limit, std::string* body) {
-  if (absl::EqualsIgnoreCase(req.get_header_value("Transfer-Encoding"), "chunked")) {
-    Reply(res, 411, ErrorJson("chunked request bodies are not accepted; send Content-Length"));
-    return false;
-  }
+  // Neither a length nor chunks: no body (curl -X POST without -d; the repository
+  // endpoints' bodies are optional).
+  if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) return true;
   uint64_t length = 0;
   if (req.has_header("Content-Length") &&
       !absl::SimpleAtoi(req.get_header_value("Content-Length"), &length)) {
     Reply(res, 400, ErrorJson("Content-Length is not a number"));
     return false;
   }
-  if (length > limit) {
-    Reply(res, 413, ErrorJson(absl::StrCat("the request body (", length,
-                                           " bytes) is larger than --max_request_bytes (",
-                                           limit, ")")));
-    return false;
-  }
-  body->reserve(length);
-  bool too_long = false;
+  if (length <= limit) body->reserve(length);
+  bool too_long = length > limit;
   const bool read = reader([&](const char* data, size_t n) {
-    if (body->size() + n > limit) {
+    if (too_long || body->size() + n > limit) {
       too_long = true;
-      return false;
+      body->clear();
+      return true;
     }
     body->append(data, n);
     return true;
   });
-  if (!read || too_long) {
-    Reply(res, too_long ? 413 : 400, ErrorJson("the request body could not be read in full"));
+  if (too_long) {
+    Reply(res, 413,
+          ErrorJson(absl::StrCat("the request body (",
+                                 length > limit ? absl::StrCat(length, " bytes")
+                                                : std::string("chunked"),
+                                 ") is larger than --max_request_bytes (", limit, ")")));
+    return false;
+  }
+  if (!read) {
+    Reply(res, 400, ErrorJson("the request body could not be read in full"));
     return false;
   }
   return true;

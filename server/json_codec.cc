@@ -439,8 +439,11 @@ absl::StatusOr<HttpBody> WriteHttpInferResponse(const inference::ModelInferRespo
   w.StartArray();
   for (int i = 0; i < response.outputs_size(); ++i) {
     const auto& t = response.outputs(i);
-    const absl::string_view raw =
-        i < response.raw_output_contents_size() ? response.raw_output_contents(i) : "";
+    // Both arms must be views: `cond ? const std::string& : ""` is a temporary std::string
+    // copy, destroyed at the end of the statement, which left `raw` dangling.
+    const absl::string_view raw = i < response.raw_output_contents_size()
+                                      ? absl::string_view(response.raw_output_contents(i))
+                                      : absl::string_view();
     bool as_binary = how.binary_by_default;
     if (auto it = how.binary_output.find(t.name()); it != how.binary_output.end()) {
       as_binary = it->second;

@@ -221,6 +221,39 @@ TEST(JsonCodecTest, ResponseWithBinaryOutputs) {
                 Bytes<uint16_t>({0x3c00}));
 }
 
+// Outputs past the short-string size live on the heap: every byte must come from the
+// response, in JSON and in the binary part, not from a copy that is gone by then.
+TEST(JsonCodecTest, LargeOutputsKeepEveryByte) {
+  std::vector<float> values(300);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.25f * static_cast<float>(i) - 7.0f;
+  inference::ModelInferResponse r;
+  r.set_model_name("m");
+  for (const char* name : {"a", "b"}) {
+    auto* t = r.add_outputs();
+    t->set_name(name);
+    t->set_datatype("FP32");
+    t->add_shape(static_cast<int64_t>(values.size()));
+    r.add_raw_output_contents(Bytes<float>(values));
+  }
+  HttpInferRequest how;
+  how.binary_output["b"] = true;
+  absl::StatusOr<HttpBody> out = WriteHttpInferResponse(r, how);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(out->json_bytes.has_value());
+  EXPECT_EQ(out->body.substr(*out->json_bytes), Bytes<float>(values));
+  const std::string json = out->body.substr(0, *out->json_bytes);
+  rapidjson::Document doc;
+  doc.Parse(json.c_str());
+  ASSERT_FALSE(doc.HasParseError()) << json;
+  const auto& data = doc["outputs"][0]["data"];
+  ASSERT_EQ(data.Size(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ(static_cast<float>(data[static_cast<rapidjson::SizeType>(i)].GetDouble()),
+              values[i])
+        << "element " << i;
+  }
+}
+
 TEST(JsonCodecTest, NonUtf8BytesMustBeBinary) {
   inference::ModelInferResponse r;
   r.set_model_name("m");
