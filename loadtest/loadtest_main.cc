@@ -4,6 +4,7 @@
 //   ndserve-loadtest --model=recsys --batch=16 --rate=2000 --requests=100000
 //   ndserve-loadtest --model=mlp --soak --daemon_pid=$(pidof ndserved)
 //   ndserve-loadtest --address=127.0.0.1:9001 --model=echo --input=input:FP32:-1x64
+//   ndserve-loadtest --protocol=http --address=127.0.0.1:8000 --http_format=json --model=mlp
 //
 // Closed loop keeps --concurrency requests outstanding; open loop (--rate) sends on a
 // fixed schedule. Inputs are random tensors of the model's shapes, asked of ModelMetadata
@@ -18,6 +19,7 @@
 //
 // Exit status: 0 all checks passed, 1 a check failed, 2 the run could not be made.
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -42,6 +44,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/logging.h"
+#include "loadtest/http_body.h"
+#include "loadtest/http_load_driver.h"
 #include "loadtest/load_driver.h"
 #include "loadtest/loadtest_options.h"
 #include "loadtest/memory_probe.h"
@@ -51,6 +55,11 @@
 #include "proto/inference.grpc.pb.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:8001", "Inference address (GRPCInferenceService).");
+ABSL_FLAG(std::string, protocol, "grpc",
+          "grpc, or http: KServe v2 HTTP/REST at --address (closed loop, one keep-alive "
+          "connection per --concurrency).");
+ABSL_FLAG(std::string, http_format, "binary",
+          "--protocol=http bodies: binary (the binary tensor data extension) or json.");
 ABSL_FLAG(std::string, model, "", "Model name (required).");
 ABSL_FLAG(std::string, model_version, "", "Model version; empty for the server's choice.");
 ABSL_FLAG(int, batch, 1, "Batch size: fills the first dimension when it is -1.");
@@ -107,6 +116,8 @@ constexpr int kExitSetup = 2;
 LoadtestOptions OptionsFromFlags() {
   LoadtestOptions o;
   o.address = absl::GetFlag(FLAGS_address);
+  o.protocol = absl::GetFlag(FLAGS_protocol);
+  o.http_format = absl::GetFlag(FLAGS_http_format);
   o.model = absl::GetFlag(FLAGS_model);
   o.model_version = absl::GetFlag(FLAGS_model_version);
   o.batch = absl::GetFlag(FLAGS_batch);
@@ -207,13 +218,13 @@ absl::StatusOr<std::vector<TensorSpec>> InputsFromMetadata(
   return specs;
 }
 
-absl::StatusOr<std::vector<std::string>> BuildRequests(const std::vector<TensorSpec>& specs,
-                                                       const LoadtestOptions& options) {
+absl::StatusOr<std::vector<inference::ModelInferRequest>> BuildRequests(
+    const std::vector<TensorSpec>& specs, const LoadtestOptions& options) {
   RandomOptions random;
   random.int_max = options.int_max;
   random.bytes_length = options.bytes_length;
   std::mt19937_64 rng(options.seed);
-  std::vector<std::string> out;
+  std::vector<inference::ModelInferRequest> out;
   for (int i = 0; i < std::max(1, options.distinct_inputs); ++i) {
     inference::ModelInferRequest request;
     request.set_model_name(options.model);
@@ -227,9 +238,38 @@ absl::StatusOr<std::vector<std::string>> BuildRequests(const std::vector<TensorS
       if (!bytes.ok()) return bytes.status();
       request.add_raw_input_contents(*std::move(bytes));
     }
-    out.push_back(request.SerializeAsString());
+    out.push_back(std::move(request));
   }
   return out;
+}
+
+// --protocol=http: the model's inputs from GET /v2/models/<model>, and readiness from
+// GET /v2/health/ready.
+absl::StatusOr<std::vector<TensorSpec>> InputsFromHttp(const std::string& address,
+                                                       const LoadtestOptions& o) {
+  httplib::Client client(absl::StrCat("http://", address));
+  client.set_read_timeout(std::chrono::seconds(10));
+  httplib::Result reply = client.Get(HttpModelPath(o.model, o.model_version));
+  if (!reply) return absl::UnavailableError(absl::StrCat("cannot reach http://", address));
+  if (reply->status != 200) {
+    return absl::UnavailableError(absl::StrCat("GET ", HttpModelPath(o.model, o.model_version),
+                                               ": HTTP ", reply->status, " ", reply->body));
+  }
+  return InputsFromHttpMetadata(reply->body);
+}
+
+absl::Status WaitReadyHttp(const std::string& address, absl::Duration wait) {
+  httplib::Client client(absl::StrCat("http://", address));
+  client.set_connection_timeout(std::chrono::seconds(2));
+  client.set_read_timeout(std::chrono::seconds(2));
+  const absl::Time deadline = absl::Now() + wait;
+  while (absl::Now() < deadline) {
+    httplib::Result reply = client.Get("/v2/health/ready");
+    if (reply && reply->status == 200) return absl::OkStatus();
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("server not ready after ", absl::FormatDuration(wait)));
 }
 
 // A source named explicitly must work; one chosen by 'auto' is dropped with a note when
@@ -322,7 +362,8 @@ absl::StatusOr<std::vector<TensorSpec>> ResolveInputs(const LoadtestPlan& plan,
   std::vector<TensorSpec> specs = plan.inputs;
   if (specs.empty()) {
     absl::StatusOr<std::vector<TensorSpec>> from_server =
-        InputsFromMetadata(stub, o.model, o.model_version);
+        o.protocol == "http" ? InputsFromHttp(o.address, o)
+                             : InputsFromMetadata(stub, o.model, o.model_version);
     if (!from_server.ok()) return from_server.status();
     specs = *std::move(from_server);
   }
@@ -361,6 +402,9 @@ Report StartReport(const LoadtestPlan& plan, const LoadOptions& load,
   report.model_version = plan.options.model_version;
   report.batch = plan.options.batch;
   report.mode = load.rate > 0 ? "open" : "closed";
+  if (plan.options.protocol == "http") {
+    report.mode = absl::StrCat(report.mode, ", http ", plan.options.http_format);
+  }
   report.concurrency = load.rate > 0 ? 0 : load.concurrency;
   report.rate = load.rate;
   report.threads = load.threads;
@@ -466,15 +510,34 @@ int Run(const LoadtestPlan& plan) {
   const LoadtestOptions& o = plan.options;
   const std::shared_ptr<grpc::Channel> channel = Channel(o.address);
   auto stub = inference::GRPCInferenceService::NewStub(channel);
+  const bool http = o.protocol == "http";
   if (o.wait_ready_s > 0) {
-    if (absl::Status s = WaitReady(channel, absl::Seconds(o.wait_ready_s)); !s.ok()) {
+    if (absl::Status s = http ? WaitReadyHttp(o.address, absl::Seconds(o.wait_ready_s))
+                              : WaitReady(channel, absl::Seconds(o.wait_ready_s));
+        !s.ok()) {
       return SetupFailed(absl::StrCat(o.address, ": "), s);
     }
   }
   absl::StatusOr<std::vector<TensorSpec>> specs = ResolveInputs(plan, *stub);
   if (!specs.ok()) return SetupFailed("", specs.status());
-  absl::StatusOr<std::vector<std::string>> requests = BuildRequests(*specs, o);
+  absl::StatusOr<std::vector<inference::ModelInferRequest>> requests = BuildRequests(*specs, o);
   if (!requests.ok()) return SetupFailed("", requests.status());
+  std::vector<std::string> serialized;
+  std::vector<HttpInferBody> bodies;
+  for (const inference::ModelInferRequest& r : *requests) {
+    if (!http) {
+      serialized.push_back(r.SerializeAsString());
+      continue;
+    }
+    absl::StatusOr<HttpInferBody> body = HttpInferBodyFor(
+        r, o.http_format == "json" ? HttpFormat::kJson : HttpFormat::kBinary);
+    if (!body.ok()) return SetupFailed("", body.status());
+    bodies.push_back(*std::move(body));
+  }
+  const std::string infer_path = absl::StrCat(HttpModelPath(o.model, o.model_version), "/infer");
+  auto run_load = [&](const LoadOptions& load) {
+    return http ? RunHttpLoad(load, infer_path, bodies) : RunLoad(load);
+  };
 
   absl::StatusOr<ProbeSetup> probe_setup = SetUpProbe(plan);
   if (!probe_setup.ok()) return SetupFailed("memory source: ", probe_setup.status());
@@ -485,12 +548,12 @@ int Run(const LoadtestPlan& plan) {
     return kExitSetup;
   }
 
-  LoadOptions options = MakeLoadOptions(plan, *std::move(requests));
+  LoadOptions options = MakeLoadOptions(plan, std::move(serialized));
   if (o.warmup_s > 0) {
     LoadOptions w = options;
     w.duration = absl::Seconds(o.warmup_s);
     w.max_requests = 0;
-    if (absl::StatusOr<LoadResult> warm = RunLoad(w); !warm.ok()) {
+    if (absl::StatusOr<LoadResult> warm = run_load(w); !warm.ok()) {
       return SetupFailed("warm-up: ", warm.status());
     }
   }
@@ -517,7 +580,7 @@ int Run(const LoadtestPlan& plan) {
   }
   options.duration = absl::Seconds(plan.duration_s);
   options.max_requests = plan.max_requests;
-  absl::StatusOr<LoadResult> result = RunLoad(options);
+  absl::StatusOr<LoadResult> result = run_load(options);
   if (!result.ok()) return SetupFailed("", result.status());
   report.result = *std::move(result);
   if (probe != nullptr) {

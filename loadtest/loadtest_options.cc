@@ -26,6 +26,18 @@ absl::StatusOr<LoadtestPlan> PlanLoadtest(const LoadtestOptions& options,
   if (options.batch < 1 || options.concurrency < 1 || options.rate < 0) {
     return absl::InvalidArgumentError("--batch and --concurrency must be >= 1, --rate >= 0");
   }
+  if (options.protocol != "grpc" && options.protocol != "http") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--protocol=", options.protocol, ": expected grpc or http"));
+  }
+  if (options.http_format != "binary" && options.http_format != "json") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_format=", options.http_format, ": expected binary or json"));
+  }
+  if (options.protocol == "http" && (options.rate > 0 || options.soak || options.sample_every > 0)) {
+    return absl::InvalidArgumentError(
+        "--protocol=http runs a closed loop only: no --rate, --soak or --sample_every");
+  }
   LoadtestPlan plan;
   plan.options = options;
   for (const std::string& text : options.input) {

@@ -151,5 +151,23 @@ TEST(PlanLoadtestTest, BadOptionsNameTheFlag) {
   EXPECT_NE(plan.status().message().find("--input"), std::string::npos);
 }
 
+TEST(PlanLoadtestTest, HttpProtocolIsAClosedLoopWithAKnownFormat) {
+  LoadtestOptions o = WithModel();
+  o.protocol = "http";
+  o.http_format = "json";
+  EXPECT_TRUE(PlanLoadtest(o, 4).ok());
+  o.http_format = "xml";
+  EXPECT_EQ(PlanLoadtest(o, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  o.http_format = "binary";
+  o.rate = 100;
+  EXPECT_EQ(PlanLoadtest(o, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  o.rate = 0;
+  o.soak = true;
+  EXPECT_EQ(PlanLoadtest(o, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  o = WithModel();
+  o.protocol = "quic";
+  EXPECT_EQ(PlanLoadtest(o, 4).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ndserve::loadtest
