@@ -4,7 +4,11 @@
 //   ndserve-cli reclaim [--target=512MiB] [--device_id=N] give cached memory back
 //   ndserve-cli dump [--depth=N]                         the NDManager tree
 //   ndserve-cli health                                   liveness and readiness
+//   ndserve-cli metadata --model=NAME                    a model's inputs and outputs
 //   ndserve-cli infer --model=NAME INPUT...              one ModelInfer request
+//
+// --http=HOST:PORT sends health, metadata and infer over KServe v2 HTTP/REST instead of
+// gRPC (--server).
 //
 // An INPUT is NAME:DATATYPE:SHAPE:DATA, e.g. `x:FP32:1x4:1,2,3,4`, `ids:INT64:2:7,9`,
 // `img:FP16:1x3x8x8:zeros` or `blob:UINT8:1024:@file.bin`. DATA is comma-separated
@@ -39,6 +43,7 @@
 #include "proto/inference.grpc.pb.h"
 #include "protocol/datatype.h"
 #include "protocol/dims.h"
+#include "server/cli_http.h"
 #include "server/options.h"
 #include "server/status_util.h"
 
@@ -54,6 +59,9 @@ ABSL_FLAG(int, depth, 0, "dump: levels below the system managers, 0 for all.");
 ABSL_FLAG(std::string, model, "", "infer: model name.");
 ABSL_FLAG(std::string, model_version, "", "infer: model version; empty for the latest.");
 ABSL_FLAG(int, timeout_seconds, 30, "Deadline of each call.");
+ABSL_FLAG(std::string, http, "",
+          "health/metadata/infer: KServe v2 HTTP/REST address of ndserved (host:port) to use "
+          "instead of gRPC at --server.");
 
 namespace ndserve::cli {
 namespace {
@@ -145,7 +153,24 @@ int Dump() {
   return EXIT_SUCCESS;
 }
 
+absl::Duration Timeout() { return absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds)); }
+
+// As Triton: 200 is live / ready, anything else (400) is not.
+int HttpHealth(const std::string& address) {
+  int rc = EXIT_SUCCESS;
+  for (const char* name : {"live", "ready"}) {
+    absl::StatusOr<HttpReply> reply = HttpGet(address, absl::StrCat("/v2/health/", name), Timeout());
+    if (!reply.ok()) return Fail(reply.status());
+    const bool up = reply->status == 200;
+    std::cout << (name == std::string("live") ? "liveness" : "readiness") << ": "
+              << (up ? "SERVING" : "NOT_SERVING") << "\n";
+    if (!up) rc = EXIT_FAILURE;
+  }
+  return rc;
+}
+
 int Health() {
+  if (const std::string http = absl::GetFlag(FLAGS_http); !http.empty()) return HttpHealth(http);
   auto stub = grpc::health::v1::Health::NewStub(Channel(absl::GetFlag(FLAGS_server)));
   int rc = EXIT_SUCCESS;
   for (const char* name : {"liveness", "readiness"}) {
@@ -319,6 +344,29 @@ std::string Preview(absl::string_view dtype, const std::string& raw) {
   return out;
 }
 
+int Metadata() {
+  const std::string model = absl::GetFlag(FLAGS_model);
+  const std::string version = absl::GetFlag(FLAGS_model_version);
+  if (model.empty()) return Fail(absl::InvalidArgumentError("metadata needs --model"));
+  if (const std::string http = absl::GetFlag(FLAGS_http); !http.empty()) {
+    const std::string path = absl::StrCat("/v2/models/", model,
+                                          version.empty() ? "" : absl::StrCat("/versions/", version));
+    absl::StatusOr<HttpReply> reply = HttpGet(http, path, Timeout());
+    if (!reply.ok()) return Fail(reply.status());
+    std::cout << reply->body << "\n";
+    return reply->status == 200 ? EXIT_SUCCESS : EXIT_FAILURE;
+  }
+  auto stub = inference::GRPCInferenceService::NewStub(Channel(absl::GetFlag(FLAGS_server)));
+  inference::ModelMetadataRequest request;
+  request.set_name(model);
+  request.set_version(version);
+  inference::ModelMetadataResponse response;
+  grpc::Status s = stub->ModelMetadata(Context(false).get(), request, &response);
+  if (!s.ok()) return Fail(s);
+  std::cout << response.DebugString();
+  return EXIT_SUCCESS;
+}
+
 int Infer(const std::vector<char*>& inputs) {
   inference::ModelInferRequest request;
   request.set_model_name(absl::GetFlag(FLAGS_model));
@@ -329,13 +377,19 @@ int Infer(const std::vector<char*>& inputs) {
   for (const char* spec : inputs) {
     if (absl::Status s = AddInput(spec, &request); !s.ok()) return Fail(s);
   }
-  auto stub = inference::GRPCInferenceService::NewStub(Channel(absl::GetFlag(FLAGS_server)));
   inference::ModelInferResponse response;
   const auto start = std::chrono::steady_clock::now();
-  grpc::Status s = stub->ModelInfer(Context(false).get(), request, &response);
+  if (const std::string http = absl::GetFlag(FLAGS_http); !http.empty()) {
+    absl::StatusOr<inference::ModelInferResponse> reply = HttpInfer(http, request, Timeout());
+    if (!reply.ok()) return Fail(reply.status());
+    response = *std::move(reply);
+  } else {
+    auto stub = inference::GRPCInferenceService::NewStub(Channel(absl::GetFlag(FLAGS_server)));
+    grpc::Status s = stub->ModelInfer(Context(false).get(), request, &response);
+    if (!s.ok()) return Fail(s);
+  }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (!s.ok()) return Fail(s);
   std::cout << response.model_name();
   if (!response.model_version().empty()) std::cout << " version " << response.model_version();
   std::cout << " in " << ms << " ms\n";
@@ -362,7 +416,7 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "ndserve-cli <status|reclaim|dump|health|infer> [flags] [INPUT...]\n"
+      "ndserve-cli <status|reclaim|dump|health|metadata|infer> [flags] [INPUT...]\n"
       "  INPUT (infer): NAME:DATATYPE:SHAPE:DATA, e.g. x:FP32:1x4:1,2,3,4 or "
       "x:FP16:1x8:zeros or x:UINT8:64:@file.bin");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -388,6 +442,7 @@ int main(int argc, char** argv) {
   if (command == "reclaim") return ndserve::cli::Reclaim();
   if (command == "dump") return ndserve::cli::Dump();
   if (command == "health") return ndserve::cli::Health();
+  if (command == "metadata") return ndserve::cli::Metadata();
   if (command == "infer") return ndserve::cli::Infer(rest);
   std::cerr << "error: unknown command '" << command << "'\n"
             << absl::ProgramUsageMessage() << "\n";

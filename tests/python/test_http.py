@@ -325,6 +325,32 @@ class HttpTest(unittest.TestCase):
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             self.assertEqual([e for e in pool.map(client, range(16)) if e is not None], [])
 
+    # ---- ndserve-cli --http ------------------------------------------------------------
+
+    def cli(self, *args):
+        cli = os.path.join(os.path.dirname(os.environ["NDSERVED"]), "ndserve-cli")
+        return subprocess.run([cli, *args], capture_output=True, text=True, timeout=60)
+
+    def test_cli_over_http(self):
+        http = f"--http=127.0.0.1:{self.http_port}"
+        health = self.cli("health", http)
+        self.assertEqual(health.returncode, 0, health.stderr)
+        self.assertEqual(health.stdout, "liveness: SERVING\nreadiness: SERVING\n")
+        md = self.cli("metadata", "--model=mlp", http)
+        self.assertEqual(md.returncode, 0, md.stderr)
+        self.assertEqual(json.loads(md.stdout)["inputs"][0]["shape"], [-1, 64])
+        values = ",".join(str(i / 64) for i in range(64))
+        over_http = self.cli("infer", "--model=mlp", http, f"input:FP32:1x64:{values}")
+        over_grpc = self.cli("infer", "--model=mlp", f"--server=127.0.0.1:{self.grpc_port}",
+                             f"input:FP32:1x64:{values}")
+        self.assertEqual(over_http.returncode, 0, over_http.stderr)
+        # The same printed outputs (the first line holds the call's time).
+        self.assertEqual(over_http.stdout.splitlines()[1:], over_grpc.stdout.splitlines()[1:])
+        self.assertIn("probabilities FP32 [1x10]", over_http.stdout)
+        missing = self.cli("infer", "--model=nope", http, f"input:FP32:1x64:{values}")
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn("NOT_FOUND", missing.stderr)
+
     # ---- repository -----------------------------------------------------------------
 
     def test_repository_index_unload_load(self):
