@@ -3,7 +3,7 @@
 # ndserve image: ndserved, ndserve-cli and ndserve-loadtest on a CUDA runtime base.
 #
 #   docker build -t ndserve:0.1.0 .
-#   docker run --gpus all -p 8001:8001 -p 8002:8002 ndserve:0.1.0
+#   docker run --gpus all -p 8000:8000 -p 8001:8001 -p 8002:8002 ndserve:0.1.0
 #   docker run --gpus all -v $PWD/my-models:/models:ro -p 8001:8001 ndserve:0.1.0
 #
 # Two stages:
@@ -93,9 +93,10 @@ ENV PATH=/opt/ndserve/bin:${PATH} \
 # Fails the build if the bundle missed a library the base image lacks.
 RUN if ldd /opt/ndserve/bin/* | grep "not found"; then exit 1; fi
 
-# 8001: KServe v2 gRPC and grpc.health.v1; 8002: Prometheus /metrics. The admin API
-# (8003) stays on loopback unless --admin_token_file is given (see deploy/k8s).
-EXPOSE 8001 8002
+# 8000: KServe v2 HTTP/REST; 8001: KServe v2 gRPC and grpc.health.v1; 8002: Prometheus
+# /metrics. The admin API (8003) stays on loopback unless --admin_token_file is given (see
+# deploy/k8s).
+EXPOSE 8000 8001 8002
 
 # Numeric, so Kubernetes' runAsNonRoot can verify it without /etc/passwd.
 USER 10001:10001
@@ -109,4 +110,4 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --retries=3 \
 # longer than that (docker stop -t 40).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["ndserved"]
-CMD ["--model_repository=/models", "--grpc_address=0.0.0.0:8001", "--metrics_address=0.0.0.0:8002"]
+CMD ["--model_repository=/models", "--grpc_address=0.0.0.0:8001", "--http_address=0.0.0.0:8000", "--metrics_address=0.0.0.0:8002"]
