@@ -27,7 +27,7 @@ struct HttpServiceOptions {
   uint64_t max_request_bytes = 256u << 20;
 };
 
-// The KServe v2 HTTP/REST binding (docs/design.md §13) on cpp-httplib: health, server and
+// The KServe v2 HTTP/REST binding (docs/design.md §5.1) on cpp-httplib: health, server and
 // model metadata, config, statistics, infer (JSON and the binary tensor data extension)
 // and the repository extension. Every endpoint translates its body into the gRPC message
 // (server/json_codec.h) and calls the same InferenceServiceImpl handler the gRPC binding

@@ -6,7 +6,7 @@
 // through one decoder and validator (server/infer_codec.h) and one core
 // (InferenceServiceImpl::ModelInfer); this file only translates JSON and the binary
 // tensor data extension. Pure functions, unit tested in
-// tests/unit/server/json_codec_test.cc. docs/design.md §13.
+// tests/unit/server/json_codec_test.cc. docs/design.md §5.1.
 
 #include <cstddef>
 #include <optional>
