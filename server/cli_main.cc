@@ -5,6 +5,7 @@
 //   ndserve-cli dump [--depth=N]                         the NDManager tree
 //   ndserve-cli health                                   liveness and readiness
 //   ndserve-cli infer --model=NAME INPUT...              one ModelInfer request
+//   ndserve-cli train start|step|commit|abort|list       fine-tuning (server/cli_train.cc)
 //
 // An INPUT is NAME:DATATYPE:SHAPE:DATA, e.g. `x:FP32:1x4:1,2,3,4`, `ids:INT64:2:7,9`,
 // `img:FP16:1x3x8x8:zeros` or `blob:UINT8:1024:@file.bin`. DATA is comma-separated
@@ -38,6 +39,7 @@
 #include "proto/admin.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/inference.grpc.pb.h"
+#include "server/cli_train.h"
 #include "server/options.h"
 #include "server/status_util.h"
 
@@ -367,7 +369,7 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "ndserve-cli <status|reclaim|dump|health|infer> [flags] [INPUT...]\n"
+      "ndserve-cli <status|reclaim|dump|health|infer|train> [flags] [INPUT...]\n"
       "  INPUT (infer): NAME:DATATYPE:SHAPE:DATA, e.g. x:FP32:1x4:1,2,3,4 or "
       "x:FP16:1x8:zeros or x:UINT8:64:@file.bin");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -385,6 +387,10 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[1];
   const std::vector<char*> rest(args.begin() + 2, args.end());
+  if (command == "train") {
+    return ndserve::cli::Train(rest, ndserve::cli::Channel(absl::GetFlag(FLAGS_admin)),
+                               [] { return ndserve::cli::Context(true); });
+  }
   if (command != "infer" && !rest.empty()) {
     std::cerr << "error: " << command << " takes no positional arguments\n";
     return EXIT_FAILURE;

@@ -24,6 +24,7 @@
 #include "server/model_lifecycle.h"
 #include "server/options.h"
 #include "server/shutdown_signal.h"
+#include "server/trainer_service.h"
 
 #ifndef NDSERVE_VERSION
 #define NDSERVE_VERSION "dev"
@@ -93,6 +94,9 @@ ABSL_FLAG(std::string, admin_tls_key, "", "PEM private key of --admin_tls_cert."
 ABSL_FLAG(std::string, admin_tls_client_ca, "",
           "PEM CA certificates; when set, admin clients must present a certificate this CA "
           "signed (mutual TLS).");
+ABSL_FLAG(int, train_session_idle_seconds, 600,
+          "Trainer service (on the admin listener): a training session unused this many "
+          "seconds is aborted and its memory freed.");
 
 namespace ndserve {
 namespace {
@@ -118,6 +122,7 @@ Options OptionsFromFlags() {
   o.grpc_tls = {.cert = absl::GetFlag(FLAGS_grpc_tls_cert),
                 .key = absl::GetFlag(FLAGS_grpc_tls_key),
                 .client_ca = absl::GetFlag(FLAGS_grpc_tls_client_ca)};
+  o.train_session_idle_seconds = absl::GetFlag(FLAGS_train_session_idle_seconds);
   o.admin_tls = {.cert = absl::GetFlag(FLAGS_admin_tls_cert),
                  .key = absl::GetFlag(FLAGS_admin_tls_key),
                  .client_ca = absl::GetFlag(FLAGS_admin_tls_client_ca)};
@@ -167,6 +172,13 @@ int Run(Options options) {
                               .max_response_bytes = bounds->max_response_bytes,
                               .max_inflight_host_bytes = bounds->max_inflight_host_bytes,
                               .max_pending_infer = options.max_pending_infer}));
+  // Fine-tuning of served models (docs/design.md §10.1), under the admin token rule.
+  daemon.AddAdminService([&engine, &daemon, &options](const AdminAuth& auth) {
+    return std::make_unique<TrainerServiceImpl>(
+        &engine, &daemon.metrics_exporter().trainer(), auth,
+        TrainerServiceOptions{
+            .session_idle_timeout = absl::Seconds(options.train_session_idle_seconds)});
+  });
   // Listeners first: health, metrics and admin answer while the models load.
   if (absl::Status s = daemon.Start(); !s.ok()) return StartupError(s);
   // Both control modes load the whole repository at start (as Triton's "none" and

@@ -266,6 +266,10 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
   if (absl::StatusOr<HostBounds> bounds = ResolveHostBounds(options); !bounds.ok()) {
     return bounds.status();
   }
+  if (options.train_session_idle_seconds <= 0) {
+    return Invalid("train_session_idle_seconds", std::to_string(options.train_session_idle_seconds),
+                   "must be positive");
+  }
   if (options.max_pending_infer < 0) {
     return Invalid("max_pending_infer", std::to_string(options.max_pending_infer),
                    "must not be negative (0: no limit)");

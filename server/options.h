@@ -70,6 +70,9 @@ struct Options {
   // TLS per listener (netlife): PEM paths; no cert: plain text; a client CA: mutual TLS.
   TlsFiles grpc_tls;
   TlsFiles admin_tls;
+  // Trainer service (docs/design.md §10.1): a training session unused this long is
+  // aborted and its memory freed.
+  int train_session_idle_seconds = 600;
 };
 
 // The host-memory bounds of Options, resolved.
