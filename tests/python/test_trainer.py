@@ -64,6 +64,7 @@ class TrainerTest(unittest.TestCase):
         with open(token_file, "w") as f:
             f.write(TOKEN + "\n")
         os.chmod(token_file, 0o600)
+        cls.token_file = token_file
         for _ in range(5):
             cls.grpc_port, cls.admin_port, cls.metrics_port = free_port(), free_port(), free_port()
             args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{cls.grpc_port}",
@@ -262,6 +263,34 @@ class TrainerTest(unittest.TestCase):
         self.assertEqual(len(listed), 0)
         self.assert_code(grpc.StatusCode.NOT_FOUND, lambda: self.trainer.Commit(
             train_pb2.CommitRequest(session_id=session), metadata=self.auth))
+
+    def cli(self, *args):
+        return subprocess.run(
+            [os.environ["NDSERVE_CLI"], f"--admin=127.0.0.1:{self.admin_port}",
+             f"--token_file={self.token_file}", "train", *args],
+            capture_output=True, text=True, timeout=120)
+
+    def test_the_cli_drives_a_session(self):
+        started = self.cli("start", "--model=mlp", "--target_output=fc2", "--optimizer=adam",
+                           "--lr=0.01")
+        self.assertEqual(started.returncode, 0, started.stderr)
+        session = started.stdout.strip()
+        stepped = self.cli("step", f"--session={session}", "--steps=3", "--random_max=10",
+                           "input:FP32:8x64:random", "--labels=labels:INT64:8:random")
+        self.assertEqual(stepped.returncode, 0, stepped.stderr)
+        self.assertEqual([line.split()[:2] for line in stepped.stdout.splitlines()],
+                         [["step", "1"], ["step", "2"], ["step", "3"]])
+        listed = self.cli("list")
+        self.assertIn(f"{session} mlp", listed.stdout)
+        self.assertIn("3 steps", listed.stdout)
+        bad = self.cli("step", f"--session={session}", "input:FP32:8x64:zeros",
+                       "--labels=labels:FP32:8:zeros")
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("INVALID_ARGUMENT", bad.stderr)
+        self.assertEqual(self.cli("abort", f"--session={session}").returncode, 0)
+        gone = self.cli("commit", f"--session={session}")
+        self.assertNotEqual(gone.returncode, 0)
+        self.assertIn("NOT_FOUND", gone.stderr)
 
     def test_the_admin_token_rule_applies(self):
         self.assert_code(grpc.StatusCode.UNAUTHENTICATED, lambda: self.trainer.ListSessions(
