@@ -21,6 +21,7 @@ stubs: NDSERVE_PROTO_PYTHON_DIR (default build/proto/python).
 
 import argparse
 import os
+import random
 import shutil
 import signal
 import socket
@@ -100,15 +101,31 @@ def predict(stub, ids, dense, chunk=64):
     return np.concatenate(scores), version
 
 
+def free_port():
+    """A loopback port that was free a moment ago, below the kernel's ephemeral range (a
+    bind(0) port is an ephemeral one, which a client socket may take before the daemon
+    binds it)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            floor = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        floor = 32768
+    rng = random.SystemRandom()
+    while True:
+        port = rng.randrange(20000 if floor > 21000 else 1024, floor)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
 def start_daemon(binary, workdir):
     repo = os.path.join(workdir, "repo")
     shutil.copytree(os.path.join(ROOT, "examples", "models", "recsys"),
                     os.path.join(repo, "recsys"))
-    ports = []
-    for _ in range(3):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
+    ports = [free_port() for _ in range(3)]
     proc = subprocess.Popen(
         [binary, f"--grpc_address=127.0.0.1:{ports[0]}",
          f"--metrics_address=127.0.0.1:{ports[1]}", f"--admin_address=127.0.0.1:{ports[2]}",
@@ -140,6 +157,8 @@ def main():
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--vocab", type=int, default=200, help="ids per feature in the clicks")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--require_auc", type=float, default=0.0,
+                        help="exit 1 when the committed version's AUC is below this (ctest)")
     args = parser.parse_args()
 
     proc, workdir = None, None
@@ -188,8 +207,12 @@ def main():
         committed = trainer.Commit(train_pb2.CommitRequest(session_id=started.session_id),
                                    metadata=metadata, timeout=300)
         scores, version = predict(infer, held_ids, held_dense)
+        after = auc(held_clicks, scores)
         print(f"committed version {committed.version}; version {version}: held-out AUC "
-              f"{auc(held_clicks, scores):.3f}", flush=True)
+              f"{after:.3f}", flush=True)
+        if version != str(committed.version) or after < args.require_auc:
+            raise SystemExit(f"expected version {committed.version} with AUC >= "
+                             f"{args.require_auc}")
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
