@@ -20,11 +20,6 @@ absl::StatusOr<double> GradSquares(const Variable& parameter) {
   const NDArray& grad = parameter.grad();
   const VariableState* state = parameter.state();
   double sum = 0;
-  if (grad.device().is_cuda()) {
-    NDS_ASSIGN_OR_RETURN(std::vector<float> host, grad.ToVector<float>());
-    for (float g : host) sum += static_cast<double>(g) * g;
-    return sum;
-  }
   NDS_ASSIGN_OR_RETURN(const float* data, grad.DataAs<float>());
   if (!state->dense_grad && grad.rank() >= 1 && grad.shape()[0] > 0) {
     const std::int64_t row = grad.num_elements() / grad.shape()[0];
@@ -74,6 +69,12 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
     const std::string& model_path, std::shared_ptr<engine::TrainerScope> scope,
     TrainingRunOptions options) {
   if (scope == nullptr) return absl::InvalidArgumentError("a training run needs a trainer scope");
+  // The autograd ops are CPU kernels (docs/design.md §10): a model served from GPU memory
+  // would hand them device pointers.
+  if (const Device device = scope->manager()->device(); device.is_cuda()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "training runs on the CPU only; the model is served on ", device.ToString()));
+  }
   if (!(options.lr > 0.0f) || !std::isfinite(options.lr)) {
     return absl::InvalidArgumentError(absl::StrCat("lr must be a positive number, not ", options.lr));
   }

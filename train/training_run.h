@@ -64,8 +64,8 @@ struct StepResult {
 class TrainingRun {
  public:
   // INVALID_ARGUMENT for bad options (naming them) or an unknown target output or
-  // trainable name; UNIMPLEMENTED for an op without a backward; the reader's errors for
-  // `model_path`.
+  // trainable name; UNIMPLEMENTED for an op without a backward or a scope on a GPU; the
+  // reader's errors for `model_path`.
   static absl::StatusOr<std::unique_ptr<TrainingRun>> Create(
       const std::string& model_path, std::shared_ptr<engine::TrainerScope> scope,
       TrainingRunOptions options);

@@ -76,6 +76,9 @@ absl::StatusOr<StepResult> TrainingRuns::Step(absl::string_view id,
                                               const engine::HostTensor& labels) {
   NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
   absl::MutexLock lock(&entry->mu);
+  if (entry->committing) {
+    return absl::FailedPreconditionError(absl::StrCat("training session '", id, "' is being committed"));
+  }
   return entry->run->Step(inputs, labels);
 }
 
@@ -85,10 +88,22 @@ absl::StatusOr<CommitResult> TrainingRuns::Commit(absl::string_view id) {
   CommitResult result;
   {
     absl::MutexLock lock(&entry->mu);
+    if (entry->committing) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("training session '", id, "' is being committed"));
+    }
     NDS_ASSIGN_OR_RETURN(values, entry->run->Parameters());
     result.steps = entry->run->steps();
+    entry->committing = true;
   }
-  NDS_ASSIGN_OR_RETURN(result.version, engine_->PublishVersion(entry->session->model(), values));
+  absl::StatusOr<std::int64_t> published =
+      engine_->PublishVersion(entry->session->model(), values);
+  if (!published.ok()) {
+    absl::MutexLock lock(&entry->mu);
+    entry->committing = false;
+    return published.status();
+  }
+  result.version = *published;
   // The trained copies are in the new version now; the session's memory goes back. (A
   // retired version has closed the scope already; the session is forgotten either way.)
   sessions_.Abort(id).IgnoreError();

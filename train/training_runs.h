@@ -55,7 +55,8 @@ class TrainingRuns {
                                   const engine::HostTensor& labels);
   // Publishes the session's parameters as the model's next version
   // (Engine::PublishVersion: requests in flight finish on the old version) and ends the
-  // session. On failure the session stays open. NOT_FOUND as Step.
+  // session. On failure the session stays open. NOT_FOUND as Step; FAILED_PRECONDITION
+  // while another Commit of it is publishing (Step too).
   absl::StatusOr<CommitResult> Commit(absl::string_view id);
   absl::Status Abort(absl::string_view id);
   std::vector<engine::TrainingSessionInfo> List() const;
@@ -69,6 +70,9 @@ class TrainingRuns {
     std::shared_ptr<engine::TrainingSession> session;
     absl::Mutex mu;  // Step against Commit's read of the parameters
     std::unique_ptr<TrainingRun> run ABSL_GUARDED_BY(mu);
+    // A Commit copied the parameters and is publishing them: further steps would be
+    // lost and a second Commit would publish twice.
+    bool committing ABSL_GUARDED_BY(mu) = false;
   };
   // The entry of a live session (marking it used), dropping a stale one.
   absl::StatusOr<std::shared_ptr<Entry>> Find(absl::string_view id);

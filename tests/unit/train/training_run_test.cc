@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -266,6 +267,24 @@ TEST_F(TrainingRunsTest, IdleSessionsExpireAndGiveTheirMemoryBack) {
   EXPECT_TRUE(runs_->List().empty());
   EXPECT_TRUE(absl::IsNotFound(runs_->Step(s.id, batch.inputs, batch.labels).status()));
   EXPECT_EQ(Must(memory_.GetPool(Device::Cpu()))->Stats().allocated_bytes, before);
+}
+
+TEST_F(TrainingRunsTest, AFailedCommitLeavesTheSessionOpen) {
+  // Under a `specific` version policy a restart would not load the new version, so
+  // PublishVersion refuses it.
+  {
+    std::ofstream config(repo_ / "mlp/config.pbtxt", std::ios::app);
+    config << "version_policy { specific { versions: 1 } }\n";
+  }
+  ASSERT_TRUE(engine_->LoadModel("mlp").ok());
+  StartedSession s = Must(runs_->Start("mlp", 0, MlpOptions()));
+  const MlpBatch batch = MakeMlpBatch(7);
+  ASSERT_TRUE(runs_->Step(s.id, batch.inputs, batch.labels).ok());
+  const absl::Status failed = runs_->Commit(s.id).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(failed)) << failed;
+  EXPECT_FALSE(fs::exists(repo_ / "mlp/2"));
+  ASSERT_EQ(runs_->List().size(), 1u);
+  EXPECT_EQ(Must(runs_->Step(s.id, batch.inputs, batch.labels)).step, 2);
 }
 
 }  // namespace
