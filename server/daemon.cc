@@ -89,7 +89,7 @@ absl::Status Daemon::StartAdmin() {
     token = std::move(*read);
   }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      ListenerCredentials(options_.admin_tls, "admin");
+      ListenerCredentials(options_.admin_tls, "admin", options_.tls_reload_seconds);
   if (!credentials.ok()) return credentials.status();
   const AdminAuth auth(std::move(token));
   admin_service_ = std::make_unique<AdminServiceImpl>(memory_, auth);
@@ -112,7 +112,7 @@ absl::Status Daemon::StartAdmin() {
 
 absl::Status Daemon::StartInference() {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      ListenerCredentials(options_.grpc_tls, "grpc");
+      ListenerCredentials(options_.grpc_tls, "grpc", options_.tls_reload_seconds);
   if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
   ExclusivePort(builder);

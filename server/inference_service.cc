@@ -81,6 +81,24 @@ namespace {
 
 using AsyncService = GRPCInferenceService::AsyncService;
 
+// Triton's "priority" request parameter (uint64, or a non-negative int64) into `out`.
+absl::Status ReadPriority(const inference::ModelInferRequest& request,
+                          engine::InferenceRequest* out) {
+  const auto it = request.parameters().find("priority");
+  if (it == request.parameters().end()) return absl::OkStatus();
+  const inference::InferParameter& p = it->second;
+  if (p.parameter_choice_case() == inference::InferParameter::kUint64Param) {
+    out->priority = p.uint64_param();
+  } else if (p.parameter_choice_case() == inference::InferParameter::kInt64Param &&
+             p.int64_param() >= 0) {
+    out->priority = static_cast<uint64_t>(p.int64_param());
+  } else {
+    return absl::InvalidArgumentError(
+        "parameter 'priority' must be a non-negative integer (uint64 or int64)");
+  }
+  return absl::OkStatus();
+}
+
 // The call's gRPC deadline; InfiniteFuture when the client set none.
 absl::Time DeadlineOf(const grpc::ServerContext& context) {
   const std::chrono::system_clock::time_point deadline = context.deadline();
@@ -97,7 +115,7 @@ class UnaryCall final : public InferenceServiceImpl::Call {
                                            void*);
   using HandlerFn = grpc::Status (InferenceServiceImpl::*)(const Req&, Resp*);
   using AsyncHandlerFn = void (InferenceServiceImpl::*)(const Req&, Resp*, absl::Time,
-                                                        InferenceServiceImpl::Reply);
+                                                        InferenceServiceImpl::HeldReply);
   // How to request and answer one RPC: with `handler`, or with `async_handler` when set.
   struct Method {
     RequestFn request;
@@ -139,7 +157,11 @@ class UnaryCall final : public InferenceServiceImpl::Call {
       BeginAsyncReply();
       Run(method_->blocking, [this, service = service_, handler = method_->async_handler] {
         (service->*handler)(request_, &response_, DeadlineOf(context_),
-                            [this, service](grpc::Status status) {
+                            [this, service](grpc::Status status,
+                                            HostMemoryBudget::Reservation until_sent) {
+                              // Released when this call is deleted, after gRPC reported
+                              // the response sent (or the client gone).
+                              until_sent_ = std::move(until_sent);
                               // The poller may delete this object as soon as Finish is queued.
                               responder_.Finish(response_, status, this);
                               EndAsyncReply(service);
@@ -161,6 +183,7 @@ class UnaryCall final : public InferenceServiceImpl::Call {
   Req request_;
   Resp response_;
   grpc::ServerAsyncResponseWriter<Resp> responder_;
+  HostMemoryBudget::Reservation until_sent_;  // an async handler's response bytes
   bool finishing_ = false;
 };
 
@@ -337,7 +360,9 @@ void InferenceServiceImpl::RequestAll(grpc::ServerCompletionQueue* cq) {
       &AsyncService::RequestModelConfig, &InferenceServiceImpl::ModelConfig, kInline);
   static const auto* infer = MethodOf<ModelInferRequest, ModelInferResponse>(
       &AsyncService::RequestModelInfer, &InferenceServiceImpl::ModelInfer, kBlocking,
-      &InferenceServiceImpl::ModelInferAsync);
+      static_cast<void (InferenceServiceImpl::*)(const ModelInferRequest&, ModelInferResponse*,
+                                                 absl::Time, HeldReply)>(
+          &InferenceServiceImpl::ModelInferAsync));
   static const auto* stats = MethodOf<ModelStatisticsRequest, ModelStatisticsResponse>(
       &AsyncService::RequestModelStatistics, &InferenceServiceImpl::ModelStatistics, kInline);
   static const auto* index = MethodOf<RepositoryIndexRequest, RepositoryIndexResponse>(
@@ -467,6 +492,19 @@ grpc::Status InferenceServiceImpl::ModelConfig(const inference::ModelConfigReque
 void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& request,
                                            inference::ModelInferResponse* response,
                                            absl::Time deadline, Reply done) {
+  ModelInferAsync(request, response, deadline,
+                  HeldReply([done = std::move(done)](
+                                grpc::Status status, HostMemoryBudget::Reservation held) mutable {
+                    // A by-value parameter dies only after the call returns (the caller
+                    // destroys it), so release it here, before answering.
+                    { HostMemoryBudget::Reservation released = std::move(held); }
+                    done(std::move(status));
+                  }));
+}
+
+void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& request,
+                                           inference::ModelInferResponse* response,
+                                           absl::Time deadline, HeldReply done) {
   const absl::Time start = absl::Now();
   InferenceMetrics::InflightScope inflight = metrics_->TrackInflight(request.model_name());
   // Records the call's metrics and answers it; the last use of `request` and `response`.
@@ -497,23 +535,24 @@ void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& r
                            absl::DeadlineExceededError(
                                "the request's deadline passed before it was served; it did not run"),
                            engine::kRejectDeadline),
-                       nullptr));
+                       nullptr),
+                {});
   }
   // Host memory this request holds until it is answered (HostMemoryBudget): the wire
   // request gRPC parsed, the decoder's copies, then the response.
   absl::StatusOr<HostMemoryBudget::Reservation> held =
       host_memory_.Reserve(request.ByteSizeLong(), "the request");
-  if (!held.ok()) return done(finish(held.status(), nullptr));
+  if (!held.ok()) return done(finish(held.status(), nullptr), {});
   absl::StatusOr<DecodedInferRequest> decoded = DecodeInferRequest(request);
-  if (!decoded.ok()) return done(finish(decoded.status(), nullptr));
+  if (!decoded.ok()) return done(finish(decoded.status(), nullptr), {});
   if (absl::Status grown = held->Grow(decoded->owned_bytes(), "the decoded request");
       !grown.ok()) {
-    return done(finish(grown, nullptr));
+    return done(finish(grown, nullptr), {});
   }
   if (cut_.load()) {
     // Queued behind the workers when the exit timeout passed: never runs.
     cut_requests_.fetch_add(1);
-    return done(finish(CutByExitTimeout(), nullptr));
+    return done(finish(CutByExitTimeout(), nullptr), {});
   }
   engine::InferenceRequest& engine_request = decoded->mutable_request();
   engine_request.deadline = deadline;
@@ -524,9 +563,13 @@ void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& r
         timeout->second.int64_param() < 0) {
       return done(finish(absl::InvalidArgumentError(
                              "parameter 'timeout' must be a non-negative int64 (microseconds)"),
-                         nullptr));
+                         nullptr),
+                  {});
     }
     engine_request.timeout_microseconds = static_cast<uint64_t>(timeout->second.int64_param());
+  }
+  if (absl::Status priority = ReadPriority(request, &engine_request); !priority.ok()) {
+    return done(finish(std::move(priority), nullptr), {});
   }
   // The decoded request views `request`'s bytes and must live until the engine answers.
   auto owned = std::make_unique<DecodedInferRequest>(*std::move(decoded));
@@ -552,8 +595,8 @@ void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& r
           status.ok() ? finish(status, &*result) : finish(std::move(status), nullptr);
       owned.reset();
       { InferenceMetrics::InflightScope ended = std::move(inflight); }
-      { HostMemoryBudget::Reservation released = std::move(held); }
-      done(std::move(answer));
+      // The response's bytes stay held until the transport has sent them.
+      done(std::move(answer), std::move(held));
     };
     if (submitting->load(std::memory_order_acquire) || workers_ == nullptr) {
       reply();

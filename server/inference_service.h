@@ -100,13 +100,24 @@ class InferenceServiceImpl final : public PortService {
                            inference::ModelConfigResponse* response);
   // Answers one finished ModelInfer call; may run on any thread.
   using Reply = absl::AnyInvocable<void(grpc::Status)>;
+  // As Reply, with the host memory the request and its response still hold
+  // (HostMemoryBudget): the caller keeps `until_sent` until the transport has sent the
+  // response, so that a slow reader's response stays inside --max_inflight_host_bytes.
+  using HeldReply =
+      absl::AnyInvocable<void(grpc::Status, HostMemoryBudget::Reservation until_sent)>;
   // ModelInfer without holding the calling thread while the request waits in a model's
   // queue: `done` is called exactly once, on this thread or later on a dynamic
   // batcher's thread (docs/design.md §6). `request` and `response` must stay valid until
   // then. A request still queued at `deadline` (the call's gRPC deadline) never runs.
+  // This overload releases the host memory before `done`.
   void ModelInferAsync(const inference::ModelInferRequest& request,
                        inference::ModelInferResponse* response, absl::Time deadline,
                        Reply done);
+  void ModelInferAsync(const inference::ModelInferRequest& request,
+                       inference::ModelInferResponse* response, absl::Time deadline,
+                       HeldReply done);
+  // Host bytes that requests and responses hold now (ndserve_host_request_bytes).
+  uint64_t host_bytes_in_use() const { return host_memory_.in_use(); }
   // ModelInferAsync without a deadline, waiting for its result.
   grpc::Status ModelInfer(const inference::ModelInferRequest& request,
                           inference::ModelInferResponse* response);

@@ -91,6 +91,13 @@ ABSL_FLAG(std::string, admin_tls_cert, "",
           "PEM certificate chain for the admin port; with --admin_tls_key it serves TLS only. "
           "Required when --admin_address is beyond loopback.");
 ABSL_FLAG(std::string, admin_tls_key, "", "PEM private key of --admin_tls_cert.");
+ABSL_FLAG(int, infer_workers, 0,
+          "Threads that decode ModelInfer requests, run lone requests on idle models and "
+          "encode responses; 0: one per core.");
+ABSL_FLAG(int, tls_reload_seconds, 0,
+          "Every this many seconds the TLS listeners re-read their certificate, key and "
+          "client CA files, so that a rotated certificate is served without a restart; "
+          "0: read once at start.");
 ABSL_FLAG(std::string, admin_tls_client_ca, "",
           "PEM CA certificates; when set, admin clients must present a certificate this CA "
           "signed (mutual TLS).");
@@ -126,6 +133,8 @@ Options OptionsFromFlags() {
   o.admin_tls = {.cert = absl::GetFlag(FLAGS_admin_tls_cert),
                  .key = absl::GetFlag(FLAGS_admin_tls_key),
                  .client_ca = absl::GetFlag(FLAGS_admin_tls_client_ca)};
+  o.tls_reload_seconds = absl::GetFlag(FLAGS_tls_reload_seconds);
+  o.infer_workers = absl::GetFlag(FLAGS_infer_workers);
   return o;
 }
 
@@ -169,6 +178,7 @@ int Run(Options options) {
       &engine, &lifecycle, &daemon.health(), &daemon.metrics(),
       InferenceServiceOptions{.server_version = NDSERVE_VERSION,
                               .model_control_mode = options.model_control_mode,
+                              .workers = options.infer_workers,
                               .max_response_bytes = bounds->max_response_bytes,
                               .max_inflight_host_bytes = bounds->max_inflight_host_bytes,
                               .max_pending_infer = options.max_pending_infer}));

@@ -266,6 +266,14 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
   if (absl::StatusOr<HostBounds> bounds = ResolveHostBounds(options); !bounds.ok()) {
     return bounds.status();
   }
+  if (options.tls_reload_seconds < 0) {
+    return Invalid("tls_reload_seconds", std::to_string(options.tls_reload_seconds),
+                   "must not be negative (0: no reload)");
+  }
+  if (options.infer_workers < 0 || options.infer_workers > 4096) {
+    return Invalid("infer_workers", std::to_string(options.infer_workers),
+                   "must be 0 (one per core) to 4096");
+  }
   if (options.train_session_idle_seconds <= 0) {
     return Invalid("train_session_idle_seconds", std::to_string(options.train_session_idle_seconds),
                    "must be positive");

@@ -67,9 +67,16 @@ struct Options {
   // Overload shedding (batchiso): ModelInfer calls accepted but not yet taken by a
   // worker beyond this many are refused at once with UNAVAILABLE; 0: no limit.
   int max_pending_infer = 1024;
+  // Threads that decode, enqueue and encode ModelInfer calls (InferenceServiceOptions::
+  // workers); 0: one per core. A small pool makes --max_pending_infer bite sooner.
+  int infer_workers = 0;
   // TLS per listener (netlife): PEM paths; no cert: plain text; a client CA: mutual TLS.
   TlsFiles grpc_tls;
   TlsFiles admin_tls;
+  // How often the TLS listeners re-read their PEM files, so that a rotated certificate
+  // (cert-manager, a renewed Let's Encrypt pair) is served without a restart; 0: read
+  // once at start.
+  int tls_reload_seconds = 0;
   // Trainer service (docs/design.md §10.1): a training session unused this long is
   // aborted and its memory freed.
   int train_session_idle_seconds = 600;

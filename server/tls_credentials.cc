@@ -2,8 +2,11 @@
 
 #include <grpc/grpc_security_constants.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -82,10 +85,23 @@ absl::Status ValidateTlsFiles(const TlsFiles& files, absl::string_view listener)
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
-    const TlsFiles& files, absl::string_view listener) {
+    const TlsFiles& files, absl::string_view listener, int reload_seconds) {
   absl::StatusOr<Pems> pems = ReadAll(files, listener);
   if (!pems.ok()) return pems.status();
   if (!files.enabled()) return grpc::InsecureServerCredentials();
+  if (reload_seconds > 0) {
+    auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        files.key, files.cert, files.client_ca, static_cast<unsigned int>(reload_seconds));
+    grpc::experimental::TlsServerCredentialsOptions options(provider);
+    options.watch_identity_key_cert_pairs();
+    if (!files.client_ca.empty()) {
+      options.watch_root_certs();
+      options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    } else {
+      options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    }
+    return grpc::experimental::TlsServerCredentials(options);
+  }
   grpc::SslServerCredentialsOptions options(
       pems->client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                               : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);

@@ -30,9 +30,13 @@ struct TlsFiles {
 absl::Status ValidateTlsFiles(const TlsFiles& files, absl::string_view listener);
 
 // The credentials a listener binds with: insecure when TLS is off, else TLS from the PEM
-// files (read now; a certificate rotation needs a restart). Errors as ValidateTlsFiles.
+// files, checked now (errors as ValidateTlsFiles). With `reload_seconds` 0 the files are
+// read once; otherwise gRPC's FileWatcherCertificateProvider re-reads them that often and
+// new handshakes use what it read (established connections keep theirs), so a rotated
+// certificate needs no restart. Files should be replaced by rename, so that a reload
+// never reads a key and a certificate from different rotations.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
-    const TlsFiles& files, absl::string_view listener);
+    const TlsFiles& files, absl::string_view listener, int reload_seconds = 0);
 
 }  // namespace ndserve
 

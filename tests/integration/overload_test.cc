@@ -2,7 +2,8 @@
 // the request that carries it; a model waiting for a batch holds no worker thread, so
 // another model answers meanwhile; a full queue is refused with UNAVAILABLE and a request
 // whose deadline passed in the queue never runs, both counted in
-// ndserve_inference_rejected_total (engine/dynamic_batcher.h, docs/design.md §5).
+// ndserve_inference_rejected_total; and past --max_pending_infer calls waiting for a
+// worker are refused on the polling thread (engine/dynamic_batcher.h, docs/design.md §5).
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -271,6 +273,69 @@ TEST_F(OverloadDaemonTest, AFullQueueIsRefusedAndAnExpiredRequestNeverRuns) {
   ASSERT_TRUE(stub->ModelStatistics(&context, stats_request, &stats).ok());
   ASSERT_EQ(stats.model_stats_size(), 1);
   EXPECT_EQ(stats.model_stats(0).inference_count(), 1u) << "the expired request ran";
+}
+
+// --max_pending_infer through the real daemon: one worker (so that the backlog forms on
+// any number of cores: it also encodes every batch's responses) and a backlog of one,
+// under 16 closed-loop clients. Calls that find a call already waiting for the worker are
+// refused at once with UNAVAILABLE, counted as server_busy; all others succeed, and the
+// daemon serves normally afterwards.
+TEST(MaxPendingInferTest, CallsBeyondTheBacklogAreRefusedAtOnceAndCounted) {
+  auto started = DaemonProcess::Start({"--max_pending_infer=1", "--infer_workers=1"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::unique_ptr<DaemonProcess> d = *std::move(started);
+  constexpr int kClients = 16, kPerClient = 60;
+  std::atomic<int> ok{0}, shed{0}, other{0};
+  std::string other_message;
+  std::atomic<bool> other_recorded{false};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&] {
+      auto stub = inference::GRPCInferenceService::NewStub(LoopbackChannel(d->grpc_port()));
+      for (int i = 0; i < kPerClient; ++i) {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+        inference::ModelInferResponse response;
+        const grpc::Status s = stub->ModelInfer(&context, MlpRequest("mlp"), &response);
+        if (s.ok()) {
+          ++ok;
+        } else if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                   s.error_message().find("overloaded") != std::string::npos) {
+          ++shed;
+        } else {
+          ++other;
+          if (!other_recorded.exchange(true)) other_message = s.error_message();
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(other, 0) << other_message;
+  EXPECT_GT(shed, 0) << "no call was refused with a backlog of one";
+  EXPECT_GT(ok, 0);
+  EXPECT_EQ(ok + shed, kClients * kPerClient);
+  absl::StatusOr<std::string> text = HttpGet(d->metrics_port(), "/metrics");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(MetricValue(*text, "ndserve_inference_rejected_total",
+                        R"(model="mlp",reason="server_busy",version="")"),
+            shed.load());
+  // Still serving once the load is gone.
+  auto stub = d->Inference();
+  grpc::ClientContext context;
+  inference::ModelInferResponse response;
+  const grpc::Status s = stub->ModelInfer(&context, MlpRequest("mlp"), &response);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  // Every response's host bytes are released once gRPC has sent it (the call object goes
+  // a moment after the client has its reply, hence the poll; the limit is a hang guard).
+  std::optional<double> held;
+  for (int i = 0; i < 600; ++i) {
+    absl::StatusOr<std::string> now = HttpGet(d->metrics_port(), "/metrics");
+    ASSERT_TRUE(now.ok()) << now.status();
+    held = MetricValue(*now, "ndserve_host_request_bytes", "");
+    if (held == 0.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(held, 0.0) << "host bytes still held after every call was answered";
 }
 
 }  // namespace

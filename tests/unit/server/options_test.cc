@@ -4,6 +4,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -29,8 +30,13 @@ EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
 
 const EnvLookup kEmptyEnv = FakeEnv({});
 
+// A file named after `name`, this process and a counter: test binaries run in parallel
+// (ctest -j) and must never read each other's half-written files.
 std::string WriteTempFile(const std::string& name, const std::string& contents) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / name;
+  static std::atomic<int> counter{0};
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      absl::StrCat(getpid(), "_", counter.fetch_add(1), "_", name);
   std::ofstream(path) << contents;
   return path.string();
 }
@@ -389,6 +395,14 @@ TEST(OptionsTest, OtherChecks) {
   pending.max_pending_infer = -1;
   EXPECT_THAT(ValidateOptions(pending, kEmptyEnv).message(), HasSubstr("--max_pending_infer"));
   pending.max_pending_infer = 0;  // no limit
+  Options workers;
+  workers.infer_workers = -1;
+  EXPECT_THAT(ValidateOptions(workers, kEmptyEnv).message(), HasSubstr("--infer_workers"));
+  workers.infer_workers = 5000;
+  EXPECT_THAT(ValidateOptions(workers, kEmptyEnv).message(), HasSubstr("--infer_workers"));
+  Options reload;
+  reload.tls_reload_seconds = -1;
+  EXPECT_THAT(ValidateOptions(reload, kEmptyEnv).message(), HasSubstr("--tls_reload_seconds"));
   EXPECT_TRUE(ValidateOptions(pending, kEmptyEnv).ok());
 
   Options device;
