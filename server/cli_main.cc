@@ -6,6 +6,7 @@
 //   ndserve-cli health                                   liveness and readiness
 //   ndserve-cli metadata --model=NAME                    a model's inputs and outputs
 //   ndserve-cli infer --model=NAME INPUT...              one ModelInfer request
+//   ndserve-cli train start|step|commit|abort|list       fine-tuning (server/cli_train.cc)
 //
 // --http=HOST:PORT sends health, metadata and infer over KServe v2 HTTP/REST instead of
 // gRPC (--server).
@@ -44,6 +45,7 @@
 #include "protocol/datatype.h"
 #include "protocol/dims.h"
 #include "server/cli_http.h"
+#include "server/cli_train.h"
 #include "server/options.h"
 #include "server/status_util.h"
 
@@ -416,7 +418,7 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "ndserve-cli <status|reclaim|dump|health|metadata|infer> [flags] [INPUT...]\n"
+      "ndserve-cli <status|reclaim|dump|health|metadata|infer|train> [flags] [INPUT...]\n"
       "  INPUT (infer): NAME:DATATYPE:SHAPE:DATA, e.g. x:FP32:1x4:1,2,3,4 or "
       "x:FP16:1x8:zeros or x:UINT8:64:@file.bin");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -434,6 +436,10 @@ int main(int argc, char** argv) {
   }
   const std::string command = args[1];
   const std::vector<char*> rest(args.begin() + 2, args.end());
+  if (command == "train") {
+    return ndserve::cli::Train(rest, ndserve::cli::Channel(absl::GetFlag(FLAGS_admin)),
+                               [] { return ndserve::cli::Context(true); });
+  }
   if (command != "infer" && !rest.empty()) {
     std::cerr << "error: " << command << " takes no positional arguments\n";
     return EXIT_FAILURE;

@@ -55,6 +55,10 @@ void Daemon::AddPortService(std::unique_ptr<PortService> service) {
   port_services_.push_back(std::move(service));
 }
 
+void Daemon::AddAdminService(AdminServiceFactory factory) {
+  admin_factories_.push_back(std::move(factory));
+}
+
 absl::Status Daemon::Start() {
   absl::Status status = metrics_.Start(options_.metrics_address);
   if (status.ok()) status = StartAdmin();
@@ -87,11 +91,16 @@ absl::Status Daemon::StartAdmin() {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       ListenerCredentials(options_.admin_tls, "admin", options_.tls_reload_seconds);
   if (!credentials.ok()) return credentials.status();
-  admin_service_ = std::make_unique<AdminServiceImpl>(memory_, AdminAuth(std::move(token)));
+  const AdminAuth auth(std::move(token));
+  admin_service_ = std::make_unique<AdminServiceImpl>(memory_, auth);
   grpc::ServerBuilder builder;
   ExclusivePort(builder);
   builder.AddListeningPort(options_.admin_address, *credentials, &admin_port_);
   builder.RegisterService(admin_service_.get());
+  for (const AdminServiceFactory& factory : admin_factories_) {
+    admin_services_.push_back(factory(auth));
+    builder.RegisterService(admin_services_.back().get());
+  }
   admin_server_ = builder.BuildAndStart();
   if (admin_server_ == nullptr || admin_port_ == 0) {
     admin_server_.reset();
@@ -201,6 +210,7 @@ void Daemon::Close() {
     admin_server_->Wait();
     admin_server_.reset();
     admin_service_.reset();
+    admin_services_.clear();
     for (const Pool* pool : memory_->AllPools()) {
       const PoolStats s = pool->Stats();
       LOG(INFO) << "final pool status on " << pool->device().ToString() << ": "

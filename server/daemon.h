@@ -1,6 +1,7 @@
 #ifndef NDSERVE_SERVER_DAEMON_H_
 #define NDSERVE_SERVER_DAEMON_H_
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -14,6 +15,7 @@
 namespace grpc {
 class Server;
 class ServerBuilder;
+class Service;
 }  // namespace grpc
 
 namespace ndserve {
@@ -59,6 +61,10 @@ class PortService {
 // the port getters from any.
 class Daemon {
  public:
+  // Builds a service for the admin listener, under the admin token rule (the Trainer
+  // service, docs/design.md §10.1); called by Start once the token is read.
+  using AdminServiceFactory = std::function<std::unique_ptr<grpc::Service>(const AdminAuth& auth)>;
+
   Daemon(Options options, MemorySystem* memory);
   ~Daemon();
   Daemon(const Daemon&) = delete;
@@ -66,6 +72,8 @@ class Daemon {
 
   // Before Start.
   void AddPortService(std::unique_ptr<PortService> service);
+  // Before Start.
+  void AddAdminService(AdminServiceFactory factory);
 
   // Binds metrics, admin and inference listeners, in that order. An error names the
   // flag whose address could not be bound; listeners opened before it are closed again.
@@ -106,6 +114,8 @@ class Daemon {
   MetricsExporter metrics_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> admin_server_;
+  std::vector<AdminServiceFactory> admin_factories_;
+  std::vector<std::unique_ptr<grpc::Service>> admin_services_;  // from admin_factories_
   std::unique_ptr<grpc::Server> grpc_server_;
   std::vector<std::unique_ptr<PortService>> port_services_;
   bool port_services_started_ = false;

@@ -26,6 +26,7 @@
 #include "server/model_lifecycle.h"
 #include "server/options.h"
 #include "server/shutdown_signal.h"
+#include "server/trainer_service.h"
 
 #ifndef NDSERVE_VERSION
 #define NDSERVE_VERSION "dev"
@@ -111,6 +112,9 @@ ABSL_FLAG(int, tls_reload_seconds, 0,
 ABSL_FLAG(std::string, admin_tls_client_ca, "",
           "PEM CA certificates; when set, admin clients must present a certificate this CA "
           "signed (mutual TLS).");
+ABSL_FLAG(int, train_session_idle_seconds, 600,
+          "Trainer service (on the admin listener): a training session unused this many "
+          "seconds is aborted and its memory freed.");
 
 namespace ndserve {
 namespace {
@@ -139,6 +143,7 @@ Options OptionsFromFlags() {
   o.grpc_tls = {.cert = absl::GetFlag(FLAGS_grpc_tls_cert),
                 .key = absl::GetFlag(FLAGS_grpc_tls_key),
                 .client_ca = absl::GetFlag(FLAGS_grpc_tls_client_ca)};
+  o.train_session_idle_seconds = absl::GetFlag(FLAGS_train_session_idle_seconds);
   o.admin_tls = {.cert = absl::GetFlag(FLAGS_admin_tls_cert),
                  .key = absl::GetFlag(FLAGS_admin_tls_key),
                  .client_ca = absl::GetFlag(FLAGS_admin_tls_client_ca)};
@@ -195,6 +200,13 @@ int Run(Options options) {
   // daemon owns that service and keeps it until after http.Stop().
   InferenceServiceImpl* const inference_service = inference.get();
   daemon.AddPortService(std::move(inference));
+  // Fine-tuning of served models (docs/design.md §10.1), under the admin token rule.
+  daemon.AddAdminService([&engine, &daemon, &options](const AdminAuth& auth) {
+    return std::make_unique<TrainerServiceImpl>(
+        &engine, &daemon.metrics_exporter().trainer(), auth,
+        TrainerServiceOptions{
+            .session_idle_timeout = absl::Seconds(options.train_session_idle_seconds)});
+  });
   // Listeners first: health, metrics and admin answer while the models load.
   if (absl::Status s = daemon.Start(); !s.ok()) return StartupError(s);
   std::optional<HttpService> http;

@@ -51,7 +51,8 @@ void WakeListener(const std::string& address, int port) {
 MetricsExporter::MetricsExporter(const DevicePools* pools, ManagerLevelSource managers)
     : registry_(std::make_shared<prometheus::Registry>()),
       memory_(std::make_shared<MemoryCollector>(pools, std::move(managers))),
-      inference_(std::make_unique<InferenceMetrics>(registry_.get())) {}
+      inference_(std::make_unique<InferenceMetrics>(registry_.get())),
+      trainer_(std::make_unique<TrainerMetrics>(registry_.get())) {}
 
 MetricsExporter::~MetricsExporter() { Stop(); }
 

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "server/inference_metrics.h"
 #include "server/memory_collector.h"
+#include "server/trainer_metrics.h"
 
 namespace prometheus {
 class Exposer;
@@ -47,11 +48,13 @@ class MetricsExporter {
   std::string Text() const;
 
   InferenceMetrics& inference() { return *inference_; }
+  TrainerMetrics& trainer() { return *trainer_; }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<MemoryCollector> memory_;
   std::unique_ptr<InferenceMetrics> inference_;
+  std::unique_ptr<TrainerMetrics> trainer_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string address_;
   int port_ = 0;

@@ -289,6 +289,10 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
     return Invalid("infer_workers", std::to_string(options.infer_workers),
                    "must be 0 (one per core) to 4096");
   }
+  if (options.train_session_idle_seconds <= 0) {
+    return Invalid("train_session_idle_seconds", std::to_string(options.train_session_idle_seconds),
+                   "must be positive");
+  }
   if (options.max_pending_infer < 0) {
     return Invalid("max_pending_infer", std::to_string(options.max_pending_infer),
                    "must not be negative (0: no limit)");

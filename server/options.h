@@ -85,6 +85,9 @@ struct Options {
   // (cert-manager, a renewed Let's Encrypt pair) is served without a restart; 0: read
   // once at start.
   int tls_reload_seconds = 0;
+  // Trainer service (docs/design.md §10.1): a training session unused this long is
+  // aborted and its memory freed.
+  int train_session_idle_seconds = 600;
 };
 
 // The host-memory bounds of Options, resolved.

@@ -28,10 +28,13 @@ import health_pb2_grpc  # noqa: E402
 import inference_pb2  # noqa: E402
 import inference_pb2_grpc  # noqa: E402
 import model_config_pb2  # noqa: E402
+import train_pb2  # noqa: E402
+import train_pb2_grpc  # noqa: E402
 
 __all__ = [
     "admin_pb2", "admin_pb2_grpc", "health_pb2", "health_pb2_grpc", "inference_pb2",
-    "inference_pb2_grpc", "model_config_pb2", "free_port", "UNLIMITED",
+    "inference_pb2_grpc", "model_config_pb2", "train_pb2", "train_pb2_grpc", "free_port",
+    "UNLIMITED",
 ]
 
 # Channel options without gRPC's 4 MiB message cap, as the daemon has none.

@@ -1,0 +1,305 @@
+"""The Trainer service (docs/design.md §10.1) against a running ndserved: a session on
+`mlp` streams 20 batches and its loss falls, Commit makes the model serve version 2
+with different outputs, Abort/ListSessions, unknown sessions are NOT_FOUND, bad input
+INVALID_ARGUMENT, too many sessions RESOURCE_EXHAUSTED, idle sessions expire, the admin
+token rule applies, the ndserve_train_* metrics count the steps, and inference on the
+model never fails meanwhile.
+
+Needs NDSERVED, NDSERVE_PROTO_PYTHON_DIR and NDSERVE_SOURCE_DIR; ctest sets them. Run
+with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf, python3-numpy).
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+import grpc
+import numpy as np
+
+from ndserve_grpc import (UNLIMITED, free_port, health_pb2, health_pb2_grpc, inference_pb2,
+                          inference_pb2_grpc, train_pb2, train_pb2_grpc)
+
+SOURCE_DIR = os.environ.get(
+    "NDSERVE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+TOKEN = "trainer-test-token"
+IDLE_SECONDS = 5
+
+
+def tensor(name, array, datatype):
+    return train_pb2.Tensor(name=name, datatype=datatype, shape=list(array.shape),
+                            raw=np.ascontiguousarray(array).tobytes())
+
+
+def mlp_batches(count, rows=32, seed=0):
+    """Batches whose class is a fixed linear function of the input: learnable."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((64, 10)).astype(np.float32)
+    for _ in range(count):
+        x = rng.standard_normal((rows, 64)).astype(np.float32)
+        y = np.argmax(x @ w, axis=1).astype(np.int64)
+        yield x, y
+
+
+def batch_message(session, x, y):
+    return train_pb2.Batch(session_id=session, inputs=[tensor("input", x, "FP32")],
+                           labels=tensor("labels", y, "INT64"))
+
+
+class TrainerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ndserve_trainer_")
+        repo = os.path.join(cls.tmp, "repo")
+        shutil.copytree(os.path.join(SOURCE_DIR, "examples", "models", "mlp"),
+                        os.path.join(repo, "mlp"))
+        cls.repo = repo
+        token_file = os.path.join(cls.tmp, "token")
+        with open(token_file, "w") as f:
+            f.write(TOKEN + "\n")
+        os.chmod(token_file, 0o600)
+        cls.token_file = token_file
+        for _ in range(5):
+            cls.grpc_port, cls.admin_port, cls.metrics_port = free_port(), free_port(), free_port()
+            args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{cls.grpc_port}",
+                    f"--metrics_address=127.0.0.1:{cls.metrics_port}",
+                    f"--admin_address=127.0.0.1:{cls.admin_port}", "--http_address=",
+                    "--device=cpu", f"--model_repository={repo}",
+                    f"--admin_token_file={token_file}",
+                    f"--train_session_idle_seconds={IDLE_SECONDS}", "--exit_timeout_seconds=5"]
+            cls.proc = subprocess.Popen(args, cwd=SOURCE_DIR, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+            if cls._wait_ready():
+                break
+            out = cls.proc.stdout.read()
+            if "cannot listen" not in out:
+                raise AssertionError("ndserved did not start:\n" + out)
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}", options=UNLIMITED)
+        cls.infer = inference_pb2_grpc.GRPCInferenceServiceStub(cls.channel)
+        cls.admin_channel = grpc.insecure_channel(f"127.0.0.1:{cls.admin_port}",
+                                                  options=UNLIMITED)
+        cls.trainer = train_pb2_grpc.TrainerStub(cls.admin_channel)
+        cls.auth = [("authorization", f"Bearer {TOKEN}")]
+
+    @classmethod
+    def _wait_ready(cls, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline and cls.proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", cls.grpc_port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        with grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            while time.time() < deadline and cls.proc.poll() is None:
+                try:
+                    reply = health.Check(health_pb2.HealthCheckRequest(service="readiness"),
+                                         timeout=1)
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        return True
+                except grpc.RpcError:
+                    pass
+                time.sleep(0.1)
+        return False
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.admin_channel.close()
+        cls.proc.send_signal(signal.SIGTERM)
+        code = cls.proc.wait(timeout=60)
+        log = cls.proc.stdout.read()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        assert code == 0, log
+
+    def setUp(self):
+        # Every test leaves no session behind; start from none.
+        for s in self.trainer.ListSessions(train_pb2.ListSessionsRequest(),
+                                           metadata=self.auth).sessions:
+            self.trainer.Abort(train_pb2.AbortRequest(session_id=s.session_id),
+                               metadata=self.auth)
+
+    def start(self, **kwargs):
+        request = dict(model="mlp", loss="cross_entropy", target_output="fc2",
+                       optimizer="momentum", lr=0.05)
+        request.update(kwargs)
+        return self.trainer.StartSession(train_pb2.StartSessionRequest(**request),
+                                         metadata=self.auth, timeout=60)
+
+    def predict(self, x):
+        request = inference_pb2.ModelInferRequest(model_name="mlp")
+        request.inputs.add(name="input", datatype="FP32", shape=list(x.shape))
+        request.raw_input_contents.append(x.tobytes())
+        response = self.infer.ModelInfer(request, timeout=60)
+        out = np.frombuffer(response.raw_output_contents[0], dtype=np.float32)
+        return response.model_version, out.reshape(response.outputs[0].shape)
+
+    def assert_code(self, code, fn, text=None):
+        with self.assertRaises(grpc.RpcError) as caught:
+            fn()
+        self.assertEqual(caught.exception.code(), code, caught.exception.details())
+        if text is not None:
+            self.assertIn(text, caught.exception.details())
+
+    def test_a_session_trains_and_commits_while_the_model_serves(self):
+        probe = np.random.default_rng(7).standard_normal((4, 64)).astype(np.float32)
+        version, before = self.predict(probe)
+        self.assertEqual(version, "1")
+        # Clients keep asking the model throughout; none may fail.
+        stop, failures, answers = threading.Event(), [], [0]
+
+        def client():
+            while not stop.is_set():
+                try:
+                    self.predict(probe)
+                    answers[0] += 1
+                except grpc.RpcError as e:
+                    failures.append(e.details())
+        clients = [threading.Thread(target=client) for _ in range(4)]
+        for t in clients:
+            t.start()
+        try:
+            started = self.start()
+            self.assertEqual(started.version, 1)
+            self.assertEqual(len(started.parameters), 6)
+            session = started.session_id
+            batches = list(mlp_batches(4))
+            messages = [batch_message(session if i == 0 else "", *batches[i % 4])
+                        for i in range(20)]
+            results = list(self.trainer.Train(iter(messages), metadata=self.auth, timeout=300))
+            self.assertEqual([r.step for r in results], list(range(1, 21)))
+            losses = [r.loss for r in results]
+            self.assertLess(np.mean(losses[-4:]), 0.8 * np.mean(losses[:4]), losses)
+            self.assertTrue(all(r.grad_norm > 0 and r.batch_peak_bytes > 0 for r in results))
+            listed = self.trainer.ListSessions(train_pb2.ListSessionsRequest(),
+                                               metadata=self.auth).sessions
+            self.assertEqual([(s.session_id, s.model, s.version, s.steps) for s in listed],
+                             [(session, "mlp", 1, 20)])
+            self.assertGreater(listed[0].trainer_bytes, 0)
+
+            committed = self.trainer.Commit(train_pb2.CommitRequest(session_id=session),
+                                            metadata=self.auth, timeout=120)
+            self.assertEqual((committed.version, committed.steps), (2, 20))
+            self.assertTrue(os.path.isfile(os.path.join(self.repo, "mlp", "2", "model.onnx")))
+            version, after = self.predict(probe)
+            self.assertEqual(version, "2")
+            self.assertGreater(np.max(np.abs(after - before)), 1e-4)
+            # The commit ended the session.
+            self.assertEqual(len(self.trainer.ListSessions(train_pb2.ListSessionsRequest(),
+                                                           metadata=self.auth).sessions), 0)
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            for t in clients:
+                t.join()
+        self.assertEqual(failures, [])
+        self.assertGreater(answers[0], 0)
+        metrics = urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=30).read().decode()
+        steps = [line for line in metrics.splitlines()
+                 if line.startswith('ndserve_train_steps_total{model="mlp"}')]
+        self.assertEqual(len(steps), 1, metrics)
+        self.assertGreaterEqual(float(steps[0].split()[-1]), 20)
+        self.assertIn('ndserve_train_loss{model="mlp"}', metrics)
+        self.assertIn('ndserve_train_step_duration_seconds_count{model="mlp"}', metrics)
+
+    def test_abort_list_and_unknown_sessions(self):
+        session = self.start().session_id
+        x, y = next(mlp_batches(1))
+        self.assertEqual(len(list(self.trainer.Train(iter([batch_message(session, x, y)]),
+                                                     metadata=self.auth))), 1)
+        self.trainer.Abort(train_pb2.AbortRequest(session_id=session), metadata=self.auth)
+        self.assertEqual(len(self.trainer.ListSessions(train_pb2.ListSessionsRequest(),
+                                                       metadata=self.auth).sessions), 0)
+        nf = grpc.StatusCode.NOT_FOUND
+        self.assert_code(nf, lambda: self.trainer.Abort(
+            train_pb2.AbortRequest(session_id=session), metadata=self.auth), session)
+        self.assert_code(nf, lambda: self.trainer.Commit(
+            train_pb2.CommitRequest(session_id="no-such"), metadata=self.auth), "no-such")
+        self.assert_code(nf, lambda: list(self.trainer.Train(
+            iter([batch_message("no-such", x, y)]), metadata=self.auth)), "no-such")
+        self.assert_code(nf, lambda: self.start(model="resnet"), "resnet")
+
+    def test_bad_input_is_invalid_argument_naming_it(self):
+        ia = grpc.StatusCode.INVALID_ARGUMENT
+        self.assert_code(ia, lambda: self.start(loss="hinge"), "hinge")
+        self.assert_code(ia, lambda: self.start(optimizer="lbfgs"), "lbfgs")
+        self.assert_code(ia, lambda: self.start(target_output="fc9"), "fc9")
+        self.assert_code(ia, lambda: self.start(trainable=["fc9.weight"]), "fc9.weight")
+        session = self.start().session_id
+        x, y = next(mlp_batches(1))
+        wrong = train_pb2.Batch(session_id=session, inputs=[tensor("inptu", x, "FP32")],
+                                labels=tensor("labels", y, "INT64"))
+        self.assert_code(ia, lambda: list(self.trainer.Train(iter([wrong]),
+                                                             metadata=self.auth)), "inptu")
+        short = batch_message(session, x, y)
+        short.inputs[0].raw = short.inputs[0].raw[:-4]
+        self.assert_code(ia, lambda: list(self.trainer.Train(iter([short]),
+                                                             metadata=self.auth)), "input")
+        # The session survived its bad batches.
+        self.assertEqual(len(list(self.trainer.Train(iter([batch_message(session, x, y)]),
+                                                     metadata=self.auth))), 1)
+
+    def test_sessions_per_model_are_bounded(self):
+        for _ in range(4):
+            self.start()
+        self.assert_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.start, "mlp")
+
+    def test_idle_sessions_expire(self):
+        session = self.start().session_id
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            listed = self.trainer.ListSessions(train_pb2.ListSessionsRequest(),
+                                               metadata=self.auth).sessions
+            if not listed:
+                break
+            time.sleep(0.5)
+        self.assertEqual(len(listed), 0)
+        self.assert_code(grpc.StatusCode.NOT_FOUND, lambda: self.trainer.Commit(
+            train_pb2.CommitRequest(session_id=session), metadata=self.auth))
+
+    def cli(self, *args):
+        return subprocess.run(
+            [os.environ["NDSERVE_CLI"], f"--admin=127.0.0.1:{self.admin_port}",
+             f"--token_file={self.token_file}", "train", *args],
+            capture_output=True, text=True, timeout=120)
+
+    def test_the_cli_drives_a_session(self):
+        started = self.cli("start", "--model=mlp", "--target_output=fc2", "--optimizer=adam",
+                           "--lr=0.01")
+        self.assertEqual(started.returncode, 0, started.stderr)
+        session = started.stdout.strip()
+        stepped = self.cli("step", f"--session={session}", "--steps=3", "--random_max=10",
+                           "input:FP32:8x64:random", "--labels=labels:INT64:8:random")
+        self.assertEqual(stepped.returncode, 0, stepped.stderr)
+        self.assertEqual([line.split()[:2] for line in stepped.stdout.splitlines()],
+                         [["step", "1"], ["step", "2"], ["step", "3"]])
+        listed = self.cli("list")
+        self.assertIn(f"{session} mlp", listed.stdout)
+        self.assertIn("3 steps", listed.stdout)
+        bad = self.cli("step", f"--session={session}", "input:FP32:8x64:zeros",
+                       "--labels=labels:FP32:8:zeros")
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("INVALID_ARGUMENT", bad.stderr)
+        self.assertEqual(self.cli("abort", f"--session={session}").returncode, 0)
+        gone = self.cli("commit", f"--session={session}")
+        self.assertNotEqual(gone.returncode, 0)
+        self.assertIn("NOT_FOUND", gone.stderr)
+
+    def test_the_admin_token_rule_applies(self):
+        self.assert_code(grpc.StatusCode.UNAUTHENTICATED, lambda: self.trainer.ListSessions(
+            train_pb2.ListSessionsRequest()))
+        self.assert_code(grpc.StatusCode.UNAUTHENTICATED, lambda: self.trainer.StartSession(
+            train_pb2.StartSessionRequest(model="mlp"),
+            metadata=[("authorization", "Bearer wrong")]))
+
+
+if __name__ == "__main__":
+    unittest.main()

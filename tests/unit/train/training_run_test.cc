@@ -1,0 +1,291 @@
+// TrainingRun and TrainingRuns (docs/design.md §10.1): a served model's session steps
+// with its loss falling and the pool flat, and Commit publishes the trained parameters as
+// the next version.
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/training_scopes.h"
+#include "gtest/gtest.h"
+#include "memory/memory_system.h"
+#include "tests/unit/train/train_test_util.h"
+#include "train/training_run.h"
+#include "train/training_runs.h"
+
+namespace ndserve::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_util::Must;
+
+fs::path Example(const std::string& name) {
+  const char* root = std::getenv("NDSERVE_SOURCE_DIR");
+  return fs::path(root != nullptr ? root : ".") / "examples/models" / name;
+}
+
+template <typename T>
+engine::HostTensor Tensor(const std::string& name, DType dtype, std::vector<std::int64_t> shape,
+                          const std::vector<T>& values) {
+  engine::HostTensor t{name, dtype, std::move(shape), {}};
+  t.bytes.resize(values.size() * sizeof(T));
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+// A fixed MLP batch: 16 random rows, labels i % 10.
+struct MlpBatch {
+  std::vector<engine::HostTensor> inputs;
+  engine::HostTensor labels;
+};
+MlpBatch MakeMlpBatch(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(16 * 64);
+  for (float& v : x) v = dist(rng);
+  std::vector<std::int64_t> labels(16);
+  for (int i = 0; i < 16; ++i) labels[i] = i % 10;
+  return {{Tensor("input", DType::kFp32, {16, 64}, x)},
+          Tensor("labels", DType::kInt64, {16}, labels)};
+}
+
+TrainingRunOptions MlpOptions() {
+  TrainingRunOptions options;
+  options.loss = LossKind::kCrossEntropy;
+  options.target_output = "fc2";
+  options.optimizer = OptimizerKind::kMomentum;
+  options.lr = 0.05f;
+  return options;
+}
+
+class TrainingRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = Must(memory_.NewBaseManager(Device::Cpu(), ManagerLevel::kModel, "model"));
+    scope_ = Must(engine::TrainerScope::Open(model_, "run"));
+  }
+  std::uint64_t PoolBytes() {
+    return Must(memory_.GetPool(Device::Cpu()))->Stats().allocated_bytes;
+  }
+
+  MemorySystem memory_;
+  std::shared_ptr<NDManager> model_;
+  std::shared_ptr<engine::TrainerScope> scope_;
+};
+
+TEST_F(TrainingRunTest, LossFallsAndThePoolIsFlatFromStepTenToStepTwoHundred) {
+  auto run = Must(TrainingRun::Create((Example("mlp") / "1/model.onnx").string(), scope_,
+                                      MlpOptions()));
+  ASSERT_NE(run, nullptr);
+  const MlpBatch batch = MakeMlpBatch(1);
+  const std::uint64_t trainer_bytes = scope_->manager()->bytes();
+  float first = 0, last = 0;
+  std::uint64_t after_10 = 0;
+  for (int step = 1; step <= 200; ++step) {
+    StepResult r = Must(run->Step(batch.inputs, batch.labels));
+    ASSERT_EQ(r.step, step);
+    EXPECT_GT(r.batch_peak_bytes, 0u);
+    if (step == 1) {
+      first = r.loss;
+      EXPECT_GT(r.grad_norm, 0.0f);
+    }
+    last = r.loss;
+    if (step == 10) after_10 = PoolBytes();
+  }
+  EXPECT_LT(last, 0.5f * first);
+  EXPECT_EQ(PoolBytes(), after_10);
+  EXPECT_EQ(scope_->manager()->bytes(), trainer_bytes);
+  EXPECT_EQ(scope_->steps_completed(), 200);
+}
+
+TEST_F(TrainingRunTest, RecsysWithBceOnItsLogitsAndAdam) {
+  TrainingRunOptions options;
+  options.loss = LossKind::kBceWithLogits;
+  options.target_output = "fc2";
+  options.optimizer = OptimizerKind::kAdam;
+  options.lr = 0.01f;
+  auto run = Must(TrainingRun::Create((Example("recsys") / "1/model.onnx").string(), scope_,
+                                      options));
+  ASSERT_NE(run, nullptr);
+  std::vector<std::int64_t> ids(8 * 4 * 8);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i * 13 % 97);
+  const std::vector<engine::HostTensor> inputs{
+      Tensor("sparse_ids", DType::kInt64, {8, 4, 8}, ids),
+      Tensor("dense", DType::kFp32, {8, 13}, std::vector<float>(8 * 13, 0.25f))};
+  const engine::HostTensor labels =
+      Tensor("labels", DType::kFp32, {8, 1}, std::vector<float>{1, 0, 1, 0, 1, 1, 0, 0});
+  const float first = Must(run->Step(inputs, labels)).loss;
+  float last = first;
+  for (int i = 0; i < 60; ++i) last = Must(run->Step(inputs, labels)).loss;
+  EXPECT_LT(last, 0.5f * first);
+}
+
+TEST_F(TrainingRunTest, BadInputIsInvalidArgumentNamingIt) {
+  auto run = Must(TrainingRun::Create((Example("mlp") / "1/model.onnx").string(), scope_,
+                                      MlpOptions()));
+  ASSERT_NE(run, nullptr);
+  MlpBatch batch = MakeMlpBatch(2);
+  batch.inputs[0].name = "inptu";
+  absl::Status status = run->Step(batch.inputs, batch.labels).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("inptu"), absl::string_view::npos) << status;
+
+  batch = MakeMlpBatch(2);
+  batch.inputs[0].bytes.resize(10);
+  status = run->Step(batch.inputs, batch.labels).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("input"), absl::string_view::npos) << status;
+
+  batch = MakeMlpBatch(2);
+  batch.labels = Tensor("labels", DType::kInt64, {3}, std::vector<std::int64_t>{1, 2, 3});
+  status = run->Step(batch.inputs, batch.labels).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  // A refused step leaves the run usable.
+  batch = MakeMlpBatch(2);
+  EXPECT_TRUE(run->Step(batch.inputs, batch.labels).ok());
+}
+
+TEST_F(TrainingRunTest, BadOptionsAreInvalidArgument) {
+  const std::string path = (Example("mlp") / "1/model.onnx").string();
+  TrainingRunOptions options = MlpOptions();
+  options.target_output = "fc7";
+  EXPECT_TRUE(absl::IsInvalidArgument(TrainingRun::Create(path, scope_, options).status()));
+  options = MlpOptions();
+  options.lr = 0.0f;
+  EXPECT_TRUE(absl::IsInvalidArgument(TrainingRun::Create(path, scope_, options).status()));
+  options = MlpOptions();
+  options.truncated_bptt_steps = 4;
+  EXPECT_TRUE(absl::IsInvalidArgument(TrainingRun::Create(path, scope_, options).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseLossKind("hinge").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseOptimizerKind("lbfgs").status()));
+}
+
+TEST_F(TrainingRunTest, AClosedSessionRefusesSteps) {
+  auto run = Must(TrainingRun::Create((Example("mlp") / "1/model.onnx").string(), scope_,
+                                      MlpOptions()));
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(scope_->Close().ok());
+  const MlpBatch batch = MakeMlpBatch(3);
+  EXPECT_TRUE(absl::IsFailedPrecondition(run->Step(batch.inputs, batch.labels).status()));
+}
+
+class TrainingRunsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ndserve_train_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    repo_ = tmpl;
+    fs::create_directories(repo_ / "mlp/1");
+    fs::copy_file(Example("mlp") / "config.pbtxt", repo_ / "mlp/config.pbtxt");
+    fs::copy_file(Example("mlp") / "1/model.onnx", repo_ / "mlp/1/model.onnx");
+    engine::EngineOptions options;
+    options.model_repository = repo_.string();
+    engine_ = std::make_unique<engine::Engine>(options, &memory_);
+    ASSERT_TRUE(engine_->LoadModel("mlp").ok());
+    engine::TrainingSessions::Options sessions;
+    sessions.max_sessions_per_model = 2;
+    sessions.clock = [this] { return now_; };
+    runs_ = std::make_unique<TrainingRuns>(engine_.get(), sessions);
+  }
+  void TearDown() override {
+    runs_.reset();
+    engine_.reset();
+    fs::remove_all(repo_);
+  }
+  std::vector<float> Infer(const std::vector<float>& x) {
+    engine::InferenceRequest request;
+    request.model_name = "mlp";
+    request.inputs.push_back({"input", DType::kFp32, {1, 64},
+                              absl::MakeConstSpan(reinterpret_cast<const std::uint8_t*>(x.data()),
+                                                  x.size() * 4)});
+    engine::InferenceResponse r = Must(engine_->Infer(request));
+    std::vector<float> out(r.outputs.at(0).data.size() / 4);
+    std::memcpy(out.data(), r.outputs[0].data.data(), out.size() * 4);
+    return out;
+  }
+
+  fs::path repo_;
+  MemorySystem memory_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<TrainingRuns> runs_;
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+};
+
+TEST_F(TrainingRunsTest, CommitServesTheTrainedParametersAsTheNextVersion) {
+  const std::vector<float> x(64, 0.5f);
+  const std::vector<float> before = Infer(x);
+  StartedSession s = Must(runs_->Start("mlp", 0, MlpOptions()));
+  EXPECT_EQ(s.version, 1);
+  EXPECT_EQ(s.parameters.size(), 6u);
+  ASSERT_EQ(runs_->List().size(), 1u);
+  const MlpBatch batch = MakeMlpBatch(4);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(runs_->Step(s.id, batch.inputs, batch.labels).ok());
+  EXPECT_EQ(runs_->List()[0].steps, 5);
+  CommitResult c = Must(runs_->Commit(s.id));
+  EXPECT_EQ(c.version, 2);
+  EXPECT_EQ(c.steps, 5);
+  EXPECT_TRUE(fs::exists(repo_ / "mlp/2/model.onnx"));
+  EXPECT_TRUE(engine_->IsModelReady("mlp", 2));
+  EXPECT_NE(Infer(x), before);
+  // The session ended with the commit.
+  EXPECT_TRUE(runs_->List().empty());
+  EXPECT_TRUE(absl::IsNotFound(runs_->Commit(s.id).status()));
+}
+
+TEST_F(TrainingRunsTest, UnknownSessionsAreNotFoundAndSessionsAreBounded) {
+  const MlpBatch batch = MakeMlpBatch(5);
+  EXPECT_TRUE(absl::IsNotFound(runs_->Step("nope", batch.inputs, batch.labels).status()));
+  EXPECT_TRUE(absl::IsNotFound(runs_->Abort("nope")));
+  EXPECT_TRUE(absl::IsNotFound(runs_->Start("nomodel", 0, MlpOptions()).status()));
+  StartedSession a = Must(runs_->Start("mlp", 0, MlpOptions()));
+  StartedSession b = Must(runs_->Start("mlp", 0, MlpOptions()));
+  EXPECT_TRUE(absl::IsResourceExhausted(runs_->Start("mlp", 0, MlpOptions()).status()));
+  TrainingRunOptions bad = MlpOptions();
+  bad.target_output = "nowhere";
+  ASSERT_TRUE(runs_->Abort(b.id).ok());
+  // A failed start keeps no session.
+  EXPECT_TRUE(absl::IsInvalidArgument(runs_->Start("mlp", 0, bad).status()));
+  EXPECT_EQ(runs_->List().size(), 1u);
+  EXPECT_TRUE(absl::IsNotFound(runs_->Step(b.id, batch.inputs, batch.labels).status()));
+  EXPECT_TRUE(runs_->Step(a.id, batch.inputs, batch.labels).ok());
+}
+
+TEST_F(TrainingRunsTest, IdleSessionsExpireAndGiveTheirMemoryBack) {
+  const std::uint64_t before = Must(memory_.GetPool(Device::Cpu()))->Stats().allocated_bytes;
+  StartedSession s = Must(runs_->Start("mlp", 0, MlpOptions()));
+  const MlpBatch batch = MakeMlpBatch(6);
+  ASSERT_TRUE(runs_->Step(s.id, batch.inputs, batch.labels).ok());
+  EXPECT_EQ(runs_->ExpireIdle(), 0);
+  now_ += absl::Hours(1);
+  EXPECT_EQ(runs_->ExpireIdle(), 1);
+  EXPECT_TRUE(runs_->List().empty());
+  EXPECT_TRUE(absl::IsNotFound(runs_->Step(s.id, batch.inputs, batch.labels).status()));
+  EXPECT_EQ(Must(memory_.GetPool(Device::Cpu()))->Stats().allocated_bytes, before);
+}
+
+TEST_F(TrainingRunsTest, AFailedCommitLeavesTheSessionOpen) {
+  // Under a `specific` version policy a restart would not load the new version, so
+  // PublishVersion refuses it.
+  {
+    std::ofstream config(repo_ / "mlp/config.pbtxt", std::ios::app);
+    config << "version_policy { specific { versions: 1 } }\n";
+  }
+  ASSERT_TRUE(engine_->LoadModel("mlp").ok());
+  StartedSession s = Must(runs_->Start("mlp", 0, MlpOptions()));
+  const MlpBatch batch = MakeMlpBatch(7);
+  ASSERT_TRUE(runs_->Step(s.id, batch.inputs, batch.labels).ok());
+  const absl::Status failed = runs_->Commit(s.id).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(failed)) << failed;
+  EXPECT_FALSE(fs::exists(repo_ / "mlp/2"));
+  ASSERT_EQ(runs_->List().size(), 1u);
+  EXPECT_EQ(Must(runs_->Step(s.id, batch.inputs, batch.labels)).step, 2);
+}
+
+}  // namespace
+}  // namespace ndserve::train

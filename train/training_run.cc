@@ -1,0 +1,230 @@
+#include "train/training_run.h"
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/onnx_loader.h"
+#include "memory/dtype.h"
+#include "train/losses.h"
+#include "train/variable.h"
+
+namespace ndserve::train {
+namespace {
+
+// Sum of squares of one parameter's gradient. Row-updated gradients (embedding tables)
+// are zero outside the rows written since the last ClearGrad, so only those are read.
+absl::StatusOr<double> GradSquares(const Variable& parameter) {
+  const NDArray& grad = parameter.grad();
+  const VariableState* state = parameter.state();
+  double sum = 0;
+  NDS_ASSIGN_OR_RETURN(const float* data, grad.DataAs<float>());
+  if (!state->dense_grad && grad.rank() >= 1 && grad.shape()[0] > 0) {
+    const std::int64_t row = grad.num_elements() / grad.shape()[0];
+    for (std::int64_t r : state->touched_rows) {
+      for (std::int64_t j = 0; j < row; ++j) {
+        const double g = data[r * row + j];
+        sum += g * g;
+      }
+    }
+    return sum;
+  }
+  for (std::int64_t i = 0; i < grad.num_elements(); ++i) {
+    sum += static_cast<double>(data[i]) * data[i];
+  }
+  return sum;
+}
+
+absl::StatusOr<NDArray> Upload(NDManager& batch, const engine::HostTensor& t,
+                               absl::string_view role) {
+  absl::StatusOr<NDArray> array = batch.FromHost(t.shape, t.dtype, t.bytes, t.name);
+  if (!array.ok() && absl::IsInvalidArgument(array.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, " '", t.name, "': ", array.status().message()));
+  }
+  return array;
+}
+
+}  // namespace
+
+absl::StatusOr<LossKind> ParseLossKind(absl::string_view name) {
+  if (name == "cross_entropy") return LossKind::kCrossEntropy;
+  if (name == "bce_with_logits") return LossKind::kBceWithLogits;
+  if (name == "mse") return LossKind::kMse;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown loss '", name, "' (cross_entropy, bce_with_logits or mse)"));
+}
+
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name) {
+  if (name == "sgd") return OptimizerKind::kSgd;
+  if (name == "momentum") return OptimizerKind::kMomentum;
+  if (name == "adam") return OptimizerKind::kAdam;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown optimizer '", name, "' (sgd, momentum or adam)"));
+}
+
+absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
+    const std::string& model_path, std::shared_ptr<engine::TrainerScope> scope,
+    TrainingRunOptions options) {
+  if (scope == nullptr) return absl::InvalidArgumentError("a training run needs a trainer scope");
+  // The autograd ops are CPU kernels (docs/design.md §10): a model served from GPU memory
+  // would hand them device pointers.
+  if (const Device device = scope->manager()->device(); device.is_cuda()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "training runs on the CPU only; the model is served on ", device.ToString()));
+  }
+  if (!(options.lr > 0.0f) || !std::isfinite(options.lr)) {
+    return absl::InvalidArgumentError(absl::StrCat("lr must be a positive number, not ", options.lr));
+  }
+  if (options.truncated_bptt_steps < 0) {
+    return absl::InvalidArgumentError("truncated_bptt_steps must not be negative");
+  }
+  // Every graph RecordedGraph replays is feed-forward (it has no recurrent op), so there
+  // is no state to carry between batches and nothing to truncate.
+  if (options.truncated_bptt_steps > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "truncated_bptt_steps ", options.truncated_bptt_steps,
+        " needs a recurrent model; '", model_path, "' has no recurrent state to carry"));
+  }
+  NDS_ASSIGN_OR_RETURN(engine::GraphDef def, engine::ReadOnnxGraphDef(model_path));
+  NDS_ASSIGN_OR_RETURN(engine::Graph built, engine::Graph::Build(std::move(def)));
+  auto graph = std::make_unique<engine::Graph>(std::move(built));
+  if (options.target_output.empty()) {
+    if (graph->outputs().empty()) return absl::InvalidArgumentError("the model has no outputs");
+    options.target_output = graph->outputs()[0].name;
+  } else if (graph->FindValue(options.target_output) == engine::kNoValue) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target output '", options.target_output, "' is no value of the model"));
+  }
+  std::unique_ptr<TrainingRun> run(new TrainingRun(std::move(graph), scope, std::move(options)));
+  NDManager& trainer = *run->scope_->manager();
+  NDS_ASSIGN_OR_RETURN(RecordedGraph recorded,
+                       RecordedGraph::Create(*run->graph_, run->options_.trainable, trainer));
+  run->recorded_ = std::make_unique<RecordedGraph>(std::move(recorded));
+  if (run->recorded_->parameters().empty()) {
+    return absl::InvalidArgumentError("the model has no FP32 initializer to train");
+  }
+  std::vector<Variable> parameters = run->recorded_->parameters();
+  switch (run->options_.optimizer) {
+    case OptimizerKind::kSgd:
+    case OptimizerKind::kMomentum: {
+      SgdOptions sgd;
+      sgd.lr = run->options_.lr;
+      sgd.momentum =
+          run->options_.optimizer == OptimizerKind::kMomentum ? run->options_.momentum : 0.0f;
+      NDS_ASSIGN_OR_RETURN(run->optimizer_, Sgd::Create(std::move(parameters), sgd, trainer));
+      break;
+    }
+    case OptimizerKind::kAdam: {
+      AdamOptions adam;
+      adam.lr = run->options_.lr;
+      NDS_ASSIGN_OR_RETURN(run->optimizer_, Adam::Create(std::move(parameters), adam, trainer));
+      break;
+    }
+  }
+  return run;
+}
+
+absl::StatusOr<StepResult> TrainingRun::Step(absl::Span<const engine::HostTensor> inputs,
+                                             const engine::HostTensor& labels) {
+  NDS_ASSIGN_OR_RETURN(engine::TrainingStep step, scope_->BeginStep());
+  absl::StatusOr<StepResult> result = RunStep(*step.batch(), inputs, labels);
+  // A failed step leaves gradients half accumulated; the next one must start clean.
+  if (!result.ok()) ClearGrad(recorded_->parameters()).IgnoreError();
+  const absl::Status ended = step.End();
+  if (!result.ok()) return result.status();
+  NDS_RETURN_IF_ERROR(ended);
+  return result;
+}
+
+absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch,
+                                                absl::Span<const engine::HostTensor> inputs,
+                                                const engine::HostTensor& labels) {
+  const auto specs = graph_->inputs();
+  std::vector<NDArray> arrays(specs.size());
+  for (const engine::HostTensor& t : inputs) {
+    std::size_t i = 0;
+    while (i < specs.size() && specs[i].name != t.name) ++i;
+    if (i == specs.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown input '", t.name, "'"));
+    }
+    if (!arrays[i].is_null()) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", t.name, "' given twice"));
+    }
+    if (t.dtype != specs[i].dtype) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", t.name, "' is ",
+                                                     DTypeName(t.dtype), ", the model wants ",
+                                                     DTypeName(specs[i].dtype)));
+    }
+    NDS_ASSIGN_OR_RETURN(arrays[i], Upload(batch, t, "input"));
+  }
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (arrays[i].is_null()) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", specs[i].name, "' is missing"));
+    }
+  }
+  const DType label_dtype =
+      options_.loss == LossKind::kCrossEntropy ? DType::kInt64 : DType::kFp32;
+  if (labels.dtype != label_dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("labels are ", DTypeName(labels.dtype),
+                                                   ", the loss wants ", DTypeName(label_dtype)));
+  }
+  NDS_ASSIGN_OR_RETURN(NDArray label_array, Upload(batch, labels, "labels"));
+  const std::vector<std::string> target{options_.target_output};
+  absl::StatusOr<std::vector<Variable>> forward = recorded_->Forward(batch, arrays, target);
+  if (!forward.ok()) return forward.status();
+  const Variable& out = (*forward)[0];
+  const Variable y = Variable::Constant(label_array);
+  absl::StatusOr<Variable> loss;
+  switch (options_.loss) {
+    case LossKind::kCrossEntropy:
+      loss = CrossEntropyLoss(batch, out, y);
+      break;
+    case LossKind::kBceWithLogits:
+      loss = BceWithLogitsLoss(batch, out, y);
+      break;
+    case LossKind::kMse:
+      loss = MseLoss(batch, out, y);
+      break;
+  }
+  if (!loss.ok()) {
+    // Shape mismatches between the target and the labels are the client's.
+    return absl::InvalidArgumentError(absl::StrCat("labels for '", options_.target_output,
+                                                   "': ", loss.status().message()));
+  }
+  NDS_RETURN_IF_ERROR(Backward(*loss, batch));
+  double squares = 0;
+  for (const Variable& p : recorded_->parameters()) {
+    NDS_ASSIGN_OR_RETURN(double s, GradSquares(p));
+    squares += s;
+  }
+  NDS_RETURN_IF_ERROR(optimizer_->Step());
+  NDS_RETURN_IF_ERROR(ClearGrad(recorded_->parameters()));
+  NDS_ASSIGN_OR_RETURN(std::vector<float> loss_value, loss->value().ToVector<float>());
+  StepResult result;
+  result.step = ++steps_;
+  result.loss = loss_value.empty() ? 0.0f : loss_value[0];
+  result.grad_norm = static_cast<float>(std::sqrt(squares));
+  result.batch_peak_bytes = batch.bytes();
+  return result;
+}
+
+absl::StatusOr<std::vector<engine::HostTensor>> TrainingRun::Parameters() const {
+  std::vector<engine::HostTensor> values;
+  const auto& names = recorded_->parameter_names();
+  const auto& parameters = recorded_->parameters();
+  values.reserve(parameters.size());
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    engine::HostTensor t;
+    t.name = names[i];
+    t.dtype = parameters[i].value().dtype();
+    t.shape.assign(parameters[i].shape().begin(), parameters[i].shape().end());
+    NDS_ASSIGN_OR_RETURN(t.bytes, parameters[i].value().ToHost());
+    values.push_back(std::move(t));
+  }
+  return values;
+}
+
+}  // namespace ndserve::train

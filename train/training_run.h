@@ -1,0 +1,107 @@
+#ifndef NDSERVE_TRAIN_TRAINING_RUN_H_
+#define NDSERVE_TRAIN_TRAINING_RUN_H_
+
+// One training session's model, loss and optimizer (docs/design.md §10.1): what the
+// Trainer service's StartSession builds and its Train stream steps. The graph is read
+// again from the served version's file (unfused, with its initializer bytes, which the
+// served Model freed after upload); the trainable initializers become parameter copies in
+// the session's trainer scope, so serving keeps using the version's own arrays until a
+// Commit publishes the trained values as a new version.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "engine/graph.h"
+#include "engine/host_tensor.h"
+#include "engine/training_scopes.h"
+#include "train/optimizer.h"
+#include "train/recorded_graph.h"
+
+namespace ndserve::train {
+
+enum class LossKind { kCrossEntropy, kBceWithLogits, kMse };
+enum class OptimizerKind { kSgd, kMomentum, kAdam };
+
+// "cross_entropy", "bce_with_logits", "mse" / "sgd", "momentum", "adam":
+// INVALID_ARGUMENT naming the unknown spelling.
+absl::StatusOr<LossKind> ParseLossKind(absl::string_view name);
+absl::StatusOr<OptimizerKind> ParseOptimizerKind(absl::string_view name);
+
+struct TrainingRunOptions {
+  // Initializer names; empty: every FP32 initializer.
+  std::vector<std::string> trainable;
+  LossKind loss = LossKind::kCrossEntropy;
+  // The graph value the loss reads (e.g. the logits before a final Softmax or
+  // Sigmoid); empty: the graph's first output.
+  std::string target_output;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  float lr = 0.01f;
+  float momentum = 0.9f;  // kMomentum only
+  // 0: no recurrent state is carried. Above 0 needs a recurrent node in the graph.
+  int truncated_bptt_steps = 0;
+};
+
+struct StepResult {
+  std::int64_t step = 0;  // 1 for the session's first step
+  float loss = 0.0f;
+  // L2 norm over every parameter's gradient, before the update.
+  float grad_norm = 0.0f;
+  // What the step's batch scope held at its end: every array of the step lives until
+  // the scope closes, so this is the step's peak.
+  std::uint64_t batch_peak_bytes = 0;
+};
+
+// Ownership: owns the graph read from the file and the recorded graph and optimizer;
+// their arrays are held by `scope` (shared), so closing the scope (Abort, expiry) frees
+// them and a later Step fails with FAILED_PRECONDITION. Not thread-safe: the session's
+// one Train stream steps it (the scope refuses a second concurrent step anyway).
+class TrainingRun {
+ public:
+  // INVALID_ARGUMENT for bad options (naming them) or an unknown target output or
+  // trainable name; UNIMPLEMENTED for an op without a backward or a scope on a GPU; the
+  // reader's errors for `model_path`.
+  static absl::StatusOr<std::unique_ptr<TrainingRun>> Create(
+      const std::string& model_path, std::shared_ptr<engine::TrainerScope> scope,
+      TrainingRunOptions options);
+
+  // One step on one batch: opens the batch scope, uploads `inputs` (one per graph input,
+  // by name) and `labels` into it, runs forward to the target, the loss, backward, the
+  // optimizer and ClearGrad, and closes the scope. INVALID_ARGUMENT naming a missing,
+  // unknown or mis-shaped tensor; the scope's FAILED_PRECONDITION once the session is
+  // closed.
+  absl::StatusOr<StepResult> Step(absl::Span<const engine::HostTensor> inputs,
+                                  const engine::HostTensor& labels);
+
+  // The current values of the trained parameters, by initializer name (what a Commit
+  // publishes).
+  absl::StatusOr<std::vector<engine::HostTensor>> Parameters() const;
+
+  std::int64_t steps() const { return steps_; }
+  const TrainingRunOptions& options() const { return options_; }
+
+ private:
+  TrainingRun(std::unique_ptr<engine::Graph> graph, std::shared_ptr<engine::TrainerScope> scope,
+              TrainingRunOptions options)
+      : graph_(std::move(graph)), scope_(std::move(scope)), options_(std::move(options)) {}
+
+  absl::StatusOr<StepResult> RunStep(NDManager& batch,
+                                     absl::Span<const engine::HostTensor> inputs,
+                                     const engine::HostTensor& labels);
+
+  std::unique_ptr<engine::Graph> graph_;  // RecordedGraph points into it
+  std::shared_ptr<engine::TrainerScope> scope_;
+  TrainingRunOptions options_;
+  std::unique_ptr<RecordedGraph> recorded_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace ndserve::train
+
+#endif  // NDSERVE_TRAIN_TRAINING_RUN_H_

@@ -1,0 +1,146 @@
+#include "train/training_runs.h"
+
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace ndserve::train {
+
+TrainingRuns::TrainingRuns(engine::Engine* engine, engine::TrainingSessions::Options options)
+    : engine_(engine), sessions_(std::move(options)) {}
+
+TrainingRuns::~TrainingRuns() {
+  sessions_.AbortAll();
+  absl::MutexLock lock(&mu_);
+  entries_.clear();
+}
+
+absl::StatusOr<StartedSession> TrainingRuns::Start(absl::string_view model,
+                                                    std::int64_t version,
+                                                    TrainingRunOptions options) {
+  if (model.empty()) return absl::InvalidArgumentError("StartSession needs a model name");
+  if (version < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("version ", version, " is negative"));
+  }
+  NDS_ASSIGN_OR_RETURN(std::shared_ptr<engine::ServedModel> served,
+                       engine_->GetModel(model, version));
+  NDS_ASSIGN_OR_RETURN(std::shared_ptr<engine::TrainingSession> session,
+                       sessions_.Start(model, served->version(), served->model().manager()));
+  const std::string path = served->model_path();
+  // The session's scope holds the model manager, not the served version: dropping this
+  // reference lets a later Commit retire the version.
+  served.reset();
+  std::shared_ptr<engine::TrainerScope> scope(session, &session->trainer());
+  absl::StatusOr<std::unique_ptr<TrainingRun>> run =
+      TrainingRun::Create(path, std::move(scope), std::move(options));
+  if (!run.ok()) {
+    sessions_.Abort(session->id()).IgnoreError();
+    return run.status();
+  }
+  StartedSession started;
+  started.id = session->id();
+  started.model = std::string(model);
+  started.version = session->version();
+  NDS_ASSIGN_OR_RETURN(std::vector<engine::HostTensor> values, (*run)->Parameters());
+  for (const engine::HostTensor& t : values) started.parameters.push_back(t.name);
+  auto entry = std::make_shared<Entry>();
+  entry->session = std::move(session);
+  {
+    absl::MutexLock run_lock(&entry->mu);
+    entry->run = *std::move(run);
+  }
+  absl::MutexLock lock(&mu_);
+  entries_[started.id] = std::move(entry);
+  return started;
+}
+
+absl::StatusOr<std::shared_ptr<TrainingRuns::Entry>> TrainingRuns::Find(absl::string_view id) {
+  absl::StatusOr<std::shared_ptr<engine::TrainingSession>> session = sessions_.Get(id);
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (!session.ok()) {
+    if (it != entries_.end()) entries_.erase(it);
+    return session.status();
+  }
+  if (it == entries_.end()) {
+    // Started but its run is still being built (or failed): not a session yet.
+    return absl::NotFoundError(absl::StrCat("no training session '", id, "'"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<StepResult> TrainingRuns::Step(absl::string_view id,
+                                              absl::Span<const engine::HostTensor> inputs,
+                                              const engine::HostTensor& labels) {
+  NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
+  absl::MutexLock lock(&entry->mu);
+  if (entry->committing) {
+    return absl::FailedPreconditionError(absl::StrCat("training session '", id, "' is being committed"));
+  }
+  return entry->run->Step(inputs, labels);
+}
+
+absl::StatusOr<CommitResult> TrainingRuns::Commit(absl::string_view id) {
+  NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
+  std::vector<engine::HostTensor> values;
+  CommitResult result;
+  {
+    absl::MutexLock lock(&entry->mu);
+    if (entry->committing) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("training session '", id, "' is being committed"));
+    }
+    NDS_ASSIGN_OR_RETURN(values, entry->run->Parameters());
+    result.steps = entry->run->steps();
+    entry->committing = true;
+  }
+  absl::StatusOr<std::int64_t> published =
+      engine_->PublishVersion(entry->session->model(), values);
+  if (!published.ok()) {
+    absl::MutexLock lock(&entry->mu);
+    entry->committing = false;
+    return published.status();
+  }
+  result.version = *published;
+  // The trained copies are in the new version now; the session's memory goes back. (A
+  // retired version has closed the scope already; the session is forgotten either way.)
+  sessions_.Abort(id).IgnoreError();
+  absl::MutexLock lock(&mu_);
+  entries_.erase(std::string(id));
+  return result;
+}
+
+absl::Status TrainingRuns::Abort(absl::string_view id) {
+  NDS_RETURN_IF_ERROR(sessions_.Abort(id));
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it != entries_.end()) entries_.erase(it);
+  return absl::OkStatus();
+}
+
+std::vector<engine::TrainingSessionInfo> TrainingRuns::List() const { return sessions_.List(); }
+
+int TrainingRuns::ExpireIdle() {
+  const int expired = sessions_.ExpireIdle();
+  if (expired > 0) Prune();
+  return expired;
+}
+
+void TrainingRuns::Prune() {
+  // Expiry closed those sessions' trainer managers; a session started meanwhile is open.
+  absl::MutexLock lock(&mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    it = it->second->session->trainer().manager()->closed() ? entries_.erase(it) : std::next(it);
+  }
+}
+
+absl::StatusOr<std::string> TrainingRuns::ModelOf(absl::string_view id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return absl::NotFoundError(absl::StrCat("no training session '", id, "'"));
+  return it->second->session->model();
+}
+
+}  // namespace ndserve::train
