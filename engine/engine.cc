@@ -319,6 +319,20 @@ std::vector<ModelIndexEntry> Engine::RepositoryIndex(bool ready_only) const {
   return rows;
 }
 
+std::vector<std::shared_ptr<ServedModel>> Engine::LoadedModels() const {
+  std::vector<std::shared_ptr<ServedModel>> out;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [n, e] : models_) {
+      for (const auto& [v, m] : e.versions) out.push_back(m);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a->name() != b->name() ? a->name() < b->name() : a->version() < b->version();
+  });
+  return out;
+}
+
 absl::StatusOr<std::vector<ModelStatsSnapshot>> Engine::GetStatistics(absl::string_view name,
                                                                       int64_t version) const {
   absl::ReaderMutexLock lock(&mu_);

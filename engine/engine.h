@@ -137,6 +137,8 @@ class Engine {
   absl::StatusOr<int64_t> PublishVersion(absl::string_view name,
                                          absl::Span<const HostTensor> values);
 
+  // Every loaded version, sorted by name then version (per-model memory: metrics, admin).
+  std::vector<std::shared_ptr<ServedModel>> LoadedModels() const;
   // The loaded version (0: highest), for tests and benchmarks that inspect it.
   absl::StatusOr<std::shared_ptr<ServedModel>> GetModel(absl::string_view name,
                                                         int64_t version = 0) const;

@@ -50,6 +50,10 @@ ServedModel::ServedModel(std::shared_ptr<Model> model, std::unique_ptr<Predictor
 
 ServedModel::~ServedModel() { Unload(); }
 
+std::vector<ModelMemoryUsage> ServedModel::MemoryUsage() const {
+  return SumModelMemory(model_->manager()->DebugInfo());
+}
+
 absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSpec& spec,
                                                                MemorySystem* memory) {
   const absl::Time start = absl::Now();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -14,6 +15,7 @@
 #include "engine/inference_request.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
+#include "engine/model_memory.h"
 #include "engine/model_stats.h"
 #include "engine/predictor_pool.h"
 #include "memory/device.h"
@@ -95,6 +97,10 @@ class ServedModel {
   ModelStatsSnapshot stats() const { return stats_.Snapshot(); }
   // The file this version was loaded from (what a published version is written from).
   const std::string& model_path() const { return model_path_; }
+  // The bytes this version holds now, per device and kind, summed from its manager tree
+  // (a walk over its arrays: for stats, scrapes and admin, not for the request path).
+  // Empty once unloaded.
+  std::vector<ModelMemoryUsage> MemoryUsage() const;
 
  private:
   ServedModel(std::shared_ptr<Model> model, std::unique_ptr<PredictorPool> pool);

@@ -16,6 +16,7 @@ PACKAGES=(
   prometheus yamllint
   clang libclang-rt-14-dev
   curl ccache
+  libcivetweb-dev chromium
 )
 
 missing=()

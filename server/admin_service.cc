@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
@@ -10,6 +11,8 @@
 #include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 #include "memory/pool.h"
+#include "memory/memory_snapshot.h"
+#include "server/memory_snapshot_proto.h"
 #include "server/status_util.h"
 
 namespace ndserve {
@@ -26,6 +29,7 @@ void AppendManager(const ManagerNodeInfo& info, int depth, int max_depth,
   node->set_resource_count(
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, info.resource_count)));
   node->set_bytes(info.bytes);
+  node->set_block_bytes(info.block_bytes);
   absl::StrAppend(text, std::string(2 * depth, ' '), info.name, " (uid=", info.uid,
                   " level=", ManagerLevelName(info.level), " device=", info.device.ToString(),
                   info.capped ? " capped" : "", info.closed ? " closed" : "",
@@ -44,8 +48,9 @@ void AppendManager(const ManagerNodeInfo& info, int depth, int max_depth,
 
 }  // namespace
 
-AdminServiceImpl::AdminServiceImpl(MemorySystem* memory, AdminAuth auth)
-    : memory_(memory), auth_(std::move(auth)) {}
+AdminServiceImpl::AdminServiceImpl(MemorySystem* memory, AdminAuth auth,
+                                   ModelMemorySource models)
+    : memory_(memory), auth_(std::move(auth)), models_(std::move(models)) {}
 
 absl::StatusOr<std::vector<Pool*>> AdminServiceImpl::SelectPools(const DevicePools& pools,
                                                                  int device_id) {
@@ -70,23 +75,7 @@ absl::StatusOr<std::vector<Pool*>> AdminServiceImpl::SelectPools(const DevicePoo
 
 void AdminServiceImpl::FillPoolStatus(const Pool& pool, bool include_outstanding,
                                       admin::v1::PoolStatus* out) {
-  const PoolStats s = pool.Stats();
-  out->set_device(pool.device().ToString());
-  out->set_pool(std::string(pool.name()));
-  out->set_allocated_bytes(s.allocated_bytes);
-  out->set_cached_bytes(s.cached_bytes);
-  out->set_reserved_bytes(s.reserved_bytes);
-  out->set_limit_bytes(s.limit_bytes == kNoLimit ? 0 : s.limit_bytes);
-  out->set_peak_allocated_bytes(s.peak_allocated_bytes);
-  out->set_device_total_bytes(s.device_total_bytes);
-  out->set_device_free_bytes(s.device_free_bytes);
-  out->set_alloc_count(s.alloc_count);
-  out->set_cache_hits(s.cache_hits);
-  out->set_cache_misses(s.cache_misses);
-  out->set_reclaimed_bytes_total(s.reclaimed_bytes_total());
-  out->set_oom_count(s.oom_count);
-  out->set_outstanding_allocations(s.outstanding_allocations);
-  out->set_inactive_split_bytes(s.inactive_split_bytes);
+  PoolStatsToProto(pool.device(), pool.name(), pool.Stats(), out);
   if (include_outstanding) {
     for (const OutstandingAllocation& a : pool.Outstanding()) {
       admin::v1::OutstandingAllocation* o = out->add_outstanding();
@@ -108,6 +97,21 @@ grpc::Status AdminServiceImpl::GetMemoryStatus(grpc::ServerContext* context,
   for (const Pool* pool : *pools) {
     FillPoolStatus(*pool, request->include_outstanding(), response->add_pools());
     absl::StrAppend(&text, pool->MemoryStatus(request->include_outstanding()));
+  }
+  if (models_) {
+    std::vector<std::string> devices;
+    for (const Pool* pool : *pools) devices.push_back(pool->device().ToString());
+    for (const ModelMemorySample& m : models_()) {
+      if (std::find(devices.begin(), devices.end(), m.device) == devices.end()) continue;
+      admin::v1::ModelMemory* out = response->add_models();
+      out->set_model(m.model);
+      out->set_version(m.version);
+      out->set_device(m.device);
+      out->set_kind(m.kind);
+      out->set_bytes(m.bytes);
+      absl::StrAppend(&text, "Model '", m.model, "' version ", m.version, " on ", m.device, ": ",
+                      FormatBytes(m.bytes), " ", m.kind, "\n");
+    }
   }
   response->set_text(std::move(text));
   return grpc::Status::OK;
@@ -156,6 +160,17 @@ grpc::Status AdminServiceImpl::DebugDump(grpc::ServerContext* context,
     AppendManager(system, 0, request->max_depth(), root->add_children(), &text);
   }
   response->set_text(std::move(text));
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::GetMemorySnapshot(
+    grpc::ServerContext* context, const admin::v1::GetMemorySnapshotRequest* request,
+    admin::v1::MemorySnapshot* response) {
+  if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
+  // Validates device_id with the other calls' rule.
+  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(memory_->pools(), request->device_id());
+  if (!pools.ok()) return ToGrpcStatus(pools.status());
+  MemorySnapshotToProto(TakeMemorySnapshot(*memory_), request->device_id(), response);
   return grpc::Status::OK;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "proto/admin.grpc.pb.h"
 #include "server/admin_auth.h"
+#include "server/model_memory_source.h"
 
 namespace ndserve {
 
@@ -23,7 +24,8 @@ class Pool;
 // service). Thread-safe.
 class AdminServiceImpl final : public ndserve::admin::v1::MemoryAdmin::Service {
  public:
-  AdminServiceImpl(MemorySystem* memory, AdminAuth auth);
+  // `models` (optional) adds per-model memory to GetMemoryStatus.
+  AdminServiceImpl(MemorySystem* memory, AdminAuth auth, ModelMemorySource models = {});
 
   grpc::Status GetMemoryStatus(grpc::ServerContext* context,
                                const ndserve::admin::v1::GetMemoryStatusRequest* request,
@@ -34,6 +36,9 @@ class AdminServiceImpl final : public ndserve::admin::v1::MemoryAdmin::Service {
   grpc::Status DebugDump(grpc::ServerContext* context,
                          const ndserve::admin::v1::DebugDumpRequest* request,
                          ndserve::admin::v1::DebugDumpResponse* response) override;
+  grpc::Status GetMemorySnapshot(grpc::ServerContext* context,
+                                 const ndserve::admin::v1::GetMemorySnapshotRequest* request,
+                                 ndserve::admin::v1::MemorySnapshot* response) override;
 
   // The pools a device_id selects: -1 all, N those on a device of ordinal N.
   // INVALID_ARGUMENT below -1, NOT_FOUND when nothing matches.
@@ -44,6 +49,7 @@ class AdminServiceImpl final : public ndserve::admin::v1::MemoryAdmin::Service {
  private:
   MemorySystem* const memory_;
   const AdminAuth auth_;
+  const ModelMemorySource models_;
 };
 
 }  // namespace ndserve

@@ -46,6 +46,7 @@
 #include "protocol/dims.h"
 #include "server/cli_http.h"
 #include "server/cli_train.h"
+#include "server/memory_map_page.h"
 #include "server/options.h"
 #include "server/status_util.h"
 
@@ -64,6 +65,8 @@ ABSL_FLAG(int, timeout_seconds, 30, "Deadline of each call.");
 ABSL_FLAG(std::string, http, "",
           "health/metadata/infer: KServe v2 HTTP/REST address of ndserved (host:port) to use "
           "instead of gRPC at --server.");
+ABSL_FLAG(std::string, out, "memory-map.html",
+          "memory-map: the HTML file to write (the daemon's /memory page, offline).");
 
 namespace ndserve::cli {
 namespace {
@@ -169,6 +172,30 @@ int HttpHealth(const std::string& address) {
     if (!up) rc = EXIT_FAILURE;
   }
   return rc;
+}
+
+// The same page as the daemon's /memory, from the admin GetMemorySnapshot.
+int MemoryMap() {
+  auto stub = admin::MemoryAdmin::NewStub(Channel(absl::GetFlag(FLAGS_admin)));
+  admin::GetMemorySnapshotRequest request;
+  request.set_device_id(absl::GetFlag(FLAGS_device_id));
+  admin::MemorySnapshot response;
+  grpc::Status s = stub->GetMemorySnapshot(Context(true).get(), request, &response);
+  if (!s.ok()) return Fail(s);
+  const std::string path = absl::GetFlag(FLAGS_out);
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file << RenderMemoryMapPage(response);
+  file.close();
+  if (!file) {
+    return Fail(absl::UnavailableError(absl::StrCat("cannot write --out='", path, "'")));
+  }
+  int blocks = 0;
+  for (const admin::PoolSnapshot& pool : response.pools()) {
+    for (const admin::SnapshotSegment& segment : pool.segments()) blocks += segment.blocks_size();
+  }
+  std::cout << "wrote " << path << ": " << response.pools_size() << " pools, " << blocks
+            << " blocks\n";
+  return EXIT_SUCCESS;
 }
 
 int Health() {
@@ -418,7 +445,7 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
-      "ndserve-cli <status|reclaim|dump|health|metadata|infer|train> [flags] [INPUT...]\n"
+      "ndserve-cli <status|reclaim|dump|memory-map|health|metadata|infer|train> [flags] [INPUT...]\n"
       "  INPUT (infer): NAME:DATATYPE:SHAPE:DATA, e.g. x:FP32:1x4:1,2,3,4 or "
       "x:FP16:1x8:zeros or x:UINT8:64:@file.bin");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -447,6 +474,7 @@ int main(int argc, char** argv) {
   if (command == "status") return ndserve::cli::Status();
   if (command == "reclaim") return ndserve::cli::Reclaim();
   if (command == "dump") return ndserve::cli::Dump();
+  if (command == "memory-map") return ndserve::cli::MemoryMap();
   if (command == "health") return ndserve::cli::Health();
   if (command == "metadata") return ndserve::cli::Metadata();
   if (command == "infer") return ndserve::cli::Infer(rest);

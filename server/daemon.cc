@@ -16,8 +16,11 @@
 #include "absl/time/time.h"
 #include "base/logging.h"
 #include "memory/device_pools.h"
+#include "memory/memory_snapshot.h"
 #include "memory/memory_system.h"
 #include "memory/pool.h"
+#include "server/memory_map_page.h"
+#include "server/memory_snapshot_proto.h"
 #include "server/tls_credentials.h"
 
 namespace ndserve {
@@ -44,7 +47,15 @@ constexpr std::chrono::milliseconds kAdminCloseGrace(250);
 Daemon::Daemon(Options options, MemorySystem* memory)
     : options_(std::move(options)),
       memory_(memory),
-      metrics_(&memory->pools(), [memory] { return MemoryCollector::NDManagerLevels(*memory); }) {}
+      metrics_(&memory->pools(), [memory] { return MemoryCollector::NDManagerLevels(*memory); }) {
+  metrics_.AddHtmlPage("/memory", [memory] { return MemoryMapPage(*memory); });
+}
+
+std::string Daemon::MemoryMapPage(MemorySystem& memory) {
+  admin::v1::MemorySnapshot snapshot;
+  MemorySnapshotToProto(TakeMemorySnapshot(memory), /*device_id=*/-1, &snapshot);
+  return RenderMemoryMapPage(snapshot);
+}
 
 Daemon::~Daemon() {
   StopServing();
@@ -57,6 +68,11 @@ void Daemon::AddPortService(std::unique_ptr<PortService> service) {
 
 void Daemon::AddAdminService(AdminServiceFactory factory) {
   admin_factories_.push_back(std::move(factory));
+}
+
+void Daemon::SetModelMemorySource(ModelMemorySource models) {
+  models_ = models;
+  metrics_.SetModelMemorySource(std::move(models));
 }
 
 absl::Status Daemon::Start() {
@@ -92,7 +108,7 @@ absl::Status Daemon::StartAdmin() {
       ListenerCredentials(options_.admin_tls, "admin", options_.tls_reload_seconds);
   if (!credentials.ok()) return credentials.status();
   const AdminAuth auth(std::move(token));
-  admin_service_ = std::make_unique<AdminServiceImpl>(memory_, auth);
+  admin_service_ = std::make_unique<AdminServiceImpl>(memory_, auth, models_);
   grpc::ServerBuilder builder;
   ExclusivePort(builder);
   builder.AddListeningPort(options_.admin_address, *credentials, &admin_port_);

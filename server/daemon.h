@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,7 +48,7 @@ class PortService {
 // The process's listeners and their lifecycle:
 //   inference port  --grpc_address     grpc.health.v1.Health (HealthService) + every PortService
 //   admin port      --admin_address    ndserve.admin.v1.MemoryAdmin (token rule)
-//   metrics port    --metrics_address  Prometheus text at /metrics
+//   metrics port    --metrics_address  Prometheus text at /metrics, the memory map at /memory
 // and the state they share: HealthState, MetricsExporter (and its InferenceMetrics).
 //
 // main.cc builds one from validated Options and the process's MemorySystem (the one the
@@ -74,6 +75,9 @@ class Daemon {
   void AddPortService(std::unique_ptr<PortService> service);
   // Before Start.
   void AddAdminService(AdminServiceFactory factory);
+  // Before Start: per-model memory for ndserve_model_memory_bytes and the admin status
+  // (main.cc passes EngineModelMemory of its engine).
+  void SetModelMemorySource(ModelMemorySource models);
 
   // Binds metrics, admin and inference listeners, in that order. An error names the
   // flag whose address could not be bound; listeners opened before it are closed again.
@@ -95,6 +99,9 @@ class Daemon {
   MetricsExporter& metrics_exporter() { return metrics_; }
   const Options& options() const { return options_; }
   MemorySystem* memory() const { return memory_; }
+
+  // The /memory page for `memory` now (also what `ndserve-cli memory-map` writes).
+  static std::string MemoryMapPage(MemorySystem& memory);
 
   // Bound ports (useful with port 0); 0 before Start.
   int grpc_port() const { return grpc_port_; }
@@ -118,6 +125,7 @@ class Daemon {
   std::vector<std::unique_ptr<grpc::Service>> admin_services_;  // from admin_factories_
   std::unique_ptr<grpc::Server> grpc_server_;
   std::vector<std::unique_ptr<PortService>> port_services_;
+  ModelMemorySource models_;
   bool port_services_started_ = false;
   int grpc_port_ = 0;
   int admin_port_ = 0;

@@ -27,6 +27,7 @@
 #include "memory/pool_stats.h"
 #include "server/health_service.h"
 #include "server/infer_codec.h"
+#include "server/model_memory_source.h"
 #include "server/inference_metrics.h"
 #include "server/model_lifecycle.h"
 #include "server/status_util.h"
@@ -657,6 +658,10 @@ grpc::Status InferenceServiceImpl::ModelStatistics(const inference::ModelStatist
     FillDuration(s.success_count, s.compute_input_ns, is->mutable_compute_input());
     FillDuration(s.success_count, s.compute_infer_ns, is->mutable_compute_infer());
     FillDuration(s.success_count, s.compute_output_ns, is->mutable_compute_output());
+    // Exact, from the version's manager tree (docs/design.md §2), where Triton estimates.
+    if (auto served = engine_->GetModel(s.name, s.version); served.ok()) {
+      FillMemoryUsage((*served)->MemoryUsage(), out->mutable_memory_usage());
+    }
   }
   return grpc::Status::OK;
 }

@@ -22,6 +22,7 @@
 #include "memory/nd_manager.h"
 #include "server/daemon.h"
 #include "server/http_service.h"
+#include "server/model_memory_source.h"
 #include "server/inference_service.h"
 #include "server/model_lifecycle.h"
 #include "server/options.h"
@@ -187,6 +188,7 @@ int Run(Options options) {
                                               .stop_loading = ShutdownFlag()},
                         &memory_system);
   Daemon daemon(options, &memory_system);
+  daemon.SetModelMemorySource(EngineModelMemory(&engine));
   ModelLifecycle lifecycle(&engine, &daemon.metrics());
   auto inference = std::make_unique<InferenceServiceImpl>(
       &engine, &lifecycle, &daemon.health(), &daemon.metrics(),

@@ -45,6 +45,11 @@ double D(std::uint64_t v) { return static_cast<double>(v); }
 MemoryCollector::MemoryCollector(const DevicePools* pools, ManagerLevelSource managers)
     : pools_(pools), managers_(std::move(managers)) {}
 
+void MemoryCollector::SetModelSource(ModelMemorySource models) {
+  absl::MutexLock lock(&models_mu_);
+  models_ = std::move(models);
+}
+
 std::vector<ManagerLevelSample> MemoryCollector::NDManagerLevels(const MemorySystem& memory) {
   const ManagerLevelSnapshot snapshot = memory.LevelCounts();
   std::vector<ManagerLevelSample> out;
@@ -156,6 +161,25 @@ std::vector<MetricFamily> MemoryCollector::Collect() const {
     for (MetricFamily* f : {&live, &resources, &violations}) {
       if (!f->metric.empty()) out.push_back(std::move(*f));
     }
+  }
+
+  ModelMemorySource models;
+  {
+    absl::MutexLock lock(&models_mu_);
+    models = models_;
+  }
+  if (models) {
+    MetricFamily model_bytes = Family(
+        "ndserve_model_memory_bytes",
+        "Bytes a loaded model version holds, from its manager tree as the pool rounded them, "
+        "by device and kind (parameters, workspace, state).",
+        MetricType::Gauge);
+    for (const ModelMemorySample& m : models()) {
+      Add(&model_bytes,
+          {{"model", m.model}, {"version", m.version}, {"device", m.device}, {"kind", m.kind}},
+          D(m.bytes));
+    }
+    if (!model_bytes.metric.empty()) out.push_back(std::move(model_bytes));
   }
 
   MetricFamily rss =

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/model_memory_source.h"
+
 namespace ndserve {
 
 class DevicePools;
@@ -35,7 +39,8 @@ using ManagerLevelSource = std::function<std::vector<ManagerLevelSample>()>;
 // ndserve_memory_device_{alloc,free}_total{device},
 // ndserve_memory_reclaimed_bytes_total{device,pool,reason}, ndserve_memory_oom_total{device},
 // ndserve_manager_live{level}, ndserve_manager_resources{level},
-// ndserve_manager_cap_violations_total{level}, process_resident_memory_bytes.
+// ndserve_manager_cap_violations_total{level}, process_resident_memory_bytes, and with a
+// model source ndserve_model_memory_bytes{model,version,device,kind}.
 //
 // Reads `pools` (not owned; must outlive this object). Thread-safe: Collect may run on
 // any number of scrape threads at once.
@@ -45,6 +50,10 @@ class MemoryCollector : public prometheus::Collectable {
   MemoryCollector(const DevicePools* pools, ManagerLevelSource managers);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // Where ndserve_model_memory_bytes comes from (the daemon's engine, once it exists);
+  // without one the family is left out.
+  void SetModelSource(ModelMemorySource models);
 
   // The manager source the daemon uses: `memory`.LevelCounts(), which sums each open
   // manager's own counters (a walk over managers, not over arrays or blocks).
@@ -56,6 +65,8 @@ class MemoryCollector : public prometheus::Collectable {
  private:
   const DevicePools* const pools_;
   const ManagerLevelSource managers_;
+  mutable absl::Mutex models_mu_;
+  ModelMemorySource models_ ABSL_GUARDED_BY(models_mu_);
 };
 
 }  // namespace ndserve

@@ -1,8 +1,11 @@
 #ifndef NDSERVE_SERVER_METRICS_EXPORTER_H_
 #define NDSERVE_SERVER_METRICS_EXPORTER_H_
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "server/inference_metrics.h"
@@ -44,17 +47,25 @@ class MetricsExporter {
   // The bound port after Start, else 0.
   int port() const { return port_; }
 
+  // Before Start: serves the HTML `render` returns at `path` (e.g. "/memory", the memory
+  // map) on the same listener, through civetweb's begin_request hook. `render` runs on
+  // the listener's threads, concurrently; it must be thread-safe.
+  void AddHtmlPage(std::string path, std::function<std::string()> render);
+
   // Exactly the body /metrics serves.
   std::string Text() const;
 
   InferenceMetrics& inference() { return *inference_; }
   TrainerMetrics& trainer() { return *trainer_; }
+  // See MemoryCollector::SetModelSource. Thread-safe.
+  void SetModelMemorySource(ModelMemorySource models) { memory_->SetModelSource(std::move(models)); }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<MemoryCollector> memory_;
   std::unique_ptr<InferenceMetrics> inference_;
   std::unique_ptr<TrainerMetrics> trainer_;
+  std::map<std::string, std::function<std::string()>> pages_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string address_;
   int port_ = 0;

@@ -37,14 +37,15 @@ using ::testing::HasSubstr;
 // server at 127.0.0.1:<any>.
 class AdminServiceTest : public ::testing::Test {
  protected:
-  void StartServer(std::string token = {}) {
+  void StartServer(std::string token = {}, ModelMemorySource models = {}) {
     MemoryConfig config;
     config.debug_level = 1;
     memory_ = std::make_unique<MemorySystem>(config);
     absl::StatusOr<Pool*> pool = memory_->GetPool(Device::Cpu());
     ASSERT_TRUE(pool.ok()) << pool.status();
     pool_ = *pool;
-    service_ = std::make_unique<AdminServiceImpl>(memory_.get(), AdminAuth(std::move(token)));
+    service_ = std::make_unique<AdminServiceImpl>(memory_.get(), AdminAuth(std::move(token)),
+                                                  std::move(models));
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -211,6 +212,14 @@ TEST_F(AdminServiceTest, TokenRule) {
   DebugDumpResponse dumped;
   grpc::ClientContext c2;
   EXPECT_EQ(stub_->DebugDump(&c2, dump, &dumped).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  ndserve::admin::v1::GetMemorySnapshotRequest snap;
+  ndserve::admin::v1::MemorySnapshot snapped;
+  grpc::ClientContext c3;
+  EXPECT_EQ(stub_->GetMemorySnapshot(&c3, snap, &snapped).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext c4;
+  c4.AddMetadata("authorization", "Bearer s3cret-token");
+  EXPECT_TRUE(stub_->GetMemorySnapshot(&c4, snap, &snapped).ok());
 }
 
 TEST_F(AdminServiceTest, DebugDumpShowsTheManagerTree) {
@@ -259,6 +268,78 @@ TEST_F(AdminServiceTest, DebugDumpShowsTheManagerTree) {
   EXPECT_EQ(stub_->DebugDump(&c3, request, &response).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   ASSERT_TRUE((*model)->Close().ok());
+}
+
+TEST_F(AdminServiceTest, MemorySnapshotListsEveryBlockWithItsOwner) {
+  StartServer();
+  MakeTraffic();  // blocks on the pool directly: live ones without an owner
+  absl::StatusOr<std::shared_ptr<NDManager>> model =
+      memory_->NewBaseManager(Device::Cpu(), ManagerLevel::kModel, "model/snap:1");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::int64_t shape[] = {1000};
+  ASSERT_TRUE((*model)->Zeros(shape, DType::kFp32, "weights").ok());
+
+  ndserve::admin::v1::GetMemorySnapshotRequest request;
+  request.set_device_id(-1);
+  ndserve::admin::v1::MemorySnapshot response;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub_->GetMemorySnapshot(&c1, request, &response).ok());
+  ASSERT_EQ(response.pools_size(), 1);
+  const auto& pool = response.pools(0);
+  EXPECT_EQ(pool.status().device(), "cpu:0");
+  std::uint64_t cached = 0;
+  int owned = 0;
+  for (const auto& segment : pool.segments()) {
+    for (const auto& block : segment.blocks()) {
+      if (block.state() == "cached") cached += block.bytes();
+      if (block.owner().empty()) continue;
+      ++owned;
+      EXPECT_EQ(block.model(), "model/snap:1");
+      EXPECT_EQ(block.array(), "weights");
+      EXPECT_EQ(block.requested_bytes(), 4000u);
+      EXPECT_EQ(block.state(), "allocated");
+      EXPECT_EQ(segment.address() + block.offset() != 0, true);
+    }
+  }
+  EXPECT_EQ(owned, 1);
+  EXPECT_EQ(cached, pool.status().cached_bytes());
+  EXPECT_GT(cached, 0u);
+  // The tree comes along, with rounded bytes.
+  bool found = false;
+  for (const auto& system : response.root().children()) {
+    for (const auto& child : system.children()) {
+      if (child.name() != "model/snap:1") continue;
+      found = true;
+      EXPECT_EQ(child.bytes(), 4000u);
+      EXPECT_EQ(child.block_bytes(), 4096u);  // the binned pool's class
+    }
+  }
+  EXPECT_TRUE(found);
+
+  request.set_device_id(-2);
+  grpc::ClientContext c2;
+  EXPECT_EQ(stub_->GetMemorySnapshot(&c2, request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE((*model)->Close().ok());
+}
+
+TEST_F(AdminServiceTest, MemoryStatusListsPerModelMemory) {
+  StartServer({}, [] {
+    return std::vector<ModelMemorySample>{{"mlp", "1", "cpu:0", "parameters", 4096},
+                                          {"gpu-model", "2", "cuda:1", "parameters", 1}};
+  });
+  GetMemoryStatusRequest request;
+  request.set_device_id(-1);
+  MemoryStatus status;
+  ASSERT_TRUE(GetStatus(request, &status).ok());
+  // Only rows on the selected pools' devices (here the one CPU pool).
+  ASSERT_EQ(status.models_size(), 1);
+  EXPECT_EQ(status.models(0).model(), "mlp");
+  EXPECT_EQ(status.models(0).version(), "1");
+  EXPECT_EQ(status.models(0).device(), "cpu:0");
+  EXPECT_EQ(status.models(0).kind(), "parameters");
+  EXPECT_EQ(status.models(0).bytes(), 4096u);
+  EXPECT_THAT(status.text(), HasSubstr("Model 'mlp' version 1 on cpu:0: 4.000 KiB parameters"));
 }
 
 TEST(AdminAuthTest, ConstantTimeEquals) {

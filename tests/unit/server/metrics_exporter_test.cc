@@ -189,6 +189,23 @@ TEST_F(MetricsExporterTest, ValuesFollowThePoolWithoutRegistration) {
   EXPECT_THAT(exporter.Text(), Not(HasSubstr("ndserve_manager_live")));
 }
 
+TEST_F(MetricsExporterTest, ModelMemoryGaugeFollowsTheSource) {
+  MetricsExporter exporter(&pools_);
+  // No source: no family.
+  EXPECT_THAT(exporter.Text(), Not(HasSubstr("ndserve_model_memory_bytes")));
+  std::vector<ModelMemorySample> rows = {{"mlp", "1", "cpu:0", "parameters", 4096},
+                                         {"mlp", "1", "cpu:0", "workspace", 0}};
+  exporter.SetModelMemorySource([&rows] { return rows; });
+  const std::string text = exporter.Text();
+  EXPECT_THAT(text, HasSubstr("# TYPE ndserve_model_memory_bytes gauge"));
+  EXPECT_THAT(text, HasSubstr("ndserve_model_memory_bytes{model=\"mlp\",version=\"1\",device="
+                              "\"cpu:0\",kind=\"parameters\"} 4096"));
+  EXPECT_THAT(text, HasSubstr("kind=\"workspace\"} 0"));
+  // Unloaded: the series go with it.
+  rows.clear();
+  EXPECT_THAT(exporter.Text(), Not(HasSubstr("ndserve_model_memory_bytes")));
+}
+
 TEST_F(MetricsExporterTest, InferenceFamiliesAppearOnceRecorded) {
   MetricsExporter exporter(&pools_, FakeManagers);
   InferenceMetrics& m = exporter.inference();

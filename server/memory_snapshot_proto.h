@@ -1,0 +1,22 @@
+#ifndef NDSERVE_SERVER_MEMORY_SNAPSHOT_PROTO_H_
+#define NDSERVE_SERVER_MEMORY_SNAPSHOT_PROTO_H_
+
+#include "memory/memory_snapshot.h"
+#include "memory/pool_stats.h"
+#include "proto/admin.pb.h"
+
+namespace ndserve {
+
+// The admin GetMemorySnapshot reply for `snapshot`: the pools on devices of ordinal
+// `device_id` (-1: all; the caller validated it) and every manager tree under a root
+// named "process", as DebugDump's.
+void MemorySnapshotToProto(const MemorySnapshot& snapshot, int device_id,
+                           ndserve::admin::v1::MemorySnapshot* out);
+
+// A pool's counters as PoolStatus (shared with GetMemoryStatus).
+void PoolStatsToProto(const Device& device, absl::string_view pool, const PoolStats& s,
+                      ndserve::admin::v1::PoolStatus* out);
+
+}  // namespace ndserve
+
+#endif  // NDSERVE_SERVER_MEMORY_SNAPSHOT_PROTO_H_
