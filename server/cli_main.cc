@@ -3,6 +3,7 @@
 //   ndserve-cli status [--outstanding] [--device_id=N]   memory status of the pools
 //   ndserve-cli reclaim [--target=512MiB] [--device_id=N] give cached memory back
 //   ndserve-cli dump [--depth=N]                         the NDManager tree
+//   ndserve-cli memory-map [--out=F] [--device_id=N]     the /memory page, offline
 //   ndserve-cli health                                   liveness and readiness
 //   ndserve-cli metadata --model=NAME                    a model's inputs and outputs
 //   ndserve-cli infer --model=NAME INPUT...              one ModelInfer request
@@ -54,7 +55,7 @@ ABSL_FLAG(std::string, server, "127.0.0.1:8001", "Inference (and health) address
 ABSL_FLAG(std::string, admin, "127.0.0.1:8003", "Admin address of ndserved.");
 ABSL_FLAG(std::string, token_file, "",
           "File with the admin bearer token, if the daemon needs one.");
-ABSL_FLAG(int, device_id, -1, "status/reclaim: device ordinal, -1 for every device.");
+ABSL_FLAG(int, device_id, -1, "status/reclaim/memory-map: device ordinal, -1 for every device.");
 ABSL_FLAG(bool, outstanding, false, "status: also list live allocations.");
 ABSL_FLAG(std::string, target, "",
           "reclaim: bytes to give back (512MiB, 1GiB, ...); empty: all cached.");

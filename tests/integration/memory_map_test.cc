@@ -4,7 +4,8 @@
 //  - GetMemorySnapshot's blocks tile the pools' counters;
 //  - http://<metrics>/memory draws one element per block, checked in a real browser
 //    (headless chromium --dump-dom; skipped where chromium is not installed), which also
-//    takes a screenshot into memory_map_test_output/ in the test's working directory.
+//    takes a screenshot into memory_map_test_output/ in the test's working directory;
+//  - `ndserve-cli memory-map --out=F` writes the same page from the admin RPC.
 
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +55,16 @@ BlockCounts Count(const ndserve::admin::v1::MemorySnapshot& snapshot) {
     }
   }
   return c;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::string text;
+  char buf[65536];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  return text;
 }
 
 absl::StatusOr<ndserve::admin::v1::MemorySnapshot> Snapshot(DaemonProcess& daemon) {
@@ -132,14 +143,9 @@ TEST_F(MemoryMapTest, PageHasOneElementPerBlockInABrowser) {
                                      "' 2>/dev/null")
                             .c_str()),
             0);
-  std::string dom;
-  {
-    std::FILE* f = std::fopen(dom_path.c_str(), "rb");
-    ASSERT_NE(f, nullptr);
-    char buf[65536];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) dom.append(buf, n);
-    std::fclose(f);
-  }
+  absl::StatusOr<std::string> dom_or = ReadFile(dom_path);
+  ASSERT_TRUE(dom_or.ok()) << dom_or.status();
+  const std::string& dom = *dom_or;
   // The browser parsed the SVG into elements: as many block rects as the pools have
   // blocks (the daemon is idle, so a second snapshot has the same ones).
   EXPECT_EQ(CountOf(dom, "<rect class=\"block\""), blocks) << dom.substr(0, 500);
@@ -151,6 +157,32 @@ TEST_F(MemoryMapTest, PageHasOneElementPerBlockInABrowser) {
   EXPECT_TRUE(fs::exists(png));
   EXPECT_GT(fs::file_size(png), 1000u);
   std::cout << "screenshot: " << png << "\n";
+}
+
+TEST_F(MemoryMapTest, CliWritesTheSamePageOffline) {
+  ASSERT_NE(daemon_, nullptr);
+  absl::StatusOr<ndserve::admin::v1::MemorySnapshot> snapshot = Snapshot(*daemon_);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  const fs::path out = fs::absolute("memory_map_test_output");
+  fs::create_directories(out);
+  const std::string path = (out / "cli-map.html").string();
+  fs::remove(path);
+  ASSERT_EQ(std::system(absl::StrCat(NDSERVE_CLI_PATH, " memory-map --admin=127.0.0.1:",
+                                     daemon_->admin_port(), " --out='", path, "'")
+                            .c_str()),
+            0);
+  absl::StatusOr<std::string> page = ReadFile(path);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_TRUE(absl::StartsWith(*page, "<!DOCTYPE html>"));
+  EXPECT_EQ(CountOf(*page, "<rect class=\"block\""), Count(*snapshot).blocks);
+  EXPECT_TRUE(absl::StrContains(*page, "model/recsys:1"));
+
+  // A file it cannot write is an error, not a silent success.
+  EXPECT_NE(std::system(absl::StrCat(NDSERVE_CLI_PATH, " memory-map --admin=127.0.0.1:",
+                                     daemon_->admin_port(),
+                                     " --out=/nonexistent-dir/map.html 2>/dev/null")
+                            .c_str()),
+            0);
 }
 
 // Runs last in the suite (it unloads recsys).
