@@ -76,8 +76,8 @@ Promtool RunPromtool(const std::string& text) {
   return result;
 }
 
-// A bare HTTP/1.0 GET against 127.0.0.1:port; returns the whole response.
-std::string HttpGet(int port, const std::string& path) {
+// Sends `request` to 127.0.0.1:port and returns the whole response.
+std::string HttpExchange(int port, const std::string& request) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -87,7 +87,6 @@ std::string HttpGet(int port, const std::string& path) {
     close(fd);
     return "";
   }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: localhost\r\n\r\n");
   (void)!write(fd, request.data(), request.size());
   std::string response;
   char buffer[8192];
@@ -95,6 +94,12 @@ std::string HttpGet(int port, const std::string& path) {
   while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
   close(fd);
   return response;
+}
+
+// A bare HTTP/1.0 GET against 127.0.0.1:port; returns the whole response.
+std::string HttpGet(int port, const std::string& path) {
+  return HttpExchange(port,
+                      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: localhost\r\n\r\n"));
 }
 
 // Opens `n` TCP connections to 127.0.0.1:port that never send a byte.
@@ -319,6 +324,38 @@ TEST_F(MetricsExporterTest, ServesTheSameTextOverHttp) {
   }
   exporter.Stop();
   EXPECT_EQ(exporter.port(), 0);
+}
+
+TEST_F(MetricsExporterTest, ServesHtmlPagesBesideMetrics) {
+  MetricsExporter exporter(&pools_, FakeManagers);
+  int renders = 0;
+  exporter.AddHtmlPage("/memory", [&renders] {
+    return absl::StrCat("<p>render ", ++renders, "</p>");
+  });
+  MetricsExporter other(&pools_, FakeManagers);
+  other.AddHtmlPage("/memory", [] { return std::string("<p>other</p>"); });
+  ASSERT_TRUE(exporter.Start("127.0.0.1:0").ok());
+  ASSERT_TRUE(other.Start("127.0.0.1:0").ok());
+
+  // Rendered per request, on the exporter the port belongs to.
+  std::string response = HttpGet(exporter.port(), "/memory");
+  EXPECT_THAT(response, HasSubstr("200 OK"));
+  EXPECT_THAT(response, HasSubstr("Content-Type: text/html; charset=utf-8"));
+  EXPECT_THAT(response, HasSubstr("<p>render 1</p>"));
+  EXPECT_THAT(HttpGet(exporter.port(), "/memory?x=1"), HasSubstr("<p>render 2</p>"));
+  EXPECT_THAT(HttpGet(other.port(), "/memory"), HasSubstr("<p>other</p>"));
+  // HEAD: headers only; other methods refused.
+  response = HttpExchange(exporter.port(), "HEAD /memory HTTP/1.0\r\n\r\n");
+  EXPECT_THAT(response, HasSubstr("200 OK"));
+  EXPECT_THAT(response, Not(HasSubstr("<p>")));
+  EXPECT_THAT(HttpExchange(exporter.port(),
+                           "POST /memory HTTP/1.0\r\nContent-Length: 0\r\n\r\n"),
+              HasSubstr("405"));
+  // /metrics is still prometheus-cpp's.
+  EXPECT_THAT(HttpGet(exporter.port(), "/metrics"),
+              HasSubstr("# TYPE ndserve_memory_allocated_bytes gauge"));
+  other.Stop();
+  exporter.Stop();
 }
 
 // Silent connections hold civetweb workers until its request timeout; fewer than the
