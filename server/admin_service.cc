@@ -22,14 +22,7 @@ namespace {
 // the system manager, `max_depth` 0 means no limit.
 void AppendManager(const ManagerNodeInfo& info, int depth, int max_depth,
                    admin::v1::ManagerNode* node, std::string* text) {
-  node->set_name(info.name);
-  node->set_uid(absl::StrCat(info.uid));
-  node->set_device(info.device.ToString());
-  node->set_capped(info.capped);
-  node->set_resource_count(
-      static_cast<std::uint64_t>(std::max<std::int64_t>(0, info.resource_count)));
-  node->set_bytes(info.bytes);
-  node->set_block_bytes(info.block_bytes);
+  ManagerFieldsToProto(info, node);
   absl::StrAppend(text, std::string(2 * depth, ' '), info.name, " (uid=", info.uid,
                   " level=", ManagerLevelName(info.level), " device=", info.device.ToString(),
                   info.capped ? " capped" : "", info.closed ? " closed" : "",

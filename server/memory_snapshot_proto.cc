@@ -6,9 +6,8 @@
 #include "absl/strings/str_cat.h"
 
 namespace ndserve {
-namespace {
 
-void ManagerToProto(const ManagerNodeInfo& info, admin::v1::ManagerNode* node) {
+void ManagerFieldsToProto(const ManagerNodeInfo& info, admin::v1::ManagerNode* node) {
   node->set_name(info.name);
   node->set_uid(absl::StrCat(info.uid));
   node->set_device(info.device.ToString());
@@ -17,6 +16,12 @@ void ManagerToProto(const ManagerNodeInfo& info, admin::v1::ManagerNode* node) {
       static_cast<std::uint64_t>(std::max<std::int64_t>(0, info.resource_count)));
   node->set_bytes(info.bytes);
   node->set_block_bytes(info.block_bytes);
+}
+
+namespace {
+
+void ManagerToProto(const ManagerNodeInfo& info, admin::v1::ManagerNode* node) {
+  ManagerFieldsToProto(info, node);
   for (const ManagerNodeInfo& child : info.children) ManagerToProto(child, node->add_children());
 }
 

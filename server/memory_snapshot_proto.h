@@ -13,6 +13,9 @@ namespace ndserve {
 void MemorySnapshotToProto(const MemorySnapshot& snapshot, int device_id,
                            ndserve::admin::v1::MemorySnapshot* out);
 
+// One manager's own fields (not its children), shared by DebugDump and GetMemorySnapshot.
+void ManagerFieldsToProto(const ManagerNodeInfo& info, ndserve::admin::v1::ManagerNode* node);
+
 // A pool's counters as PoolStatus (shared with GetMemoryStatus).
 void PoolStatsToProto(const Device& device, absl::string_view pool, const PoolStats& s,
                       ndserve::admin::v1::PoolStatus* out);

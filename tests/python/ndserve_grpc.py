@@ -14,6 +14,7 @@ import os
 import random
 import socket
 import sys
+import time
 
 _DIR = os.environ.get("NDSERVE_PROTO_PYTHON_DIR")
 if not _DIR:
@@ -70,3 +71,30 @@ def free_port():
             except OSError:
                 continue
             return port
+
+
+def wait_grpc_ready(proc, port, timeout=120):
+    """True once the daemon `proc` answers readiness SERVING on 127.0.0.1:`port`; False if it
+    exits or `timeout` seconds pass first."""
+    import grpc  # only the tests that start a daemon need grpcio
+    deadline = time.time() + timeout
+    # Connect only once the port is open: a refused first attempt puts the channel into
+    # reconnect backoff.
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                reply = health.Check(health_pb2.HealthCheckRequest(service="readiness"),
+                                     timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return True
+            except grpc.RpcError:
+                pass
+            time.sleep(0.1)
+    return False

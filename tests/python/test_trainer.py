@@ -12,7 +12,6 @@ with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf, python3-numpy)
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -23,8 +22,8 @@ import urllib.request
 import grpc
 import numpy as np
 
-from ndserve_grpc import (UNLIMITED, free_port, health_pb2, health_pb2_grpc, inference_pb2,
-                          inference_pb2_grpc, train_pb2, train_pb2_grpc)
+from ndserve_grpc import (UNLIMITED, free_port, inference_pb2, inference_pb2_grpc, train_pb2,
+                          train_pb2_grpc, wait_grpc_ready)
 
 SOURCE_DIR = os.environ.get(
     "NDSERVE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -89,25 +88,7 @@ class TrainerTest(unittest.TestCase):
 
     @classmethod
     def _wait_ready(cls, timeout=120):
-        deadline = time.time() + timeout
-        while time.time() < deadline and cls.proc.poll() is None:
-            try:
-                socket.create_connection(("127.0.0.1", cls.grpc_port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        with grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}") as channel:
-            health = health_pb2_grpc.HealthStub(channel)
-            while time.time() < deadline and cls.proc.poll() is None:
-                try:
-                    reply = health.Check(health_pb2.HealthCheckRequest(service="readiness"),
-                                         timeout=1)
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                        return True
-                except grpc.RpcError:
-                    pass
-                time.sleep(0.1)
-        return False
+        return wait_grpc_ready(cls.proc, cls.grpc_port, timeout)
 
     @classmethod
     def tearDownClass(cls):
