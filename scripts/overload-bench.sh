@@ -10,7 +10,8 @@
 #
 # Environment: BIN_DIR=build (ndserved in server/, ndserve-loadtest in loadtest/),
 # DURATION_S=10, CONCURRENCY=16 (closed loop), FACTOR=3, MAX_QUEUE=64,
-# TIMEOUT_US=100000, PORT_BASE=18300, RESULTS_DIR=$BIN_DIR/overload-bench.
+# TIMEOUT_US=100000, PORT_BASE=18300, RESULTS_DIR=$BIN_DIR/overload-bench, DAEMON_FLAGS (extra
+# ndserved flags, e.g. "--max_pending_infer=64").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,7 +55,7 @@ CONFIG
 grpc=127.0.0.1:$((PORT_BASE + 1))
 "$BIN_DIR/server/ndserved" --model_repository="$repo" --device=cpu --grpc_address="$grpc" \
   --metrics_address=127.0.0.1:$((PORT_BASE + 2)) --admin_address=127.0.0.1:$((PORT_BASE + 3)) \
-  --http_address= >"$RESULTS_DIR/daemon.log" 2>&1 &
+  --http_address= ${DAEMON_FLAGS:-} >"$RESULTS_DIR/daemon.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 1200); do
   grep -q "\] ready" "$RESULTS_DIR/daemon.log" 2>/dev/null && break
