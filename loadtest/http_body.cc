@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "protocol/datatype.h"
+#include "protocol/json_numbers.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -40,20 +41,7 @@ absl::Status WriteData(absl::string_view dtype, absl::string_view raw, absl::str
       pos += n;
     }
   } else {
-    for (size_t pos = 0; pos + static_cast<size_t>(size) <= raw.size(); pos += size) {
-      const char* p = raw.data() + pos;
-      if (dtype == "BOOL") w->Bool(*p != 0);
-      else if (dtype == "UINT8") w->Uint(Load<uint8_t>(p));
-      else if (dtype == "UINT16") w->Uint(Load<uint16_t>(p));
-      else if (dtype == "UINT32") w->Uint(Load<uint32_t>(p));
-      else if (dtype == "UINT64") w->Uint64(Load<uint64_t>(p));
-      else if (dtype == "INT8") w->Int(Load<int8_t>(p));
-      else if (dtype == "INT16") w->Int(Load<int16_t>(p));
-      else if (dtype == "INT32") w->Int(Load<int32_t>(p));
-      else if (dtype == "INT64") w->Int64(Load<int64_t>(p));
-      else if (dtype == "FP32") w->Double(Load<float>(p));
-      else if (dtype == "FP64") w->Double(Load<double>(p));
-    }
+    protocol::WriteJsonNumbers(dtype, raw, w);
   }
   w->EndArray();
   return absl::OkStatus();

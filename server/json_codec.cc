@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cast_convert.h"
 #include "protocol/datatype.h"
+#include "protocol/json_numbers.h"
 #include "rapidjson/document.h"
 #include "rapidjson/error/en.h"
 #include "rapidjson/stringbuffer.h"
@@ -231,22 +233,6 @@ absl::Status ParseInput(const rapidjson::Value& in, int index, absl::string_view
   return absl::OkStatus();
 }
 
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const int exponent = (h >> 10) & 0x1f;
-  const uint32_t mantissa = h & 0x3ffu;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-  } else if (exponent == 31) {
-    magnitude = mantissa == 0 ? std::numeric_limits<float>::infinity()
-                              : std::numeric_limits<float>::quiet_NaN();
-  } else {
-    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400u), exponent - 25);
-  }
-  return sign != 0 ? -magnitude : magnitude;
-}
-
 template <typename T>
 T Load(const char* p) {
   T v;
@@ -272,23 +258,14 @@ absl::Status WriteData(absl::string_view dtype, absl::string_view raw, absl::str
       }
       pos += n;
     }
-  } else if (size > 0) {
-    for (size_t pos = 0; pos + static_cast<size_t>(size) <= raw.size(); pos += size) {
-      const char* p = raw.data() + pos;
-      if (dtype == "BOOL") w->Bool(*p != 0);
-      else if (dtype == "UINT8") w->Uint(Load<uint8_t>(p));
-      else if (dtype == "UINT16") w->Uint(Load<uint16_t>(p));
-      else if (dtype == "UINT32") w->Uint(Load<uint32_t>(p));
-      else if (dtype == "UINT64") w->Uint64(Load<uint64_t>(p));
-      else if (dtype == "INT8") w->Int(Load<int8_t>(p));
-      else if (dtype == "INT16") w->Int(Load<int16_t>(p));
-      else if (dtype == "INT32") w->Int(Load<int32_t>(p));
-      else if (dtype == "INT64") w->Int64(Load<int64_t>(p));
-      else if (dtype == "FP16") w->Double(HalfToFloat(Load<uint16_t>(p)));
-      else if (dtype == "BF16") w->Double(std::bit_cast<float>(static_cast<uint32_t>(Load<uint16_t>(p)) << 16));
-      else if (dtype == "FP32") w->Double(Load<float>(p));
-      else if (dtype == "FP64") w->Double(Load<double>(p));
+  } else if (dtype == "FP16" || dtype == "BF16") {
+    for (size_t pos = 0; pos + sizeof(uint16_t) <= raw.size(); pos += sizeof(uint16_t)) {
+      const uint16_t bits = Load<uint16_t>(raw.data() + pos);
+      w->Double(dtype == "FP16" ? kernels::HalfToFloat(kernels::Half{bits})
+                                : std::bit_cast<float>(static_cast<uint32_t>(bits) << 16));
     }
+  } else if (size > 0) {
+    protocol::WriteJsonNumbers(dtype, raw, w);
   }
   w->EndArray();
   return absl::OkStatus();
