@@ -26,8 +26,12 @@ constexpr absl::Duration kBackstopGrace = absl::Seconds(1);
 sem_t g_posted;
 std::atomic<int> g_last_signal{0};
 std::atomic<bool> g_requested{false};
+// Whether start-up was still running when the first signal came. Decided in the handler:
+// by the time the receiving thread runs, main may have finished the loads the signal
+// cancelled and reached WaitForShutdownSignal.
+std::atomic<bool> g_signal_during_startup{false};
 
-// Read by the receiving thread.
+// Read by the handler and the receiving thread.
 std::atomic<int64_t> g_exit_timeout_ms{30000};
 std::atomic<bool> g_waiting{false};  // main reached WaitForShutdownSignal: start-up is over
 
@@ -37,7 +41,7 @@ int g_first_signal ABSL_GUARDED_BY(g_mu) = 0;
 void OnSignal(int sig) {
   const int saved_errno = errno;
   g_last_signal.store(sig);
-  g_requested.store(true);
+  if (!g_requested.exchange(true)) g_signal_during_startup.store(!g_waiting.load());
   sem_post(&g_posted);
   errno = saved_errno;
 }
@@ -69,7 +73,7 @@ void Receive() {
     g_first_signal = sig;
   }
   const absl::Duration limit = absl::Milliseconds(g_exit_timeout_ms.load()) + kBackstopGrace;
-  if (!g_waiting.load()) {
+  if (g_signal_during_startup.load()) {
     LOG(WARNING) << "received " << strsignal(sig)
                  << " during start-up: stopping the model loads and shutting down (exit status 1 "
                     "if that takes over "
