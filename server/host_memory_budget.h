@@ -8,10 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-
-namespace prometheus {
-class Gauge;
-}  // namespace prometheus
+#include "server/prometheus_fwd.h"
 
 namespace ndserve {
 

@@ -14,15 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-
-namespace prometheus {
-class Counter;
-class Gauge;
-class Histogram;
-class Registry;
-template <typename T>
-class Family;
-}  // namespace prometheus
+#include "server/prometheus_fwd.h"
 
 namespace ndserve {
 

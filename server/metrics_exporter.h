@@ -10,12 +10,8 @@
 #include "absl/status/status.h"
 #include "server/inference_metrics.h"
 #include "server/memory_collector.h"
+#include "server/prometheus_fwd.h"
 #include "server/trainer_metrics.h"
-
-namespace prometheus {
-class Exposer;
-class Registry;
-}  // namespace prometheus
 
 namespace ndserve {
 

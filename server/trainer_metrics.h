@@ -8,15 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-
-namespace prometheus {
-class Counter;
-class Gauge;
-class Histogram;
-class Registry;
-template <typename T>
-class Family;
-}  // namespace prometheus
+#include "server/prometheus_fwd.h"
 
 namespace ndserve {
 
