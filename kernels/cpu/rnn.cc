@@ -74,7 +74,12 @@ absl::StatusOr<Work> TakeWork(absl::string_view op, const KernelContext& ctx, co
     parts[i] = next;
     next += (sizes[i] + 63) / 64 * 64;
   }
-  return Work{parts[0], parts[1], parts[2], parts[3], parts[4], parts[5],
+  return Work{parts[0],
+              parts[1],
+              parts[2],
+              parts[3],
+              parts[4],
+              parts[5],
               UseRowGemm(p) ? parts[6] : nullptr};
 }
 

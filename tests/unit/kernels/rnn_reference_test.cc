@@ -49,7 +49,9 @@ struct Inputs {
 std::vector<std::vector<float>> Reference(const Case& c, const Inputs& in) {
   const int64_t H = c.hidden, G = c.gates(), D = c.dirs(), B = c.batch;
   std::vector<float> y(kSeq * D * B * H, 0.0f), yh(D * B * H), yc(D * B * H);
-  auto cl = [&](double v) { return c.clip > 0 ? std::min<double>(std::max<double>(v, -c.clip), c.clip) : v; };
+  auto cl = [&](double v) {
+    return c.clip > 0 ? std::min<double>(std::max<double>(v, -c.clip), c.clip) : v;
+  };
   for (int64_t d = 0; d < D; ++d) {
     const bool reverse = c.direction == "reverse" || d == 1;
     const float* w = in.w.data() + d * G * H * kInput;
@@ -83,7 +85,8 @@ std::vector<std::vector<float>> Reference(const Case& c, const Inputs& in) {
         if (c.op == OpKind::kLSTM) {  // i, o, f, c
           const float* p = in.p.data() + d * 3 * H;
           for (int64_t j = 0; j < H; ++j) {
-            const double pi = c.peep ? p[j] * cell[j] : 0.0, pf = c.peep ? p[2 * H + j] * cell[j] : 0.0;
+            const double pi = c.peep ? p[j] * cell[j] : 0.0,
+                         pf = c.peep ? p[2 * H + j] * cell[j] : 0.0;
             const double i = Sig(cl(wx(j) + rv(j, h) + pi));
             const double f = Sig(cl(wx(2 * H + j) + rv(2 * H + j, h) + pf));
             const double cc = std::tanh(cl(wx(3 * H + j) + rv(3 * H + j, h)));
@@ -131,12 +134,14 @@ void Check(const Case& c) {
   in.h0 = RandomFloats(D * B * H, 15, -1, 1);
   in.c0 = RandomFloats(D * B * H, 16, -1, 1);
   in.p = RandomFloats(D * 3 * H, 17, -0.5, 0.5);
-  for (int64_t b = 0; b < B; ++b) in.lens.push_back(c.lens ? static_cast<int32_t>((b * 3) % (kSeq + 1)) : kSeq);
+  for (int64_t b = 0; b < B; ++b)
+    in.lens.push_back(c.lens ? static_cast<int32_t>((b * 3) % (kSeq + 1)) : kSeq);
   if (c.lens) in.lens[0] = kSeq;
 
-  std::vector<HostTensor> inputs = {
-      HostTensor::Of<float>({kSeq, B, kInput}, in.x), HostTensor::Of<float>({D, G * H, kInput}, in.w),
-      HostTensor::Of<float>({D, G * H, H}, in.r), HostTensor::Of<float>({D, 2 * G * H}, in.b)};
+  std::vector<HostTensor> inputs = {HostTensor::Of<float>({kSeq, B, kInput}, in.x),
+                                    HostTensor::Of<float>({D, G * H, kInput}, in.w),
+                                    HostTensor::Of<float>({D, G * H, H}, in.r),
+                                    HostTensor::Of<float>({D, 2 * G * H}, in.b)};
   std::vector<std::string> names = {"X", "W", "R", "B"};
   auto add = [&](bool present, const char* name, HostTensor t) {
     names.push_back(present ? name : "");
@@ -219,7 +224,8 @@ TEST(LaneMath, SigmoidAndTanhMatchLibm) {
   double worst_sig = 0, worst_tanh = 0;
   for (double x = -30.0; x <= 30.0; x += 0.001) {
     const float f = static_cast<float>(x);
-    worst_sig = std::max(worst_sig, std::abs(cpu::LaneSigmoid(f) - 1.0 / (1.0 + std::exp(-double{f}))));
+    worst_sig =
+        std::max(worst_sig, std::abs(cpu::LaneSigmoid(f) - 1.0 / (1.0 + std::exp(-double{f}))));
     worst_tanh = std::max(worst_tanh, std::abs(cpu::LaneTanh(f) - std::tanh(double{f})));
   }
   EXPECT_LT(worst_sig, 2e-7);
