@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/row_gemm.h"
 #include "kernels/cpu/row_walker.h"
@@ -57,7 +58,7 @@ void FillScaledBroadcast(const TensorView& c, float beta, float* y, int64_t m, i
 // of a fused node, and Gemm's bias when it is one value per column. One pass, with the
 // activation a template parameter so each case is its own vectorizable loop.
 template <typename Act>
-void EpilogueLoop(float* y, const float* bias, int64_t rows, int64_t cols, Act act) {
+NDS_CPU_CLONES void EpilogueLoop(float* y, const float* bias, int64_t rows, int64_t cols, Act act) {
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * cols;
     if (bias != nullptr) {
@@ -79,9 +80,13 @@ void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols, cons
     case GemmActivation::kClip:
       EpilogueLoop(y, bias, rows, cols, ClipOp{e.p0, e.p1});
       return;
-    case GemmActivation::kGelu:
-      EpilogueLoop(y, bias, rows, cols, [e](float x) { return e(x); });
+    case GemmActivation::kGelu: {
+      // GemmEpilogue's own formula, spelled out: through its switch the loop stayed scalar.
+      const float p0 = e.p0, p1 = e.p1, p2 = e.p2;
+      EpilogueLoop(y, bias, rows, cols,
+                   [p0, p1, p2](float x) { return (x * p0) * (HostErf(x / p1) + p2); });
       return;
+    }
   }
 }
 

@@ -2,13 +2,7 @@
 
 #include <cstring>
 
-// On x86-64 the loop is also compiled for AVX2 + FMA and picked at load time (GCC's
-// function multiversioning); the kernels are otherwise built for the baseline ISA.
-#if defined(__x86_64__)
-#define NDS_ROW_GEMM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define NDS_ROW_GEMM_CLONES
-#endif
+#include "kernels/cpu/isa_clones.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -19,6 +13,10 @@ namespace {
 typedef float V8 __attribute__((vector_size(32)));
 constexpr int64_t kV = 8;
 
+// GCC notes that passing V8 by value differs between the AVX and baseline ABIs; these
+// helpers have internal linkage and are inlined into each clone, so no call crosses ABIs.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 inline V8 Load(const float* p) {
   V8 v;
   std::memcpy(&v, p, sizeof(v));
@@ -27,67 +25,102 @@ inline V8 Load(const float* p) {
 
 inline void Store(float* p, V8 v) { std::memcpy(p, &v, sizeof(v)); }
 
+// Columns [j, n) of one row of C: ci = ai x B.
+__attribute__((always_inline)) inline void OneRow(const float* ai, const float* b, int64_t ldb,
+                                                  int64_t k, int64_t j, int64_t n, float* ci) {
+  // 64 columns at a time: eight independent sums, enough to cover a multiply-add's
+  // latency with the two FMA units busy; then 32, 8 and single columns.
+  for (; j + 8 * kV <= n; j += 8 * kV) {
+    V8 s0 = {}, s1 = {}, s2 = {}, s3 = {}, s4 = {}, s5 = {}, s6 = {}, s7 = {};
+    const float* bp = b + j;
+    for (int64_t p = 0; p < k; ++p, bp += ldb) {
+      const V8 av = V8{} + ai[p];
+      s0 += av * Load(bp);
+      s1 += av * Load(bp + kV);
+      s2 += av * Load(bp + 2 * kV);
+      s3 += av * Load(bp + 3 * kV);
+      s4 += av * Load(bp + 4 * kV);
+      s5 += av * Load(bp + 5 * kV);
+      s6 += av * Load(bp + 6 * kV);
+      s7 += av * Load(bp + 7 * kV);
+    }
+    Store(ci + j, s0);
+    Store(ci + j + kV, s1);
+    Store(ci + j + 2 * kV, s2);
+    Store(ci + j + 3 * kV, s3);
+    Store(ci + j + 4 * kV, s4);
+    Store(ci + j + 5 * kV, s5);
+    Store(ci + j + 6 * kV, s6);
+    Store(ci + j + 7 * kV, s7);
+  }
+  for (; j + 4 * kV <= n; j += 4 * kV) {
+    V8 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+    const float* bp = b + j;
+    for (int64_t p = 0; p < k; ++p, bp += ldb) {
+      const V8 av = V8{} + ai[p];
+      s0 += av * Load(bp);
+      s1 += av * Load(bp + kV);
+      s2 += av * Load(bp + 2 * kV);
+      s3 += av * Load(bp + 3 * kV);
+    }
+    Store(ci + j, s0);
+    Store(ci + j + kV, s1);
+    Store(ci + j + 2 * kV, s2);
+    Store(ci + j + 3 * kV, s3);
+  }
+  for (; j + kV <= n; j += kV) {
+    V8 s0 = {};
+    const float* bp = b + j;
+    for (int64_t p = 0; p < k; ++p, bp += ldb) s0 += (V8{} + ai[p]) * Load(bp);
+    Store(ci + j, s0);
+  }
+  for (; j < n; ++j) {
+    float s = 0.0f;
+    for (int64_t p = 0; p < k; ++p) s += ai[p] * b[p * ldb + j];
+    ci[j] = s;
+  }
+}
+
 }  // namespace
 
-NDS_ROW_GEMM_CLONES
+NDS_CPU_CLONES
 void RowGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
              int64_t ldb, float* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i) {
-    const float* ai = a + i * lda;
-    float* ci = c + i * ldc;
+  int64_t i = 0;
+  // Two rows at a time over 32-column blocks: eight independent sums again, and each
+  // load of B serves both rows.
+  for (; i + 2 <= m; i += 2) {
+    const float *a0 = a + i * lda, *a1 = a0 + lda;
+    float *c0 = c + i * ldc, *c1 = c0 + ldc;
     int64_t j = 0;
-    // 64 columns at a time: eight independent sums, enough to cover a multiply-add's
-    // latency with the two FMA units busy; then 32, 8 and single columns.
-    for (; j + 8 * kV <= n; j += 8 * kV) {
-      V8 s0 = {}, s1 = {}, s2 = {}, s3 = {}, s4 = {}, s5 = {}, s6 = {}, s7 = {};
-      const float* bp = b + j;
-      for (int64_t p = 0; p < k; ++p, bp += ldb) {
-        const V8 av = V8{} + ai[p];
-        s0 += av * Load(bp);
-        s1 += av * Load(bp + kV);
-        s2 += av * Load(bp + 2 * kV);
-        s3 += av * Load(bp + 3 * kV);
-        s4 += av * Load(bp + 4 * kV);
-        s5 += av * Load(bp + 5 * kV);
-        s6 += av * Load(bp + 6 * kV);
-        s7 += av * Load(bp + 7 * kV);
-      }
-      Store(ci + j, s0);
-      Store(ci + j + kV, s1);
-      Store(ci + j + 2 * kV, s2);
-      Store(ci + j + 3 * kV, s3);
-      Store(ci + j + 4 * kV, s4);
-      Store(ci + j + 5 * kV, s5);
-      Store(ci + j + 6 * kV, s6);
-      Store(ci + j + 7 * kV, s7);
-    }
     for (; j + 4 * kV <= n; j += 4 * kV) {
-      V8 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+      V8 s0 = {}, s1 = {}, s2 = {}, s3 = {}, t0 = {}, t1 = {}, t2 = {}, t3 = {};
       const float* bp = b + j;
       for (int64_t p = 0; p < k; ++p, bp += ldb) {
-        const V8 av = V8{} + ai[p];
-        s0 += av * Load(bp);
-        s1 += av * Load(bp + kV);
-        s2 += av * Load(bp + 2 * kV);
-        s3 += av * Load(bp + 3 * kV);
+        const V8 b0 = Load(bp), b1 = Load(bp + kV), b2 = Load(bp + 2 * kV), b3 = Load(bp + 3 * kV);
+        const V8 x0 = V8{} + a0[p], x1 = V8{} + a1[p];
+        s0 += x0 * b0;
+        s1 += x0 * b1;
+        s2 += x0 * b2;
+        s3 += x0 * b3;
+        t0 += x1 * b0;
+        t1 += x1 * b1;
+        t2 += x1 * b2;
+        t3 += x1 * b3;
       }
-      Store(ci + j, s0);
-      Store(ci + j + kV, s1);
-      Store(ci + j + 2 * kV, s2);
-      Store(ci + j + 3 * kV, s3);
+      Store(c0 + j, s0);
+      Store(c0 + j + kV, s1);
+      Store(c0 + j + 2 * kV, s2);
+      Store(c0 + j + 3 * kV, s3);
+      Store(c1 + j, t0);
+      Store(c1 + j + kV, t1);
+      Store(c1 + j + 2 * kV, t2);
+      Store(c1 + j + 3 * kV, t3);
     }
-    for (; j + kV <= n; j += kV) {
-      V8 s0 = {};
-      const float* bp = b + j;
-      for (int64_t p = 0; p < k; ++p, bp += ldb) s0 += (V8{} + ai[p]) * Load(bp);
-      Store(ci + j, s0);
-    }
-    for (; j < n; ++j) {
-      float s = 0.0f;
-      for (int64_t p = 0; p < k; ++p) s += ai[p] * b[p * ldb + j];
-      ci[j] = s;
-    }
+    OneRow(a0, b, ldb, k, j, n, c0);
+    OneRow(a1, b, ldb, k, j, n, c1);
   }
+  if (i < m) OneRow(a + i * lda, b, ldb, k, 0, n, c + i * ldc);
 }
 
 }  // namespace ndserve::kernels::cpu
