@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/lane_math.h"
 #include "kernels/cpu/row_gemm.h"
 #include "kernels/rnn_plan.h"
@@ -124,8 +125,8 @@ void Activate(float* v, const float* x, int64_t n, float clip, F f) {
 
 // One LSTM step of one batch entry: g holds the recurrent product (gate order i, o, f,
 // c), xw the input projection; peepholes (i, o, f) optional. Updates c and h.
-void LstmCell(int64_t H, const float* xw, float* g, const float* peep, float clip, float* c,
-              float* h) {
+NDS_CPU_CLONES void LstmCell(int64_t H, const float* xw, float* g, const float* peep, float clip,
+                             float* c, float* h) {
   float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
   if (peep != nullptr) {
     for (int64_t j = 0; j < H; ++j) {
