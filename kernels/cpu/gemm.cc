@@ -93,7 +93,7 @@ void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols, cons
 // Products up to this many multiply-adds, batched (attention's per-head scores and
 // context), run as RowGemm row blocks spread over ParallelFor: one cblas_sgemm each
 // paid OpenBLAS's packing and thread wakeup for a few microseconds of work (docs/design.md
-// section 6).
+// section 4).
 constexpr int64_t kSmallProduct = int64_t{1} << 20;
 
 // The batched product of MatMulProduct for small products, on ParallelFor's threads.

@@ -5,7 +5,7 @@
 // AVX2 + FMA (x86-64-v3) and for the baseline, and picks one when the program loads
 // (function multiversioning through an ifunc). The rest of the kernels stay baseline, so
 // one binary runs on any x86-64 while its inner loops use 8-wide registers where the CPU
-// has them (docs/design.md section 6). Functions it inlines (lane_math.h) are compiled
+// has them (docs/design.md section 4). Functions it inlines (lane_math.h) are compiled
 // into each clone.
 #if defined(__x86_64__)
 #define NDS_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))

@@ -5,7 +5,7 @@
 // kernels' per-step product ([batch, hidden] x [hidden, gates * hidden] at small batch).
 // There cblas_sgemm repacks the whole B on every call (each time step) and may wake its
 // threads for a product of a few microseconds; packing alone was a third of an LSTM's
-// time at batch 1 (docs/design.md section 6). Reentrant.
+// time at batch 1 (docs/design.md section 4). Reentrant.
 
 #include <cstdint>
 
