@@ -58,7 +58,8 @@ void FillScaledBroadcast(const TensorView& c, float beta, float* y, int64_t m, i
 // of a fused node, and Gemm's bias when it is one value per column. One pass, with the
 // activation a template parameter so each case is its own vectorizable loop.
 template <typename Act>
-NDS_CPU_CLONES void EpilogueLoop(float* y, const float* bias, int64_t rows, int64_t cols, Act act) {
+__attribute__((always_inline)) inline void EpilogueLoop(float* y, const float* bias, int64_t rows,
+                                                        int64_t cols, Act act) {
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * cols;
     if (bias != nullptr) {
@@ -69,6 +70,9 @@ NDS_CPU_CLONES void EpilogueLoop(float* y, const float* bias, int64_t rows, int6
   }
 }
 
+// Cloned here rather than on the EpilogueLoop template (clang clones no templates); the
+// loops are inlined into each clone.
+NDS_CPU_CLONES
 void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols, const GemmEpilogue& e) {
   switch (e.activation) {
     case GemmActivation::kNone:
