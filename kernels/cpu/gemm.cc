@@ -1,5 +1,6 @@
 // Gemm and MatMul on the CPU through OpenBLAS's cblas_sgemm (row-major), with the
 // epilogue of fused nodes (kernels/gemm_epilogue.h) applied in one pass after the product.
+// Batched MatMuls of small products (attention) take RowGemm on ParallelFor instead.
 #include <cblas.h>
 
 #include <algorithm>
@@ -9,6 +10,9 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/row_gemm.h"
 #include "kernels/cpu/row_walker.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/gemm_epilogue.h"
@@ -54,7 +58,8 @@ void FillScaledBroadcast(const TensorView& c, float beta, float* y, int64_t m, i
 // of a fused node, and Gemm's bias when it is one value per column. One pass, with the
 // activation a template parameter so each case is its own vectorizable loop.
 template <typename Act>
-void EpilogueLoop(float* y, const float* bias, int64_t rows, int64_t cols, Act act) {
+__attribute__((always_inline)) inline void EpilogueLoop(float* y, const float* bias, int64_t rows,
+                                                        int64_t cols, Act act) {
   for (int64_t r = 0; r < rows; ++r) {
     float* yr = y + r * cols;
     if (bias != nullptr) {
@@ -65,6 +70,9 @@ void EpilogueLoop(float* y, const float* bias, int64_t rows, int64_t cols, Act a
   }
 }
 
+// Cloned here rather than on the EpilogueLoop template (clang clones no templates); the
+// loops are inlined into each clone.
+NDS_CPU_CLONES
 void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols, const GemmEpilogue& e) {
   switch (e.activation) {
     case GemmActivation::kNone:
@@ -76,10 +84,54 @@ void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols, cons
     case GemmActivation::kClip:
       EpilogueLoop(y, bias, rows, cols, ClipOp{e.p0, e.p1});
       return;
-    case GemmActivation::kGelu:
-      EpilogueLoop(y, bias, rows, cols, [e](float x) { return e(x); });
+    case GemmActivation::kGelu: {
+      // GemmEpilogue's own formula, spelled out: through its switch the loop stayed scalar.
+      const float p0 = e.p0, p1 = e.p1, p2 = e.p2;
+      EpilogueLoop(y, bias, rows, cols,
+                   [p0, p1, p2](float x) { return (x * p0) * (HostErf(x / p1) + p2); });
       return;
+    }
   }
+}
+
+// Products up to this many multiply-adds, batched (attention's per-head scores and
+// context), run as RowGemm row blocks spread over ParallelFor: one cblas_sgemm each
+// paid OpenBLAS's packing and thread wakeup for a few microseconds of work (docs/design.md
+// section 4).
+constexpr int64_t kSmallProduct = int64_t{1} << 20;
+
+// The batched product of MatMulProduct for small products, on ParallelFor's threads.
+absl::Status SmallBatchedMatMul(const MatMulPlan& p, const float* a, const float* b, float* y) {
+  // Element offsets of A and B for batch index i, from the merged batch dims.
+  auto offsets = [&p](int64_t i, int64_t* oa, int64_t* ob) {
+    *oa = 0;
+    *ob = 0;
+    for (int64_t d = static_cast<int64_t>(p.batch_dims.size()) - 1; d >= 0; --d) {
+      const int64_t idx = i % p.batch_dims[d];
+      i /= p.batch_dims[d];
+      *oa += idx * p.a_batch_strides[d];
+      *ob += idx * p.b_batch_strides[d];
+    }
+  };
+  // Work items are blocks of rows of one product, small enough to balance two threads
+  // even when the batch is 1.
+  const int64_t rows_per_item = std::min<int64_t>(p.m, 32);
+  const int64_t items_per_product = (p.m + rows_per_item - 1) / rows_per_item;
+  const int64_t macs_per_item = std::max<int64_t>(1, rows_per_item * p.n * p.k);
+  ParallelFor(p.batch * items_per_product,
+              std::max<int64_t>(1, (int64_t{64} << 10) / macs_per_item),
+              [&](int64_t first, int64_t end) {
+                for (int64_t item = first; item < end; ++item) {
+                  const int64_t i = item / items_per_product;
+                  const int64_t r0 = (item % items_per_product) * rows_per_item;
+                  const int64_t rows = std::min(rows_per_item, p.m - r0);
+                  int64_t oa, ob;
+                  offsets(i, &oa, &ob);
+                  RowGemm(rows, p.n, p.k, a + oa + r0 * p.k, p.k, b + ob, p.n,
+                          y + (i * p.m + r0) * p.n, p.n);
+                }
+              });
+  return absl::OkStatus();
 }
 
 // Y = A x B with numpy batch broadcasting; no epilogue.
@@ -103,6 +155,7 @@ absl::Status MatMulProduct(absl::Span<const TensorView> in, absl::Span<const Ten
     return absl::OkStatus();
   }
   NDS_RETURN_IF_ERROR(CheckBlasDims("MatMul", p.m, p.n, p.k));
+  if (p.m * p.n * p.k <= kSmallProduct) return SmallBatchedMatMul(p, a, b, y);
   // One product per batch index; the walker's "rows" are single batch entries, so walk
   // the batch dims with a trailing dim of 1.
   Shape dims = p.batch_dims, sa = p.a_batch_strides, sb = p.b_batch_strides;

@@ -2,10 +2,11 @@
 #define NDSERVE_KERNELS_CPU_LANE_MATH_H_
 
 // Row reductions and exp written so the compiler vectorizes them (kernels/cpu is built
-// with -O3, no -ffast-math): a plain running sum or max is a serial chain GCC may not
-// reorder, and libm's expf is a call per element. Used by Softmax and LayerNormalization.
-// Header-only; reentrant.
+// with -O3 and -fno-trapping-math, no -ffast-math): a plain running sum or max is a
+// serial chain GCC may not reorder, and libm's expf is a call per element. Used by
+// Softmax, LayerNormalization and the recurrent kernels. Header-only; reentrant.
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -64,6 +65,31 @@ inline float ExpNonPositive(float x) {
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return x < kLow ? 0.0f : p * scale;
+}
+
+// 1 / (1 + exp(-x)) from ExpNonPositive of -|x|, so no exp overflows; within a few ulp
+// of the libm form, branch-free so loops calling it vectorize (the recurrent kernels' gates).
+inline float LaneSigmoid(float x) {
+  const float e = ExpNonPositive(-std::fabs(x));
+  const float r = 1.0f / (1.0f + e);
+  return x < 0.0f ? e * r : r;
+}
+
+// tanh(x): (1 - e) / (1 + e) with e = exp(-2|x|), sign restored; below |x| = 0.25, where
+// 1 - e would cancel, its odd Taylor series to x^9 (next term under 1e-8 relative).
+// Absolute error about 1e-7; NaN stays NaN.
+inline float LaneTanh(float x) {
+  const float ax = std::fabs(x);
+  const float e = ExpNonPositive(-2.0f * ax);
+  const float big = (1.0f - e) / (1.0f + e);
+  const float x2 = ax * ax;
+  float p = 62.0f / 2835.0f;
+  p = p * x2 - 17.0f / 315.0f;
+  p = p * x2 + 2.0f / 15.0f;
+  p = p * x2 - 1.0f / 3.0f;
+  const float small = ax + ax * x2 * p;
+  const float t = ax < 0.25f ? small : big;
+  return std::copysign(t, x);
 }
 
 }  // namespace ndserve::kernels::cpu

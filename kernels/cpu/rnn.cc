@@ -1,7 +1,9 @@
 // LSTM, GRU and RNN on the CPU. Per direction, the input projections of every time step
 // are one cblas_sgemm (X [seq*batch, input] times W^T); the recurrence then runs step by
-// step: one sgemm of the hidden state with R^T for the whole batch, and the gate math
-// per batch entry. Working space (projections, gates, state) comes from ctx.scratch.
+// step: one product of the hidden state with R^T for the whole batch (RowGemm on a copy
+// of R^T made once per call at small batch, sgemm otherwise), and the gate math per batch
+// entry in branch-free loops (lane_math.h) that vectorize. Working space (projections,
+// gates, state, R^T) comes from ctx.scratch.
 #include <cblas.h>
 
 #include <algorithm>
@@ -12,12 +14,13 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/lane_math.h"
+#include "kernels/cpu/row_gemm.h"
 #include "kernels/rnn_plan.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
-
-inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // Clips a gate pre-activation when the op has a clip threshold.
 inline float Clip(float x, float clip) {
@@ -45,12 +48,21 @@ struct Work {
   float* c;      // [batch, hidden] (LSTM)
   float* rh;     // [batch, hidden] (GRU with linear_before_reset 0: r (.) H)
   float* bias;   // [gates * hidden]
+  float* rt;     // [hidden, gates * hidden]: R^T of the direction (RowGemm's B), or null
 };
+
+// RowGemm serves the per-step product at small batch (kernels/cpu/row_gemm.h).
+bool UseRowGemm(const RnnPlan& p) { return p.batch <= kRowGemmMaxRows; }
 
 absl::StatusOr<Work> TakeWork(absl::string_view op, const KernelContext& ctx, const RnnPlan& p) {
   const int64_t gh = p.gates * p.hidden;
-  const int64_t sizes[] = {p.seq * p.batch * gh, p.batch * gh,       p.batch * p.hidden,
-                           p.batch * p.hidden,   p.batch * p.hidden, gh};
+  const int64_t sizes[] = {p.seq * p.batch * gh,
+                           p.batch * gh,
+                           p.batch * p.hidden,
+                           p.batch * p.hidden,
+                           p.batch * p.hidden,
+                           gh,
+                           UseRowGemm(p) ? p.hidden * gh : 0};
   int64_t total = 0;
   for (int64_t s : sizes) total += (s + 63) / 64 * 64;  // keep each block 256-byte aligned
   if (ctx.scratch == nullptr) {
@@ -58,12 +70,18 @@ absl::StatusOr<Work> TakeWork(absl::string_view op, const KernelContext& ctx, co
   }
   NDS_ASSIGN_OR_RETURN(void* block, ctx.scratch->Allocate(total * sizeof(float)));
   float* next = static_cast<float*>(block);
-  float* parts[6];
-  for (int i = 0; i < 6; ++i) {
+  float* parts[7];
+  for (int i = 0; i < 7; ++i) {
     parts[i] = next;
     next += (sizes[i] + 63) / 64 * 64;
   }
-  return Work{parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]};
+  return Work{parts[0],
+              parts[1],
+              parts[2],
+              parts[3],
+              parts[4],
+              parts[5],
+              UseRowGemm(p) ? parts[6] : nullptr};
 }
 
 // Writes a [batch, hidden] state to Y_h / Y_c's slice of direction `dir`.
@@ -82,6 +100,76 @@ void LoadState(const RnnPlan& p, int64_t dir, const float* initial, float* state
     } else {
       std::memcpy(dst, initial + p.StateOffset(dir, b), p.hidden * sizeof(float));
     }
+  }
+}
+
+struct Sigmoid {
+  float operator()(float x) const { return LaneSigmoid(x); }
+};
+struct Tanh {
+  float operator()(float x) const { return LaneTanh(x); }
+};
+
+// v[j] = f(clip(v[j] + x[j])) over n (x may be null): a gate's pre-activation to its
+// value. Separate branch-free loops per case, so each vectorizes.
+template <typename F>
+void Activate(float* v, const float* x, int64_t n, float clip, F f) {
+  if (x != nullptr) {
+    for (int64_t j = 0; j < n; ++j) v[j] += x[j];
+  }
+  if (clip > 0.0f) {
+    for (int64_t j = 0; j < n; ++j) v[j] = Clip(v[j], clip);
+  }
+  for (int64_t j = 0; j < n; ++j) v[j] = f(v[j]);
+}
+
+// One LSTM step of one batch entry: g holds the recurrent product (gate order i, o, f,
+// c), xw the input projection; peepholes (i, o, f) optional. Updates c and h.
+NDS_CPU_CLONES void LstmCell(int64_t H, const float* xw, float* g, const float* peep, float clip,
+                             float* c, float* h) {
+  float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
+  if (peep != nullptr) {
+    for (int64_t j = 0; j < H; ++j) {
+      gi[j] += peep[j] * c[j];
+      gf[j] += peep[2 * H + j] * c[j];
+    }
+  }
+  Activate(gi, xw, H, clip, Sigmoid());
+  Activate(gf, xw + 2 * H, H, clip, Sigmoid());
+  Activate(gc, xw + 3 * H, H, clip, Tanh());
+  for (int64_t j = 0; j < H; ++j) c[j] = gf[j] * c[j] + gi[j] * gc[j];
+  // o's peephole sees the new cell.
+  if (peep != nullptr) {
+    for (int64_t j = 0; j < H; ++j) go[j] += peep[H + j] * c[j];
+  }
+  Activate(go, xw + H, H, clip, Sigmoid());
+  for (int64_t j = 0; j < H; ++j) h[j] = go[j] * LaneTanh(c[j]);
+}
+
+// y[cols, rows] = x[rows, cols]^T in 8 x 8 tiles: row by row, the writes of one source
+// row land a whole row of y apart, and those strides map to a few cache sets only.
+void TransposeTiled(const float* x, int64_t rows, int64_t cols, float* y) {
+  constexpr int64_t kTile = 8;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r1 = std::min(rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t c = c0; c < c1; ++c) {
+        for (int64_t r = r0; r < r1; ++r) y[c * rows + r] = x[r * cols + c];
+      }
+    }
+  }
+}
+
+// out[batch, col0 : col0 + n] (row stride gates * hidden) = h [batch, hidden] times rows
+// col0 .. col0 + n of R, transposed.
+void StepProduct(const RnnPlan& p, const Work& work, const float* r, int64_t col0, int64_t n,
+                 const float* h, float* out) {
+  const int64_t H = p.hidden, gh = p.gates * H;
+  if (work.rt != nullptr) {
+    RowGemm(p.batch, n, H, h, H, work.rt + col0, gh, out + col0, gh);
+  } else {
+    GemmNT(p.batch, n, H, h, H, r + col0 * H, H, out + col0, gh);
   }
 }
 
@@ -105,6 +193,7 @@ void RunDirection(const RnnPlan& p, int64_t dir, const Work& work) {
     float* xw = work.xw + row * gh;
     for (int64_t j = 0; j < gh; ++j) xw[j] += work.bias[j];
   }
+  if (work.rt != nullptr) TransposeTiled(r, gh, H, work.rt);
   LoadState(p, dir, p.initial_h, work.h);
   if (p.cell == RnnCell::kLstm) LoadState(p, dir, p.initial_c, work.c);
   const float* peep = p.p == nullptr ? nullptr : p.p + dir * 3 * H;
@@ -114,7 +203,7 @@ void RunDirection(const RnnPlan& p, int64_t dir, const Work& work) {
 
   for (int64_t s = 0; s < p.seq; ++s) {
     // The recurrent product; GRU without linear_before_reset needs r first for its h gate.
-    GemmNT(p.batch, gru && !lbr ? 2 * H : gh, H, work.h, H, r, H, work.gates, gh);
+    StepProduct(p, work, r, 0, gru && !lbr ? 2 * H : gh, work.h, work.gates);
     if (gru && !lbr) {
       for (int64_t b = 0; b < p.batch; ++b) {
         const int64_t len = p.lens == nullptr ? p.seq : p.lens[b];
@@ -124,61 +213,41 @@ void RunDirection(const RnnPlan& p, int64_t dir, const Work& work) {
           continue;
         }
         const int64_t t = reverse ? len - 1 - s : s;
-        const float* xw = work.xw + p.XRow(t, b) * gh;
         float* g = work.gates + b * gh;
         const float* h = work.h + b * H;
-        for (int64_t j = 0; j < H; ++j) {
-          g[j] = Sigmoid(Clip(xw[j] + g[j], clip));  // z, kept for the update below
-          rh[j] = Sigmoid(Clip(xw[H + j] + g[H + j], clip)) * h[j];
-        }
+        Activate(g, work.xw + p.XRow(t, b) * gh, 2 * H, clip, Sigmoid());  // z (kept), r
+        for (int64_t j = 0; j < H; ++j) rh[j] = g[H + j] * h[j];
       }
-      GemmNT(p.batch, H, H, work.rh, H, r + 2 * H * H, H, work.gates + 2 * H, gh);
+      StepProduct(p, work, r, 2 * H, H, work.rh, work.gates);
     }
     for (int64_t b = 0; b < p.batch; ++b) {
       const int64_t len = p.lens == nullptr ? p.seq : p.lens[b];
       if (s >= len) continue;  // the state keeps this entry's last valid step
       const int64_t t = reverse ? len - 1 - s : s;
       const float* xw = work.xw + p.XRow(t, b) * gh;
-      const float* g = work.gates + b * gh;
+      float* g = work.gates + b * gh;
       float* h = work.h + b * H;
       switch (p.cell) {
-        case RnnCell::kLstm: {  // gate order i, o, f, c; peepholes i, o, f
-          float* c = work.c + b * H;
-          for (int64_t j = 0; j < H; ++j) {
-            float pi = xw[j] + g[j], po = xw[H + j] + g[H + j];
-            float pf = xw[2 * H + j] + g[2 * H + j];
-            const float pc = xw[3 * H + j] + g[3 * H + j];
-            if (peep != nullptr) {
-              pi += peep[j] * c[j];
-              pf += peep[2 * H + j] * c[j];
-            }
-            const float i_gate = Sigmoid(Clip(pi, clip));
-            const float f_gate = Sigmoid(Clip(pf, clip));
-            const float cell = f_gate * c[j] + i_gate * std::tanh(Clip(pc, clip));
-            if (peep != nullptr) po += peep[H + j] * cell;
-            c[j] = cell;
-            h[j] = Sigmoid(Clip(po, clip)) * std::tanh(cell);
-          }
+        case RnnCell::kLstm:
+          LstmCell(H, xw, g, peep, clip, work.c + b * H, h);
           break;
-        }
-        case RnnCell::kGru: {  // gate order z, r, h
-          for (int64_t j = 0; j < H; ++j) {
-            float z, cand;
-            if (lbr) {
-              z = Sigmoid(Clip(xw[j] + g[j], clip));
-              const float rg = Sigmoid(Clip(xw[H + j] + g[H + j], clip));
-              const float hr = g[2 * H + j] + (rbh != nullptr ? rbh[j] : 0.0f);
-              cand = std::tanh(Clip(xw[2 * H + j] + rg * hr, clip));
-            } else {
-              z = g[j];
-              cand = std::tanh(Clip(xw[2 * H + j] + g[2 * H + j], clip));
+        case RnnCell::kGru:
+          if (lbr) {
+            Activate(g, xw, 2 * H, clip, Sigmoid());  // z, r
+            float* hg = g + 2 * H;                    // r (.) (H Rh^T + Rbh) + Xw_h
+            if (rbh != nullptr) {
+              for (int64_t j = 0; j < H; ++j) hg[j] += rbh[j];
             }
-            h[j] = (1.0f - z) * cand + z * h[j];
+            for (int64_t j = 0; j < H; ++j) hg[j] = xw[2 * H + j] + g[H + j] * hg[j];
+            Activate(hg, nullptr, H, clip, Tanh());
+          } else {
+            Activate(g + 2 * H, xw + 2 * H, H, clip, Tanh());
           }
+          for (int64_t j = 0; j < H; ++j) h[j] = (1.0f - g[j]) * g[2 * H + j] + g[j] * h[j];
           break;
-        }
         case RnnCell::kRnn:
-          for (int64_t j = 0; j < H; ++j) h[j] = std::tanh(Clip(xw[j] + g[j], clip));
+          Activate(g, xw, H, clip, Tanh());
+          std::memcpy(h, g, H * sizeof(float));
           break;
       }
       std::memcpy(p.y + p.YOffset(t, dir, b), h, H * sizeof(float));

@@ -6,10 +6,32 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/lane_math.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/plans.h"
 
 namespace ndserve::kernels::cpu {
+namespace {
+
+// Elements per ParallelFor chunk: below this a thread handoff costs more than it saves.
+constexpr int64_t kParallelGrain = int64_t{16} << 10;
+
+// Softmax of rows [first, end) of n values each.
+NDS_CPU_CLONES
+void SoftmaxRows(const float* x, float* y, int64_t first, int64_t end, int64_t n) {
+  for (int64_t o = first; o < end; ++o) {
+    const float* xr = x + o * n;
+    float* yr = y + o * n;
+    const float mx = LaneMax(xr, n);
+    for (int64_t i = 0; i < n; ++i) yr[i] = ExpNonPositive(xr[i] - mx);
+    const float sum = LaneSum(yr, n, [](float v) { return v; });
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
+  }
+}
+
+}  // namespace
 
 absl::Status Softmax(const KernelContext&, absl::Span<const TensorView> in,
                      absl::Span<const TensorView> out, const OpAttrs& attrs) {
@@ -21,15 +43,9 @@ absl::Status Softmax(const KernelContext&, absl::Span<const TensorView> in,
   const int64_t n = p.axis_dim, inner = p.inner;
   if (n == 0) return absl::OkStatus();
   if (inner == 1) {
-    for (int64_t o = 0; o < p.outer; ++o) {
-      const float* xr = x + o * n;
-      float* yr = y + o * n;
-      const float mx = LaneMax(xr, n);
-      for (int64_t i = 0; i < n; ++i) yr[i] = ExpNonPositive(xr[i] - mx);
-      const float sum = LaneSum(yr, n, [](float v) { return v; });
-      const float inv = 1.0f / sum;
-      for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
-    }
+    // Rows spread over ParallelFor's threads: a transformer's scores are heads * seq rows.
+    ParallelFor(p.outer, std::max<int64_t>(1, kParallelGrain / n),
+                [&](int64_t first, int64_t end) { SoftmaxRows(x, y, first, end, n); });
     return absl::OkStatus();
   }
   // Non-last axis: walk [axis, inner] blocks row by row so the inner loops stay contiguous.

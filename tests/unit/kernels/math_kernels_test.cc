@@ -155,6 +155,11 @@ TEST_P(MathKernelsTest, MatMulBroadcastBatches) {
       {{2, 3, 17, 9}, {9, 11}},            // B unbatched: folds into one GEMM
       {{5, 9}, {2, 3, 9, 4}},              // A unbatched
       {{2, 2, 3, 8, 8}, {2, 1, 3, 8, 8}},  // three batch dims, middle one broadcast
+      // Attention's per-head product: small, so RowGemm row blocks of 32 on ParallelFor,
+      // with a 6-row tail block and a 70-column one (64 + 6).
+      {{2, 3, 70, 24}, {2, 3, 24, 70}},
+      {{1, 1, 33}, {4, 33, 5}},           // one row per product, A broadcast
+      {{2, 130, 100}, {2, 100, 90}},      // past kSmallProduct: one sgemm per product
   };
   int seed = 100;
   for (const auto& [sa, sb] : cases) {
