@@ -1,7 +1,8 @@
 // Conv and ConvTranspose on the CPU. Conv: per image and group, im2col into request
 // scratch and one cblas_sgemm (W_g [Mg x K] times col [K x P]); a 1x1 stride-1 unpadded
 // conv reads X as the col matrix directly, and a depthwise conv (one input channel per
-// group) is a direct loop, where a GEMM would have K = kh*kw and waste its blocking.
+// group) is a direct loop (depthwise_conv.h), where a GEMM would have K = kh*kw and waste
+// its blocking.
 // A fused activation (ConvAttrs::activation) is applied to each band of output right
 // after its GEMM, while the band is still in cache. im2col and the depthwise loop run on
 // ParallelFor (parallel.h); the GEMMs on OpenBLAS's threads, never inside a parallel
@@ -12,13 +13,13 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kernels/conv_activation.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/depthwise_conv.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
@@ -168,43 +169,6 @@ absl::StatusOr<float*> Scratch(absl::string_view op, const KernelContext& ctx, i
   return static_cast<float*>(p);
 }
 
-// Output channels [m0, m1) of one image of a depthwise conv (one input channel per group,
-// Mg outputs per group), activation included.
-void DepthwiseChannels(const float* x, const float* wt, const float* bias, int64_t mg,
-                       const Window& w, const ConvEpilogue& act, int64_t m0, int64_t m1, float* y) {
-  const int64_t in_plane = w.img_h * w.img_w, out_plane = w.col_plane();
-  // Column kj's valid output range is the same on every row and channel: found once.
-  std::vector<int64_t> lo(w.kw), hi(w.kw);
-  for (int64_t kj = 0; kj < w.kw; ++kj) {
-    ValidRange(kj * w.dw - w.pl, w.sw, w.img_w, w.col_w, &lo[kj], &hi[kj]);
-  }
-  for (int64_t m = m0; m < m1; ++m) {
-    const float* xc = x + (m / mg) * in_plane;
-    const float* wm = wt + m * w.kh * w.kw;
-    const float b = bias != nullptr ? bias[m] : 0.0f;
-    for (int64_t r = 0; r < w.col_h; ++r) {
-      // One output row at a time, bias to activation, so it stays in L1 throughout.
-      float* yr = y + m * out_plane + r * w.col_w;
-      std::fill(yr, yr + w.col_w, b);
-      for (int64_t ki = 0; ki < w.kh; ++ki) {
-        const int64_t ih = r * w.sh - w.pt + ki * w.dh;
-        if (ih < 0 || ih >= w.img_h) continue;
-        const float* xr = xc + ih * w.img_w;
-        for (int64_t kj = 0; kj < w.kw; ++kj) {
-          const int64_t off_w = kj * w.dw - w.pl;
-          const float tap = wm[ki * w.kw + kj];
-          if (w.sw == 1) {  // contiguous: a plain vectorizable axpy
-            for (int64_t s = lo[kj]; s < hi[kj]; ++s) yr[s] += tap * xr[s + off_w];
-          } else {
-            for (int64_t s = lo[kj]; s < hi[kj]; ++s) yr[s] += tap * xr[s * w.sw + off_w];
-          }
-        }
-      }
-      Activate(act, yr, w.col_w);
-    }
-  }
-}
-
 }  // namespace
 
 absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
@@ -224,15 +188,7 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   if (out[0].numel() == 0) return absl::OkStatus();
   const ConvEpilogue& act = a.activation;
   if (cg == 1 && groups > 1) {
-    // Images x channels as one index space, so batch 1 uses every thread too.
-    ParallelFor(n * m, MinChannels(p * g.k_plane()), [&](int64_t b, int64_t e) {
-      while (b < e) {
-        const int64_t i = b / m, m0 = b % m, m1 = std::min(m, m0 + (e - b));
-        DepthwiseChannels(x + i * c * g.in_plane(), wt, bias, mg, w, act, m0, m1, y + i * m * p);
-        b += m1 - m0;
-      }
-    });
-    return absl::OkStatus();
+    return DepthwiseConv(ctx, g, n, c, mg, x, wt, bias, act, y);
   }
   NDS_RETURN_IF_ERROR(CheckBlasDims("Conv", mg, p, k));
   const bool pointwise = g.IsPointwise();
