@@ -3,9 +3,8 @@
 // conv reads X as the col matrix directly, and a depthwise conv (one input channel per
 // group) is a direct loop (depthwise_conv.h), where a GEMM would have K = kh*kw and waste
 // its blocking.
-// The GEMM writes the bare product; the bias and a fused activation (ConvAttrs::
-// activation) are added in one pass over each band of output right after its GEMM, while
-// the band is still in cache. im2col and the depthwise loop run on
+// A fused activation (ConvAttrs::activation) is applied to each band of output right
+// after its GEMM, while the band is still in cache. im2col and the depthwise loop run on
 // ParallelFor (parallel.h); the GEMMs on OpenBLAS's threads, never inside a parallel
 // region.
 // ConvTranspose: col = W_g^T x_g by GEMM, then col2im scatters and accumulates col into Y.
@@ -108,7 +107,7 @@ void Col2Im(const float* col, int64_t channels, const Window& w, float* img) {
   }
 }
 
-// y[m][p] for one image: the bias (or zeros), all a conv without input channels gives.
+// y[m][p] for one image: filled with the bias (or zeros) so the GEMM accumulates onto it.
 void FillBias(const float* bias, int64_t m, int64_t plane, float* y) {
   for (int64_t i = 0; i < m; ++i) {
     std::fill(y + i * plane, y + (i + 1) * plane, bias != nullptr ? bias[i] : 0.0f);
@@ -151,41 +150,6 @@ void ActivateBand(const ConvEpilogue& e, float* y, int64_t channels, int64_t pla
                   int64_t offset, int64_t len) {
   if (e.kind == ConvActivation::kNone) return;
   for (int64_t ch = 0; ch < channels; ++ch) Activate(e, y + ch * plane + offset, len);
-}
-
-template <typename Op>
-void BiasMapInPlace(float* y, int64_t n, float b, Op op) {
-  for (int64_t i = 0; i < n; ++i) y[i] = op(y[i] + b);
-}
-
-// y = act(y + bias[ch]) over a band (as ActivateBand), bias optional: the GEMM writes
-// the bare product (beta 0) and this one pass adds the bias with the activation, where
-// filling Y with the bias first for the GEMM to accumulate onto cost a pass of its own
-// (5% of mobilenet_v2's profile).
-void BiasActivateBand(const float* bias, const ConvEpilogue& e, float* y, int64_t channels,
-                      int64_t plane, int64_t offset, int64_t len) {
-  if (bias == nullptr) return ActivateBand(e, y, channels, plane, offset, len);
-  for (int64_t ch = 0; ch < channels; ++ch) {
-    float* yc = y + ch * plane + offset;
-    const float b = bias[ch];
-    switch (e.kind) {
-      case ConvActivation::kNone:
-        BiasMapInPlace(yc, len, b, [](float v) { return v; });
-        break;
-      case ConvActivation::kRelu:
-        BiasMapInPlace(yc, len, b, ReluOp());
-        break;
-      case ConvActivation::kClip:
-        BiasMapInPlace(yc, len, b, ClipOp{e.lo, e.hi});
-        break;
-      case ConvActivation::kHardSwish:
-        BiasMapInPlace(yc, len, b, HardSwishOp());
-        break;
-      case ConvActivation::kSigmoid:
-        BiasMapInPlace(yc, len, b, SigmoidOp());
-        break;
-    }
-  }
 }
 
 absl::Status CheckBlasDims(absl::string_view op, int64_t m, int64_t n, int64_t k) {
@@ -250,10 +214,11 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
       const float* bg = bias != nullptr ? bias + gi * mg : nullptr;
       float* yg = yi + gi * mg * p;
       if (pointwise) {
+        FillBias(bg, mg, p, yg);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
                     static_cast<int>(p), static_cast<int>(k), 1.0f, wg, static_cast<int>(k), xg,
-                    static_cast<int>(p), 0.0f, yg, static_cast<int>(p));
-        BiasActivateBand(bg, act, yg, mg, p, 0, p);
+                    static_cast<int>(p), 1.0f, yg, static_cast<int>(p));
+        ActivateBand(act, yg, mg, p, 0, p);
         continue;
       }
       for (int64_t r0 = 0; r0 < w.col_h; r0 += band_rows) {
@@ -261,11 +226,17 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
         const int64_t cols = (r1 - r0) * w.col_w;
         ParallelFor(cg, MinChannels(k_plane * cols), [&](int64_t c0, int64_t c1) {
           Im2Col(xg + c0 * g.in_plane(), c1 - c0, w, r0, r1, col + c0 * k_plane * cols);
+          // The bias under this band, split the same way over the output channels.
+          const int64_t m0 = c0 * mg / cg, m1 = c1 * mg / cg;
+          for (int64_t mi = m0; mi < m1; ++mi) {
+            float* yb = yg + mi * p + r0 * w.col_w;
+            std::fill(yb, yb + cols, bg != nullptr ? bg[mi] : 0.0f);
+          }
         });
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
                     static_cast<int>(cols), static_cast<int>(k), 1.0f, wg, static_cast<int>(k), col,
-                    static_cast<int>(cols), 0.0f, yg + r0 * w.col_w, static_cast<int>(p));
-        BiasActivateBand(bg, act, yg, mg, p, r0 * w.col_w, cols);
+                    static_cast<int>(cols), 1.0f, yg + r0 * w.col_w, static_cast<int>(p));
+        ActivateBand(act, yg, mg, p, r0 * w.col_w, cols);
       }
     }
   }

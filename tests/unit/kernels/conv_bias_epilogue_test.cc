@@ -1,7 +1,7 @@
-// The CPU Conv's GEMM paths write the bare product and add the bias with the fused
-// activation in one pass after it (kernels/cpu/conv.cc: BiasActivateBand): a pointwise
-// conv (X read as the col matrix) and an im2col conv, each with a bias and each
-// activation kind, batch 2, against a naive double-precision reference.
+// The CPU Conv's GEMM paths with a bias and a fused activation (kernels/cpu/conv.cc:
+// the GEMM accumulates onto the bias, the activation follows per band): a pointwise
+// conv (X read as the col matrix) and an im2col conv, each activation kind, batch 2,
+// against a naive double-precision reference.
 #include <string>
 
 #include "gtest/gtest.h"
