@@ -19,9 +19,9 @@ namespace {
 
 // Where the phases of one padded input plane live and how an output reads them.
 struct PhasePlan {
-  int64_t rows;     // padded rows: (out_h - 1) * sh + (kh - 1) * dh + 1
-  int64_t width;    // floats per phase row: out_w + ((kw - 1) * dw) / sw
-  int64_t phases;   // sw
+  int64_t rows;    // padded rows: (out_h - 1) * sh + (kh - 1) * dh + 1
+  int64_t width;   // floats per phase row: out_w + ((kw - 1) * dw) / sw
+  int64_t phases;  // sw
   int64_t floats() const { return rows * width * phases; }
 };
 
@@ -100,8 +100,8 @@ void FillPhases(const ConvGeometry& g, const PhasePlan& pp, const float* x, floa
 // One output row: y[s] = act(b + sum over taps t of wt[t] * src[t][s]), s < len, with
 // kTaps taps known at compile time (3x3, 5x5) or, for kTaps == 0, `taps` at run time.
 template <int kTaps, typename Act>
-[[gnu::always_inline]] inline void Row(const float* const* src, const float* wt, int taps,
-                                       float b, int64_t len, Act act, float* __restrict y) {
+[[gnu::always_inline]] inline void Row(const float* const* src, const float* wt, int taps, float b,
+                                       int64_t len, Act act, float* __restrict y) {
   const int nt = kTaps > 0 ? kTaps : taps;
   int64_t s = 0;
   for (; s + 8 <= len; s += 8) {
@@ -129,8 +129,8 @@ template <int kTaps, typename Act>
   for (int64_t ki = 0; ki < g.k_h; ++ki) {
     for (int64_t kj = 0; kj < g.k_w; ++kj) {
       const int64_t col = kj * g.dil_w;
-      base[ki * g.k_w + kj] = ((col % pp.phases) * pp.rows + ki * g.dil_h) * pp.width +
-                              col / pp.phases;
+      base[ki * g.k_w + kj] =
+          ((col % pp.phases) * pp.rows + ki * g.dil_h) * pp.width + col / pp.phases;
     }
   }
   for (int64_t m = m0; m < m1; ++m) {
@@ -147,9 +147,8 @@ template <int kTaps, typename Act>
 
 template <typename Act>
 [[gnu::always_inline]] inline void PlanesByTaps(const ConvGeometry& g, const PhasePlan& pp,
-                                                const float* buf, const float* w,
-                                                const float* bias, int64_t m0, int64_t m1, Act act,
-                                                float* y) {
+                                                const float* buf, const float* w, const float* bias,
+                                                int64_t m0, int64_t m1, Act act, float* y) {
   switch (g.k_plane()) {
     case 9:
       return Planes<9>(g, pp, buf, w, bias, m0, m1, act, y);
@@ -161,12 +160,13 @@ template <typename Act>
 }
 
 [[gnu::always_inline]] inline void PlanesAnyAct(const ConvGeometry& g, const PhasePlan& pp,
-                                                const float* buf, const float* w,
-                                                const float* bias, int64_t m0, int64_t m1,
-                                                const ConvEpilogue& e, float* y) {
+                                                const float* buf, const float* w, const float* bias,
+                                                int64_t m0, int64_t m1, const ConvEpilogue& e,
+                                                float* y) {
   switch (e.kind) {
     case ConvActivation::kNone:
-      return PlanesByTaps(g, pp, buf, w, bias, m0, m1, [](float v) { return v; }, y);
+      return PlanesByTaps(
+          g, pp, buf, w, bias, m0, m1, [](float v) { return v; }, y);
     case ConvActivation::kRelu:
       return PlanesByTaps(g, pp, buf, w, bias, m0, m1, ReluOp(), y);
     case ConvActivation::kClip:
@@ -218,9 +218,9 @@ absl::Status DepthwiseConv(const KernelContext& ctx, const ConvGeometry& g, int6
   if (ctx.scratch == nullptr) {
     return absl::FailedPreconditionError("Conv: the kernel context has no scratch allocator");
   }
-  NDS_ASSIGN_OR_RETURN(void* mem,
-                       ctx.scratch->Allocate(static_cast<std::size_t>(blocks * pp.floats()) *
-                                             sizeof(float)));
+  NDS_ASSIGN_OR_RETURN(
+      void* mem,
+      ctx.scratch->Allocate(static_cast<std::size_t>(blocks * pp.floats()) * sizeof(float)));
   float* bufs = static_cast<float*>(mem);
   ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {

@@ -71,7 +71,8 @@ TEST(ConvBatchFoldTest, FoldedImagesMatchNaive) {
     a.strides = {k.stride, k.stride};
     a.pads = {k.pad, k.pad, k.pad, k.pad};
     a.activation = k.act;
-    const int64_t oh = (k.h + 2 * k.pad - 3) / k.stride + 1, ow = (k.w + 2 * k.pad - 3) / k.stride + 1;
+    const int64_t oh = (k.h + 2 * k.pad - 3) / k.stride + 1,
+                  ow = (k.w + 2 * k.pad - 3) / k.stride + 1;
     DeviceRunner runner(Device::Cpu());
     const auto got = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
     ASSERT_TRUE(got.ok()) << k.name << ": " << got.status();

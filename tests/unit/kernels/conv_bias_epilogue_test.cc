@@ -45,10 +45,11 @@ std::vector<float> Naive(const HostTensor& x, const HostTensor& w, const std::ve
 }
 
 TEST(ConvBiasEpilogueTest, PointwiseAndIm2colAddBiasWithEachActivation) {
-  const std::vector<ConvEpilogue> acts = {
-      {ConvActivation::kNone},     {ConvActivation::kRelu},
-      {ConvActivation::kClip, 0.0f, 6.0f}, {ConvActivation::kHardSwish},
-      {ConvActivation::kSigmoid}};
+  const std::vector<ConvEpilogue> acts = {{ConvActivation::kNone},
+                                          {ConvActivation::kRelu},
+                                          {ConvActivation::kClip, 0.0f, 6.0f},
+                                          {ConvActivation::kHardSwish},
+                                          {ConvActivation::kSigmoid}};
   uint32_t seed = 100;
   for (int64_t k : {1, 3}) {
     for (const ConvEpilogue& act : acts) {

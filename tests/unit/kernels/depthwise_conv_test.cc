@@ -76,10 +76,10 @@ TEST(DepthwiseConvTest, EveryPathMatchesNaive) {
     a.dilations = k.dilations;
     a.pads = k.pads;
     a.activation = k.act;
-    const int64_t oh = (k.h + k.pads[0] + k.pads[2] - (k.kh - 1) * k.dilations[0] - 1) /
-                           k.strides[0] + 1;
-    const int64_t ow = (k.w + k.pads[1] + k.pads[3] - (k.kw - 1) * k.dilations[1] - 1) /
-                           k.strides[1] + 1;
+    const int64_t oh =
+        (k.h + k.pads[0] + k.pads[2] - (k.kh - 1) * k.dilations[0] - 1) / k.strides[0] + 1;
+    const int64_t ow =
+        (k.w + k.pads[1] + k.pads[3] - (k.kw - 1) * k.dilations[1] - 1) / k.strides[1] + 1;
     DeviceRunner runner(Device::Cpu());
     const auto got = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
     ASSERT_TRUE(got.ok()) << k.name << ": " << got.status();

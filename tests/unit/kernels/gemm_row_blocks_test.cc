@@ -22,7 +22,8 @@ std::vector<float> NaiveGemm(const std::vector<float>& a, const std::vector<floa
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
       for (int64_t l = 0; l < k; ++l) {
-        s += static_cast<double>(ta ? a[l * m + i] : a[i * k + l]) * (tb ? b[j * k + l] : b[l * n + j]);
+        s += static_cast<double>(ta ? a[l * m + i] : a[i * k + l]) *
+             (tb ? b[j * k + l] : b[l * n + j]);
       }
       s *= alpha;
       if (c != nullptr) s += beta * static_cast<double>((*c)[c_full ? i * n + j : j]);
@@ -50,9 +51,9 @@ TEST(GemmRowBlocksTest, BlockedProductsMatchNaive) {
           const auto got = runner.Run(OpKind::kGemm, {a, b, c}, attrs, 1);
           ASSERT_TRUE(got.ok()) << got.status();
           const std::vector<float> cv = c.Values<float>();
-          const HostTensor want = HostTensor::Of<float>(
-              {m, n}, NaiveGemm(a.Values<float>(), b.Values<float>(), &cv, c_full, m, n, k, ta,
-                                tb, 0.5f, 1.0f, relu));
+          const HostTensor want =
+              HostTensor::Of<float>({m, n}, NaiveGemm(a.Values<float>(), b.Values<float>(), &cv,
+                                                      c_full, m, n, k, ta, tb, 0.5f, 1.0f, relu));
           EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol))
               << "transA " << ta << " transB " << tb << " full C " << c_full << " relu " << relu;
         }
