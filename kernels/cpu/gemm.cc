@@ -172,6 +172,17 @@ absl::Status MatMulProduct(absl::Span<const TensorView> in, absl::Span<const Ten
   return absl::OkStatus();
 }
 
+// OpenBLAS runs a GEMM of at most this many multiply-adds (m * n * k) on the calling
+// thread alone: SMP_THRESHOLD_MIN (65536) times GEMM_MULTITHREAD_THRESHOLD (4, the
+// default build's) in its interface/gemm.c.
+constexpr double kBlasSingleThreadMacs = 65536.0 * 4;
+// Up to this many multiply-adds, a Gemm is cut into row blocks OpenBLAS runs single-
+// threaded, spread over ParallelFor's threads. OpenBLAS's own threads cost a wake-up and
+// a spin-wait per call, which a product this small does not repay (mlp at batch 256: 2.3x
+// slower with 2 OpenBLAS threads than with 1 on a loaded 2-core machine); larger products
+// keep OpenBLAS's threading, whose blocking wins there.
+constexpr double kRowBlockedMaxMacs = 64 * kBlasSingleThreadMacs;
+
 // C is one value per column ([N] or [1, N]), so it can be added in the epilogue pass
 // instead of being broadcast into Y before the product.
 bool IsColumnBias(ShapeSpan c, int64_t n) {
@@ -199,15 +210,36 @@ absl::Status Gemm(const KernelContext&, absl::Span<const TensorView> in,
   } else if (!product) {
     std::fill(y, y + p.m * p.n, 0.0f);
   }
-  if (product) {
-    const int lda = static_cast<int>(a.trans_a ? p.m : p.k);
-    const int ldb = static_cast<int>(a.trans_b ? p.k : p.n);
-    cblas_sgemm(CblasRowMajor, a.trans_a ? CblasTrans : CblasNoTrans,
-                a.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(p.m), static_cast<int>(p.n),
-                static_cast<int>(p.k), a.alpha, in[0].as<const float>(), lda,
-                in[1].as<const float>(), ldb, c_in_gemm ? 1.0f : 0.0f, y, static_cast<int>(p.n));
+  const float* bias = column_bias ? in[2].as<const float>() : nullptr;
+  const float* a_data = in[0].as<const float>();
+  const int lda = static_cast<int>(a.trans_a ? p.m : p.k);
+  const int ldb = static_cast<int>(a.trans_b ? p.k : p.n);
+  // Rows [r0, r1) of Y: their product (A's rows, or A^T's: columns of A) and epilogue.
+  auto rows = [&](int64_t r0, int64_t r1) {
+    float* yr = y + r0 * p.n;
+    if (product) {
+      cblas_sgemm(CblasRowMajor, a.trans_a ? CblasTrans : CblasNoTrans,
+                  a.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(r1 - r0),
+                  static_cast<int>(p.n), static_cast<int>(p.k), a.alpha,
+                  a_data + (a.trans_a ? r0 : r0 * p.k), lda, in[1].as<const float>(), ldb,
+                  c_in_gemm ? 1.0f : 0.0f, yr, static_cast<int>(p.n));
+    }
+    ApplyEpilogue(yr, bias, r1 - r0, p.n, a.epilogue);
+  };
+  const double row_macs = static_cast<double>(p.n) * static_cast<double>(p.k);
+  const double macs = row_macs * static_cast<double>(p.m);
+  if (product && macs > kBlasSingleThreadMacs && macs <= kRowBlockedMaxMacs &&
+      row_macs <= kBlasSingleThreadMacs) {
+    // Each block small enough that OpenBLAS keeps it on the thread that calls it, so
+    // this BLAS call inside a ParallelFor body puts no second set of threads on the
+    // cores (the rule of parallel.h is about threaded GEMMs).
+    const auto block = static_cast<int64_t>(kBlasSingleThreadMacs / row_macs);
+    ParallelFor(p.m, block, [&](int64_t r0, int64_t r1) {
+      for (int64_t b = r0; b < r1; b += block) rows(b, std::min(r1, b + block));
+    });
+  } else {
+    rows(0, p.m);
   }
-  ApplyEpilogue(y, column_bias ? in[2].as<const float>() : nullptr, p.m, p.n, a.epilogue);
   return absl::OkStatus();
 }
 

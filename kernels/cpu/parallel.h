@@ -9,6 +9,8 @@
 // Rule: the body of a ParallelFor must not call BLAS. OpenBLAS runs its own threads per
 // call; a GEMM inside a parallel region would put IntraOpThreads()^2 threads on the cores.
 // Kernels alternate instead: a parallel region, then a (BLAS-threaded) GEMM, then the next.
+// The one exception is a GEMM small enough that OpenBLAS runs it on the calling thread
+// alone (kernels/cpu/gemm.cc: kBlasSingleThreadMacs), which adds no threads.
 //
 // Thread-safe: any number of threads (requests) may call ParallelFor at once; their chunks
 // share the workers, and each caller works on its own chunks too, so a caller never

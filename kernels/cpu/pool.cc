@@ -1,7 +1,8 @@
 // MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on the CPU: a direct walk of
 // each output's window, clipped to the input (the padding contributes nothing to a max,
-// and to an average only through its divisor when count_include_pad). Planes are split
-// over ParallelFor's threads (parallel.h).
+// and to an average only through its divisor when count_include_pad). MaxPool without
+// indices takes its window a tap at a time over whole output rows instead (MaxPoolRows).
+// Planes are split over ParallelFor's threads (parallel.h).
 #include <algorithm>
 #include <limits>
 
@@ -74,6 +75,45 @@ void PoolPlanes(const ConvGeometry& g, const PoolAttrs& a, const float* x, float
   }
 }
 
+// MaxPool planes [first, end) without the indices output: for each output row, every
+// tap of the window is one pass over the row's valid outputs, so the max is a
+// vectorizable loop rather than a walk of each output's window (resnet's stem pool was
+// 6% of its profile that way). Taps in the padding are skipped, as in PoolPlanes.
+void MaxPoolRows(const ConvGeometry& g, const float* x, float* y, int64_t first, int64_t end) {
+  auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  for (int64_t pl = first; pl < end; ++pl) {
+    const float* xp = x + pl * g.in_plane();
+    float* yp = y + pl * g.out_plane();
+    for (int64_t r = 0; r < g.out_h; ++r) {
+      float* __restrict yr = yp + r * g.out_w;
+      std::fill(yr, yr + g.out_w, -std::numeric_limits<float>::infinity());
+      for (int64_t ki = 0; ki < g.k_h; ++ki) {
+        const int64_t ih = r * g.stride_h - g.pad_top + ki * g.dil_h;
+        if (ih < 0 || ih >= g.in_h) continue;
+        const float* xr = xp + ih * g.in_w;
+        for (int64_t kj = 0; kj < g.k_w; ++kj) {
+          // Outputs s whose tap reads column s * sw + off inside [0, in_w).
+          const int64_t off = kj * g.dil_w - g.pad_left;
+          const int64_t lo = std::clamp<int64_t>(ceil_div(-off, g.stride_w), 0, g.out_w);
+          const int64_t hi = std::clamp<int64_t>(ceil_div(g.in_w - off, g.stride_w), lo, g.out_w);
+          // A NaN, once in, stays: v > NaN is false, and only a NaN v replaces it.
+          if (g.stride_w == 1) {
+            for (int64_t s = lo; s < hi; ++s) {
+              const float v = xr[s + off];
+              yr[s] = (v > yr[s] || v != v) ? v : yr[s];
+            }
+          } else {
+            for (int64_t s = lo; s < hi; ++s) {
+              const float v = xr[s * g.stride_w + off];
+              yr[s] = (v > yr[s] || v != v) ? v : yr[s];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 template <bool kMax>
 absl::Status Pool(absl::string_view name, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const PoolAttrs& a) {
@@ -85,7 +125,11 @@ absl::Status Pool(absl::string_view name, absl::Span<const TensorView> in,
   // About 16K window taps per chunk at least, so a chunk outweighs handing it over.
   const int64_t taps = std::max<int64_t>(1, g.out_plane() * g.k_plane());
   ParallelFor(xs[0] * xs[1], (int64_t{16} << 10) / taps, [&](int64_t first, int64_t end) {
-    PoolPlanes<kMax>(g, a, x, y, indices, first, end);
+    if (kMax && indices == nullptr) {
+      MaxPoolRows(g, x, y, first, end);
+    } else {
+      PoolPlanes<kMax>(g, a, x, y, indices, first, end);
+    }
   });
   return absl::OkStatus();
 }
