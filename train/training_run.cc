@@ -127,10 +127,10 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
   return run;
 }
 
-absl::StatusOr<StepResult> TrainingRun::Step(absl::Span<const engine::HostTensor> inputs,
-                                             const engine::HostTensor& labels) {
+template <typename Fill>
+absl::StatusOr<StepResult> TrainingRun::StepWith(Fill fill) {
   NDS_ASSIGN_OR_RETURN(engine::TrainingStep step, scope_->BeginStep());
-  absl::StatusOr<StepResult> result = RunStep(*step.batch(), inputs, labels);
+  absl::StatusOr<StepResult> result = fill(*step.batch());
   // A failed step leaves gradients half accumulated; the next one must start clean.
   if (!result.ok()) ClearGrad(recorded_->parameters()).IgnoreError();
   const absl::Status ended = step.End();
@@ -139,12 +139,42 @@ absl::StatusOr<StepResult> TrainingRun::Step(absl::Span<const engine::HostTensor
   return result;
 }
 
-absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch,
-                                                absl::Span<const engine::HostTensor> inputs,
-                                                const engine::HostTensor& labels) {
+absl::StatusOr<StepResult> TrainingRun::Step(absl::Span<const engine::HostTensor> inputs,
+                                             const engine::HostTensor& labels) {
+  return StepWith([&](NDManager& batch) -> absl::StatusOr<StepResult> {
+    std::vector<Named> named;
+    named.reserve(inputs.size());
+    for (const engine::HostTensor& t : inputs) {
+      NDS_ASSIGN_OR_RETURN(NDArray array, Upload(batch, t, "input"));
+      named.push_back({t.name, std::move(array)});
+    }
+    NDS_ASSIGN_OR_RETURN(NDArray label_array, Upload(batch, labels, "labels"));
+    return RunStep(batch, named, Named{labels.name, std::move(label_array)});
+  });
+}
+
+absl::StatusOr<StepResult> TrainingRun::Step(const engine::DeviceBatch& batch) {
+  if (batch.arrays.empty() || batch.arrays.size() != batch.names.size()) {
+    return absl::InvalidArgumentError("a batch needs its inputs and, last, its labels");
+  }
+  if (batch.manager == nullptr || batch.manager->parent() != scope_->manager()) {
+    return absl::InvalidArgumentError("the batch was not uploaded under this session's scope");
+  }
+  return StepWith([&](NDManager& step) -> absl::StatusOr<StepResult> {
+    std::vector<Named> named;
+    named.reserve(batch.arrays.size() - 1);
+    for (std::size_t i = 0; i + 1 < batch.arrays.size(); ++i) {
+      named.push_back({batch.names[i], batch.arrays[i]});
+    }
+    return RunStep(step, named, Named{batch.names.back(), batch.arrays.back()});
+  });
+}
+
+absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch, absl::Span<const Named> inputs,
+                                                const Named& labels) {
   const auto specs = graph_->inputs();
   std::vector<NDArray> arrays(specs.size());
-  for (const engine::HostTensor& t : inputs) {
+  for (const Named& t : inputs) {
     std::size_t i = 0;
     while (i < specs.size() && specs[i].name != t.name) ++i;
     if (i == specs.size()) {
@@ -153,12 +183,13 @@ absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch,
     if (!arrays[i].is_null()) {
       return absl::InvalidArgumentError(absl::StrCat("input '", t.name, "' given twice"));
     }
-    if (t.dtype != specs[i].dtype) {
+    if (t.array.dtype() != specs[i].dtype) {
       return absl::InvalidArgumentError(absl::StrCat("input '", t.name, "' is ",
-                                                     DTypeName(t.dtype), ", the model wants ",
+                                                     DTypeName(t.array.dtype()),
+                                                     ", the model wants ",
                                                      DTypeName(specs[i].dtype)));
     }
-    NDS_ASSIGN_OR_RETURN(arrays[i], Upload(batch, t, "input"));
+    arrays[i] = t.array;
   }
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (arrays[i].is_null()) {
@@ -167,11 +198,11 @@ absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch,
   }
   const DType label_dtype =
       options_.loss == LossKind::kCrossEntropy ? DType::kInt64 : DType::kFp32;
-  if (labels.dtype != label_dtype) {
-    return absl::InvalidArgumentError(absl::StrCat("labels are ", DTypeName(labels.dtype),
+  if (labels.array.dtype() != label_dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("labels are ", DTypeName(labels.array.dtype()),
                                                    ", the loss wants ", DTypeName(label_dtype)));
   }
-  NDS_ASSIGN_OR_RETURN(NDArray label_array, Upload(batch, labels, "labels"));
+  const NDArray& label_array = labels.array;
   const std::vector<std::string> target{options_.target_output};
   absl::StatusOr<std::vector<Variable>> forward = recorded_->Forward(batch, arrays, target);
   if (!forward.ok()) return forward.status();

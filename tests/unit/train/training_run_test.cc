@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -236,6 +237,83 @@ TEST_F(TrainingRunsTest, CommitServesTheTrainedParametersAsTheNextVersion) {
   // The session ended with the commit.
   EXPECT_TRUE(runs_->List().empty());
   EXPECT_TRUE(absl::IsNotFound(runs_->Commit(s.id).status()));
+}
+
+// A Train stream's steps (docs/design.md §10.1): batches come through the eager
+// BatchIterator, which frees batch k once step k is done and never holds more than two,
+// and the steps give what the same batches give stepped from host tensors.
+TEST_F(TrainingRunsTest, AStreamStepsOnEagerBatchesHoldingAtMostTwoWithUnchangedResults) {
+  constexpr int kBatches = 30;
+  std::vector<MlpBatch> batches;
+  for (int k = 0; k < kBatches; ++k) batches.push_back(MakeMlpBatch(100 + k));
+  StartedSession host = Must(runs_->Start("mlp", 0, MlpOptions()));
+  std::vector<StepResult> want;
+  for (const MlpBatch& b : batches) want.push_back(Must(runs_->Step(host.id, b.inputs, b.labels)));
+  ASSERT_TRUE(runs_->Abort(host.id).ok());
+
+  auto source_of = [&batches](int* pulled) {
+    return [&batches, pulled]() -> absl::StatusOr<std::optional<engine::HostBatch>> {
+      if (*pulled == kBatches) return std::optional<engine::HostBatch>();
+      const MlpBatch& b = batches[(*pulled)++];
+      engine::HostBatch host_batch = b.inputs;
+      host_batch.push_back(b.labels);
+      return std::optional<engine::HostBatch>(std::move(host_batch));
+    };
+  };
+  auto pool_bytes = [this] { return Must(memory_.GetPool(Device::Cpu()))->Stats().allocated_bytes; };
+  for (const bool read_ahead : {true, false}) {
+    SCOPED_TRACE(read_ahead ? "reading ahead" : "pulling each batch when its step is due");
+    StartedSession s = Must(runs_->Start("mlp", 0, MlpOptions()));
+    int pulled = 0;
+    std::vector<StepResult> got;
+    std::vector<std::uint64_t> pool;
+    const absl::Status streamed = runs_->Stream(
+        s.id, source_of(&pulled), [read_ahead] { return read_ahead; },
+        [&](const StepResult& r) {
+          got.push_back(r);
+          pool.push_back(pool_bytes());
+          // Batch k+1 is pulled before step k only when reading ahead.
+          EXPECT_EQ(pulled, std::min<int>(got.size() + (read_ahead ? 1 : 0), kBatches));
+          return true;
+        });
+    ASSERT_TRUE(streamed.ok()) << streamed;
+    ASSERT_EQ(got.size(), want.size());
+    for (int k = 0; k < kBatches; ++k) {
+      EXPECT_EQ(got[k].step, k + 1);
+      EXPECT_NEAR(got[k].loss, want[k].loss, 1e-6f) << k;
+      EXPECT_NEAR(got[k].grad_norm, want[k].grad_norm, 1e-5f) << k;
+      EXPECT_EQ(got[k].batches_held, read_ahead && k + 1 < kBatches ? 2 : 1) << k;
+    }
+    // Every batch is the same size: a batch kept past its step would grow the pool.
+    for (int k = 2; k + 1 < kBatches; ++k) EXPECT_EQ(pool[k], pool[2]) << k;
+    // The stream's end freed the last batch.
+    EXPECT_LT(pool_bytes(), pool.back());
+    EXPECT_EQ(runs_->List().at(0).steps, kBatches);
+    ASSERT_TRUE(runs_->Abort(s.id).ok());
+  }
+}
+
+TEST_F(TrainingRunsTest, AStreamEndsWithItsFirstErrorAndTheSessionGoesOn) {
+  StartedSession s = Must(runs_->Start("mlp", 0, MlpOptions()));
+  int calls = 0;
+  const MlpBatch good = MakeMlpBatch(8);
+  auto source = [&]() -> absl::StatusOr<std::optional<engine::HostBatch>> {
+    engine::HostBatch b = good.inputs;
+    if (++calls == 2) b[0].name = "inptu";
+    b.push_back(good.labels);
+    return std::optional<engine::HostBatch>(std::move(b));
+  };
+  int results = 0;
+  const absl::Status status = runs_->Stream(s.id, source, nullptr, [&](const StepResult&) {
+    ++results;
+    return true;
+  });
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("inptu"), absl::string_view::npos) << status;
+  EXPECT_EQ(results, 1);
+  EXPECT_EQ(Must(runs_->Step(s.id, good.inputs, good.labels)).step, 2);
+  EXPECT_TRUE(absl::IsNotFound(
+      runs_->Stream("nope", source, nullptr, [](const StepResult&) { return true; })));
 }
 
 TEST_F(TrainingRunsTest, UnknownSessionsAreNotFoundAndSessionsAreBounded) {
