@@ -93,7 +93,7 @@ class BatchIterator {
 
   const std::shared_ptr<NDManager> parent_;
   Source source_;
-  Ready ready_;  // null: always ready
+  Ready ready_;                                 // null: always ready
   std::unique_ptr<kernels::GpuResources> gpu_;  // null on the CPU
   std::optional<DeviceBatch> current_;          // what the last Next returned
   std::optional<DeviceBatch> next_;             // being uploaded

@@ -132,8 +132,7 @@ grpc::Status TrainerServiceImpl::Train(
     start = absl::Now();
     if (!batch.session_id().empty() && batch.session_id() != session) {
       return absl::InvalidArgumentError(absl::StrCat("a Train stream serves one session: '",
-                                                     session, "', not '", batch.session_id(),
-                                                     "'"));
+                                                     session, "', not '", batch.session_id(), "'"));
     }
     if (!batch.has_labels()) return absl::InvalidArgumentError("Batch has no labels");
     engine::HostBatch host;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "engine/graph.h"
 #include "engine/host_tensor.h"
 #include "engine/training_scopes.h"
+#include "train/carried_state.h"
 #include "train/optimizer.h"
 #include "train/recorded_graph.h"
 
@@ -44,7 +46,10 @@ struct TrainingRunOptions {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   float lr = 0.01f;
   float momentum = 0.9f;  // kMomentum only
-  // 0: no recurrent state is carried. Above 0 needs a recurrent node in the graph.
+  // 0: no recurrent state is carried. Above 0: the graph's one LSTM carries its state
+  // from step to step (its initial_h/initial_c are model inputs the run feeds, its
+  // Y_h/Y_c outputs what it keeps), with the history cut after every step, and a batch
+  // is that many time steps (docs/design.md §10.1).
   int truncated_bptt_steps = 0;
 };
 
@@ -117,6 +122,15 @@ class TrainingRun {
   std::unique_ptr<RecordedGraph> recorded_;
   std::unique_ptr<Optimizer> optimizer_;
   std::int64_t steps_ = 0;
+
+  // Truncated BPTT (truncated_bptt_steps > 0): the LSTM's state between steps, the
+  // graph inputs it feeds (initial_h, initial_c), the values it takes after each step
+  // (Y_h, Y_c) and the graph input that is the LSTM's X, if X is one (-1 otherwise).
+  absl::Status SetUpCarriedState();
+  std::optional<CarriedState> carried_;
+  int carried_inputs_[2] = {-1, -1};
+  std::string carried_outputs_[2];
+  int sequence_input_ = -1;
 };
 
 }  // namespace ndserve::train

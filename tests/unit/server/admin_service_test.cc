@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/training_scopes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "engine/training_scopes.h"
 #include "memory/device_pools.h"
 #include "memory/memory_system.h"
 #include "memory/nd_manager.h"
@@ -318,8 +318,7 @@ TEST_F(AdminServiceTest, DumpsLabelTrainerAndBatchScopesWithTheirSession) {
   grpc::ClientContext c1;
   ASSERT_TRUE(stub_->DebugDump(&c1, request, &response).ok());
   check(response.root(), response.text());
-  EXPECT_THAT(response.text(),
-              HasSubstr("trainer/sess-42 (uid="));
+  EXPECT_THAT(response.text(), HasSubstr("trainer/sess-42 (uid="));
   EXPECT_THAT(response.text(), HasSubstr("level=trainer device=cpu:0 session=sess-42"));
   EXPECT_THAT(response.text(), HasSubstr("level=batch device=cpu:0 session=sess-42"));
   EXPECT_THAT(response.text(), ::testing::Not(HasSubstr("level=model device=cpu:0 session=")));
