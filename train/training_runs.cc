@@ -90,7 +90,14 @@ absl::Status TrainingRuns::Stream(absl::string_view id, engine::BatchIterator::S
                        engine::BatchIterator::Create(entry->session->trainer().manager(),
                                                      std::move(source), std::move(ready)));
   for (;;) {
-    NDS_ASSIGN_OR_RETURN(const engine::DeviceBatch* batch, batches->Next());
+    absl::StatusOr<const engine::DeviceBatch*> next = batches->Next();
+    if (!next.ok()) {
+      // An Abort or expiry closes the trainer scope under the iterator: say so, not that
+      // its scope is closed.
+      if (absl::StatusOr<std::shared_ptr<Entry>> gone = Find(id); !gone.ok()) return gone.status();
+      return next.status();
+    }
+    const engine::DeviceBatch* batch = *next;
     if (batch == nullptr) return absl::OkStatus();
     // Found again per step: an Abort or expiry meanwhile ends the stream with NOT_FOUND.
     NDS_ASSIGN_OR_RETURN(entry, Find(id));

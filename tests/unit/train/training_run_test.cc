@@ -414,6 +414,18 @@ TEST_F(TrainingRunsTest, AStreamEndsWithItsFirstErrorAndTheSessionGoesOn) {
   EXPECT_EQ(Must(runs_->Step(s.id, good.inputs, good.labels)).step, 2);
   EXPECT_TRUE(absl::IsNotFound(
       runs_->Stream("nope", source, nullptr, [](const StepResult&) { return true; })));
+
+  // A session aborted while its stream runs ends the stream with NOT_FOUND.
+  calls = 0;
+  auto aborting = [&]() -> absl::StatusOr<std::optional<engine::HostBatch>> {
+    if (++calls == 3) EXPECT_TRUE(runs_->Abort(s.id).ok());
+    engine::HostBatch b = good.inputs;
+    b.push_back(good.labels);
+    return std::optional<engine::HostBatch>(std::move(b));
+  };
+  const absl::Status aborted =
+      runs_->Stream(s.id, aborting, nullptr, [](const StepResult&) { return true; });
+  EXPECT_TRUE(absl::IsNotFound(aborted)) << aborted;
 }
 
 // A served recurrent model trained through a session with truncated_bptt_steps, its
