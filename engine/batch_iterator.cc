@@ -41,7 +41,7 @@ const NDArray* DeviceBatch::Find(absl::string_view name) const {
 }
 
 absl::StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::Create(
-    std::shared_ptr<NDManager> parent, Source source) {
+    std::shared_ptr<NDManager> parent, Source source, Ready ready) {
   if (parent == nullptr) return absl::InvalidArgumentError("a batch iterator needs a parent scope");
   if (source == nullptr) return absl::InvalidArgumentError("a batch iterator needs a source");
   std::unique_ptr<kernels::GpuResources> gpu;
@@ -49,12 +49,15 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::Create(
     NDS_ASSIGN_OR_RETURN(gpu, kernels::GpuResources::Create(parent->device()));
   }
   return std::unique_ptr<BatchIterator>(
-      new BatchIterator(std::move(parent), std::move(source), std::move(gpu)));
+      new BatchIterator(std::move(parent), std::move(source), std::move(ready), std::move(gpu)));
 }
 
-BatchIterator::BatchIterator(std::shared_ptr<NDManager> parent, Source source,
+BatchIterator::BatchIterator(std::shared_ptr<NDManager> parent, Source source, Ready ready,
                              std::unique_ptr<kernels::GpuResources> gpu)
-    : parent_(std::move(parent)), source_(std::move(source)), gpu_(std::move(gpu)) {}
+    : parent_(std::move(parent)),
+      source_(std::move(source)),
+      ready_(std::move(ready)),
+      gpu_(std::move(gpu)) {}
 
 BatchIterator::~BatchIterator() {
   // An upload may still be queued on the stream: let it finish before its memory goes.
@@ -128,8 +131,8 @@ absl::Status BatchIterator::FinishUpload() {
 absl::StatusOr<const DeviceBatch*> BatchIterator::Next() {
   // Step k is done: batch k goes before anything else is allocated.
   Free(current_);
-  if (!started_) {
-    started_ = true;
+  if (pull_pending_) {
+    pull_pending_ = false;
     NDS_ASSIGN_OR_RETURN(next_, StartUpload());
   }
   if (!next_.has_value()) return nullptr;
@@ -140,6 +143,10 @@ absl::StatusOr<const DeviceBatch*> BatchIterator::Next() {
   }
   current_ = std::move(next_);
   next_.reset();
+  if (ready_ != nullptr && !source_ended_ && !ready_()) {
+    pull_pending_ = true;
+    return &*current_;
+  }
   // Batch k+1's upload overlaps step k (which runs once this returns).
   absl::StatusOr<std::optional<DeviceBatch>> following = StartUpload();
   if (!following.ok()) return following.status();

@@ -52,11 +52,19 @@ class BatchIterator {
  public:
   // The next host batch, nullopt at the end. An error ends the iteration with it.
   using Source = absl::AnyInvocable<absl::StatusOr<std::optional<HostBatch>>()>;
+  // Whether the source can hand over a batch (or its end) without waiting. Next asks it
+  // before pulling the batch after the one it returns: a source fed by a client that
+  // waits for step k's result before it sends batch k+1 must not be read ahead, or the
+  // step would wait for a batch that only comes after it (the Trainer service's Train
+  // stream, docs/design.md §10.1). When it says no, the next Next pulls that batch
+  // itself. Null: always ready.
+  using Ready = absl::AnyInvocable<bool()>;
 
   // INVALID_ARGUMENT for a null parent or source; FAILED_PRECONDITION when the parent's
   // device is a CUDA device that is not present.
   static absl::StatusOr<std::unique_ptr<BatchIterator>> Create(std::shared_ptr<NDManager> parent,
-                                                               Source source);
+                                                               Source source,
+                                                               Ready ready = nullptr);
   ~BatchIterator();
   BatchIterator(const BatchIterator&) = delete;
   BatchIterator& operator=(const BatchIterator&) = delete;
@@ -74,7 +82,7 @@ class BatchIterator {
   std::int64_t batches_uploaded() const { return uploaded_; }
 
  private:
-  BatchIterator(std::shared_ptr<NDManager> parent, Source source,
+  BatchIterator(std::shared_ptr<NDManager> parent, Source source, Ready ready,
                 std::unique_ptr<kernels::GpuResources> gpu);
 
   // Pulls one host batch from the source and queues its upload: nullopt at the end.
@@ -85,12 +93,15 @@ class BatchIterator {
 
   const std::shared_ptr<NDManager> parent_;
   Source source_;
+  Ready ready_;                                 // null: always ready
   std::unique_ptr<kernels::GpuResources> gpu_;  // null on the CPU
   std::optional<DeviceBatch> current_;          // what the last Next returned
   std::optional<DeviceBatch> next_;             // being uploaded
   // Host bytes of `next_` until its upload finished (CUDA reads them asynchronously).
   HostBatch next_host_;
-  bool started_ = false;
+  // The batch after `current_` has not been pulled yet: the next Next pulls it (true
+  // before the first call).
+  bool pull_pending_ = true;
   bool source_ended_ = false;
   int live_ = 0;
   int peak_live_ = 0;

@@ -4,10 +4,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/status_macros.h"
 
 namespace ndserve::engine {
 namespace {
+
+constexpr absl::string_view kTrainerPrefix = "trainer/";
 
 absl::Status RefusedDuringStep(absl::string_view what) {
   return absl::FailedPreconditionError(
@@ -18,6 +21,13 @@ absl::Status RefusedDuringStep(absl::string_view what) {
 
 }  // namespace
 
+std::optional<std::string> TrainerScopeSession(absl::string_view manager_name) {
+  if (!absl::ConsumePrefix(&manager_name, kTrainerPrefix) || manager_name.empty()) {
+    return std::nullopt;
+  }
+  return std::string(manager_name);
+}
+
 absl::StatusOr<std::shared_ptr<TrainerScope>> TrainerScope::Open(
     std::shared_ptr<NDManager> model_manager, absl::string_view name) {
   if (model_manager == nullptr) {
@@ -25,7 +35,7 @@ absl::StatusOr<std::shared_ptr<TrainerScope>> TrainerScope::Open(
   }
   NDS_ASSIGN_OR_RETURN(
       std::shared_ptr<NDManager> manager,
-      model_manager->NewSubManager(ManagerLevel::kTrainer, absl::StrCat("trainer/", name)));
+      model_manager->NewSubManager(ManagerLevel::kTrainer, absl::StrCat(kTrainerPrefix, name)));
   // The served model's manager is capped already; a bare one (tests, tools) is capped
   // here so that the rule holds however the model was made.
   model_manager->Cap();

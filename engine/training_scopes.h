@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -37,6 +38,11 @@ class TrainingStep;
 // every array in it and closes an open step's batch manager); the model manager is
 // shared, and must stay open as long as the session (closing it closes the trainer
 // scope with it). Steps hold the scope alive. Thread-safe; one step at a time.
+// The session a trainer-level manager belongs to, read back from the name Open gave it
+// ("trainer/<name>"); nullopt for any other name. The admin dumps label a session's
+// managers with it (docs/design.md §2.1).
+std::optional<std::string> TrainerScopeSession(absl::string_view manager_name);
+
 class TrainerScope : public std::enable_shared_from_this<TrainerScope> {
  private:
   struct PrivateTag {};

@@ -20,13 +20,15 @@ namespace {
 
 // Copies `info` into `node` and appends its line to `text`; `depth` counts levels below
 // the system manager, `max_depth` 0 means no limit.
-void AppendManager(const ManagerNodeInfo& info, int depth, int max_depth,
-                   admin::v1::ManagerNode* node, std::string* text) {
-  ManagerFieldsToProto(info, node);
+void AppendManager(const ManagerNodeInfo& info, absl::string_view parent_session, int depth,
+                   int max_depth, admin::v1::ManagerNode* node, std::string* text) {
+  const std::string session = TrainingSessionOf(info, parent_session);
+  ManagerFieldsToProto(info, session, node);
   absl::StrAppend(text, std::string(2 * depth, ' '), info.name, " (uid=", info.uid,
                   " level=", ManagerLevelName(info.level), " device=", info.device.ToString(),
-                  info.capped ? " capped" : "", info.closed ? " closed" : "",
-                  ") resources=", info.resource_count, " bytes=", info.bytes, "\n");
+                  session.empty() ? "" : " session=", session, info.capped ? " capped" : "",
+                  info.closed ? " closed" : "", ") resources=", info.resource_count,
+                  " bytes=", info.bytes, "\n");
   if (max_depth > 0 && depth >= max_depth) {
     if (!info.children.empty()) {
       absl::StrAppend(text, std::string(2 * depth + 2, ' '), "(", info.children.size(),
@@ -35,7 +37,7 @@ void AppendManager(const ManagerNodeInfo& info, int depth, int max_depth,
     return;
   }
   for (const ManagerNodeInfo& child : info.children) {
-    AppendManager(child, depth + 1, max_depth, node->add_children(), text);
+    AppendManager(child, session, depth + 1, max_depth, node->add_children(), text);
   }
 }
 
@@ -150,7 +152,7 @@ grpc::Status AdminServiceImpl::DebugDump(grpc::ServerContext* context,
   root->set_uid("0");
   std::string text;
   for (const ManagerNodeInfo& system : systems) {
-    AppendManager(system, 0, request->max_depth(), root->add_children(), &text);
+    AppendManager(system, "", 0, request->max_depth(), root->add_children(), &text);
   }
   response->set_text(std::move(text));
   return grpc::Status::OK;

@@ -41,6 +41,9 @@ ABSL_FLAG(std::string, loss, "", "train start: cross_entropy (default), bce_with
 ABSL_FLAG(std::string, target_output, "", "train start: the value the loss reads.");
 ABSL_FLAG(std::string, optimizer, "", "train start: sgd (default), momentum, adam.");
 ABSL_FLAG(double, lr, 0, "train start: learning rate; 0: the server's default.");
+ABSL_FLAG(int, truncated_bptt_steps, 0,
+          "train start: time steps per batch for a recurrent model whose state the session "
+          "carries from batch to batch; 0: none.");
 ABSL_FLAG(std::string, trainable, "",
           "train start: comma-separated initializers to train; empty: all FP32 ones.");
 ABSL_FLAG(int64_t, random_max, 100, "train step: integer `random` tensors are below this.");
@@ -173,6 +176,7 @@ int Train(const std::vector<char*>& args, const std::shared_ptr<grpc::Channel>& 
     request.set_target_output(absl::GetFlag(FLAGS_target_output));
     request.set_optimizer(absl::GetFlag(FLAGS_optimizer));
     request.set_lr(static_cast<float>(absl::GetFlag(FLAGS_lr)));
+    request.set_truncated_bptt_steps(absl::GetFlag(FLAGS_truncated_bptt_steps));
     pb::StartSessionResponse response;
     if (grpc::Status s = stub->StartSession(context().get(), request, &response); !s.ok()) {
       return Fail(s);

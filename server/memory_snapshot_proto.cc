@@ -4,10 +4,22 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/training_scopes.h"
+#include "memory/manager_levels.h"
 
 namespace ndserve {
 
-void ManagerFieldsToProto(const ManagerNodeInfo& info, admin::v1::ManagerNode* node) {
+std::string TrainingSessionOf(const ManagerNodeInfo& info, absl::string_view parent_session) {
+  if (info.level == ManagerLevel::kTrainer) {
+    return engine::TrainerScopeSession(info.name).value_or(std::string(parent_session));
+  }
+  return std::string(parent_session);
+}
+
+void ManagerFieldsToProto(const ManagerNodeInfo& info, absl::string_view session,
+                          admin::v1::ManagerNode* node) {
+  node->set_level(std::string(ManagerLevelName(info.level)));
+  node->set_training_session(std::string(session));
   node->set_name(info.name);
   node->set_uid(absl::StrCat(info.uid));
   node->set_device(info.device.ToString());
@@ -20,9 +32,13 @@ void ManagerFieldsToProto(const ManagerNodeInfo& info, admin::v1::ManagerNode* n
 
 namespace {
 
-void ManagerToProto(const ManagerNodeInfo& info, admin::v1::ManagerNode* node) {
-  ManagerFieldsToProto(info, node);
-  for (const ManagerNodeInfo& child : info.children) ManagerToProto(child, node->add_children());
+void ManagerToProto(const ManagerNodeInfo& info, absl::string_view parent_session,
+                    admin::v1::ManagerNode* node) {
+  const std::string session = TrainingSessionOf(info, parent_session);
+  ManagerFieldsToProto(info, session, node);
+  for (const ManagerNodeInfo& child : info.children) {
+    ManagerToProto(child, session, node->add_children());
+  }
 }
 
 }  // namespace
@@ -77,7 +93,7 @@ void MemorySnapshotToProto(const MemorySnapshot& snapshot, int device_id,
   root->set_uid("0");
   for (const ManagerNodeInfo& system : snapshot.managers) {
     if (device_id >= 0 && system.device.ordinal != device_id) continue;
-    ManagerToProto(system, root->add_children());
+    ManagerToProto(system, "", root->add_children());
   }
 }
 

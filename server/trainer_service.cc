@@ -1,12 +1,14 @@
 #include "server/trainer_service.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "memory/dtype.h"
 #include "server/status_util.h"
 
@@ -105,49 +107,61 @@ grpc::Status TrainerServiceImpl::StartSession(grpc::ServerContext* context,
 grpc::Status TrainerServiceImpl::Train(
     grpc::ServerContext* context, grpc::ServerReaderWriter<pb::StepResult, pb::Batch>* stream) {
   if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
-  std::string session;
-  std::string model;
-  pb::Batch batch;
-  while (stream->Read(&batch)) {
-    if (!batch.session_id().empty() && batch.session_id() != session) {
-      if (!session.empty()) {
-        return ToGrpcStatus(absl::InvalidArgumentError(
-            absl::StrCat("a Train stream serves one session: '", session, "', not '",
-                         batch.session_id(), "'")));
-      }
-      session = batch.session_id();
-      absl::StatusOr<std::string> of = runs_.ModelOf(session);
-      if (!of.ok()) return ToGrpcStatus(of.status());
-      model = *std::move(of);
-    }
-    if (session.empty()) {
-      return ToGrpcStatus(
-          absl::InvalidArgumentError("the first Batch of a Train stream needs session_id"));
-    }
-    const absl::Time start = absl::Now();
-    std::vector<engine::HostTensor> inputs;
-    inputs.reserve(batch.inputs_size());
-    for (const pb::Tensor& t : batch.inputs()) {
-      absl::StatusOr<engine::HostTensor> decoded = DecodeTensor(t, "input");
-      if (!decoded.ok()) return ToGrpcStatus(decoded.status());
-      inputs.push_back(*std::move(decoded));
-    }
-    if (!batch.has_labels()) {
-      return ToGrpcStatus(absl::InvalidArgumentError("Batch has no labels"));
-    }
-    absl::StatusOr<engine::HostTensor> labels = DecodeTensor(batch.labels(), "labels");
-    if (!labels.ok()) return ToGrpcStatus(labels.status());
-    absl::StatusOr<ndserve::train::StepResult> step = runs_.Step(session, inputs, *labels);
-    if (!step.ok()) return ToGrpcStatus(step.status());
-    metrics_->RecordStep(model, step->loss, absl::Now() - start);
-    pb::StepResult result;
-    result.set_step(step->step);
-    result.set_loss(step->loss);
-    result.set_grad_norm(step->grad_norm);
-    result.set_batch_peak_bytes(step->batch_peak_bytes);
-    if (!stream->Write(result)) break;  // the client went away
+  pb::Batch first;
+  if (!stream->Read(&first)) return grpc::Status::OK;
+  const std::string session = first.session_id();
+  if (session.empty()) {
+    return ToGrpcStatus(
+        absl::InvalidArgumentError("the first Batch of a Train stream needs session_id"));
   }
-  return grpc::Status::OK;
+  absl::StatusOr<std::string> model = runs_.ModelOf(session);
+  if (!model.ok()) return ToGrpcStatus(model.status());
+
+  // The stream is the batch iterator's source: each Batch becomes a host batch (inputs,
+  // then labels) that the iterator uploads under the session's trainer scope.
+  std::optional<pb::Batch> pending(std::move(first));
+  absl::Time start;
+  auto source = [&]() -> absl::StatusOr<std::optional<engine::HostBatch>> {
+    pb::Batch batch;
+    if (pending.has_value()) {
+      batch = *std::move(pending);
+      pending.reset();
+    } else if (!stream->Read(&batch)) {
+      return std::optional<engine::HostBatch>();
+    }
+    start = absl::Now();
+    if (!batch.session_id().empty() && batch.session_id() != session) {
+      return absl::InvalidArgumentError(absl::StrCat("a Train stream serves one session: '",
+                                                     session, "', not '", batch.session_id(), "'"));
+    }
+    if (!batch.has_labels()) return absl::InvalidArgumentError("Batch has no labels");
+    engine::HostBatch host;
+    host.reserve(batch.inputs_size() + 1);
+    for (const pb::Tensor& t : batch.inputs()) {
+      NDS_ASSIGN_OR_RETURN(engine::HostTensor decoded, DecodeTensor(t, "input"));
+      host.push_back(std::move(decoded));
+    }
+    NDS_ASSIGN_OR_RETURN(engine::HostTensor labels, DecodeTensor(batch.labels(), "labels"));
+    host.push_back(std::move(labels));
+    return std::optional<engine::HostBatch>(std::move(host));
+  };
+  // A synchronous stream cannot tell whether the next Batch has arrived without waiting
+  // for it, and a client may send batch k+1 only once it has step k's result: reading
+  // ahead would stall that client for good. So the iterator pulls each batch when its
+  // step is due (it still frees batch k before batch k+1 arrives).
+  auto ready = [] { return false; };
+  const absl::Status streamed =
+      runs_.Stream(session, source, ready, [&](const ndserve::train::StepResult& step) {
+        metrics_->RecordStep(*model, step.loss, absl::Now() - start);
+        pb::StepResult result;
+        result.set_step(step.step);
+        result.set_loss(step.loss);
+        result.set_grad_norm(step.grad_norm);
+        result.set_batch_peak_bytes(step.batch_peak_bytes);
+        result.set_batches_held(step.batches_held);
+        return stream->Write(result);  // false: the client went away
+      });
+  return ToGrpcStatus(streamed);
 }
 
 grpc::Status TrainerServiceImpl::Commit(grpc::ServerContext* context,

@@ -123,6 +123,52 @@ def recurrent(gen):
 MODELS = {"mlp": mlp, "embedding": embedding, "recurrent": recurrent}
 
 
+def lstm_onnx_layout(p):
+    """The recurrent model's LSTM weights as ONNX LSTM wants them: gates i, o, f, c
+    (PyTorch's are i, f, g, o), W [1, 4H, I], R [1, 4H, H], B [1, 8H] (Wb then Rb)."""
+    def reorder(t):
+        i, f, g, o = t.detach().chunk(4, dim=0)
+        return torch.cat([i, o, f, g], dim=0)
+    return {
+        "W": reorder(p["w_ih"]).unsqueeze(0),
+        "R": reorder(p["w_hh"]).unsqueeze(0),
+        "B": torch.cat([reorder(p["b_ih"]), reorder(p["b_hh"])]).unsqueeze(0),
+        "head.weight": p["head.weight"].detach(),
+        "head.bias": p["head.bias"].detach(),
+    }
+
+
+def write_recurrent_onnx(params, path):
+    """The recurrent model as an ONNX graph a served model could be: an LSTM whose
+    initial state is the inputs h0/c0 and whose final state is the outputs h_n/c_n, and
+    a Gemm head on every time step (pred [T*B, 1], t-major like the reference)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(v.numpy().astype(np.float32), name)
+             for name, v in lstm_onnx_layout(params).items()]
+    inits.append(numpy_helper.from_array(np.array([-1, LSTM_HIDDEN], np.int64), "flat"))
+    nodes = [
+        helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "c0"], ["y", "h_n", "c_n"],
+                         hidden_size=LSTM_HIDDEN),
+        helper.make_node("Reshape", ["y", "flat"], ["y_flat"]),
+        helper.make_node("Gemm", ["y_flat", "head.weight", "head.bias"], ["pred"], transB=1),
+    ]
+    state = [1, LSTM_BATCH, LSTM_HIDDEN]
+    graph = helper.make_graph(
+        nodes, "recurrent",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BPTT, LSTM_BATCH, LSTM_IN]),
+         helper.make_tensor_value_info("h0", TensorProto.FLOAT, state),
+         helper.make_tensor_value_info("c0", TensorProto.FLOAT, state)],
+        [helper.make_tensor_value_info("pred", TensorProto.FLOAT, [BPTT * LSTM_BATCH, 1]),
+         helper.make_tensor_value_info("h_n", TensorProto.FLOAT, state),
+         helper.make_tensor_value_info("c_n", TensorProto.FLOAT, state)],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
 def run(model, opt_name, out):
     gen = torch.Generator().manual_seed(1234)
     params, batches, loss_fn = MODELS[model](gen)
@@ -132,6 +178,10 @@ def run(model, opt_name, out):
     for k, batch in enumerate(batches):
         for name, value in batch.items():
             w.put(f"batch{k}.{name}", value)
+    if model == "recurrent":
+        # The same run seen through a served ONNX LSTM (truncated BPTT via the Trainer
+        # service's TrainingRun): its weights in ONNX layout, as onnx.<name>.
+        write_recurrent_onnx(params, os.path.join(w.folder, "model.onnx"))
     p = {name: value.clone().requires_grad_(True) for name, value in params.items()}
     optimizer = OPTIMIZERS[opt_name](list(p.values()))
     state = None
@@ -145,6 +195,9 @@ def run(model, opt_name, out):
         if k + 1 in (1, STEPS):
             for name, value in p.items():
                 w.put(f"step{k + 1}.{name}", value)
+            if model == "recurrent":
+                for name, value in lstm_onnx_layout(p).items():
+                    w.put(f"step{k + 1}.onnx.{name}", value)
     w.put("losses", np.array(losses, np.float32))
     w.close()
 

@@ -9,6 +9,7 @@
 #include "kernels/op_kind.h"
 #include "train/elementwise_ops.h"
 #include "train/linear_ops.h"
+#include "train/onnx_lstm.h"
 #include "train/reduce_ops.h"
 #include "train/shape_ops.h"
 
@@ -38,6 +39,7 @@ bool HasBackward(OpKind op) {
     case OpKind::kReshape:
     case OpKind::kFlatten:
     case OpKind::kIdentity:
+    case OpKind::kLSTM:
       return true;
     default:
       return false;
@@ -197,6 +199,22 @@ absl::StatusOr<std::vector<Variable>> RecordedGraph::Forward(
     if (done()) break;
     std::vector<Variable> in;
     for (int id : node.inputs) in.push_back(resolve(id));
+    if (node.op == OpKind::kLSTM) {
+      // Three outputs (Y, Y_h, Y_c): the final state is what truncated BPTT carries.
+      absl::StatusOr<OnnxLstmOutputs> lstm =
+          OnnxLstm(batch, AttrsOr<kernels::RecurrentAttrs>(node.attrs), in);
+      if (!lstm.ok()) {
+        return absl::Status(lstm.status().code(),
+                            absl::StrCat("node '", node.name, "': ", lstm.status().message()));
+      }
+      const Variable outs[] = {lstm->y, lstm->y_h, lstm->y_c};
+      for (std::size_t k = 0; k < node.outputs.size() && k < 3; ++k) {
+        if (node.outputs[k] != engine::kNoValue) {
+          values[static_cast<std::size_t>(node.outputs[k])] = outs[k];
+        }
+      }
+      continue;
+    }
     absl::StatusOr<Variable> y = RunNode(batch, node, in);
     if (!y.ok()) {
       return absl::Status(y.status().code(),

@@ -1,12 +1,16 @@
 #include "train/training_run.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/onnx_loader.h"
+#include "kernels/attrs/rnn.h"
+#include "kernels/op_kind.h"
 #include "memory/dtype.h"
 #include "train/losses.h"
 #include "train/variable.h"
@@ -81,13 +85,6 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
   if (options.truncated_bptt_steps < 0) {
     return absl::InvalidArgumentError("truncated_bptt_steps must not be negative");
   }
-  // Every graph RecordedGraph replays is feed-forward (it has no recurrent op), so there
-  // is no state to carry between batches and nothing to truncate.
-  if (options.truncated_bptt_steps > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "truncated_bptt_steps ", options.truncated_bptt_steps,
-        " needs a recurrent model; '", model_path, "' has no recurrent state to carry"));
-  }
   NDS_ASSIGN_OR_RETURN(engine::GraphDef def, engine::ReadOnnxGraphDef(model_path));
   NDS_ASSIGN_OR_RETURN(engine::Graph built, engine::Graph::Build(std::move(def)));
   auto graph = std::make_unique<engine::Graph>(std::move(built));
@@ -99,6 +96,14 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
         absl::StrCat("target output '", options.target_output, "' is no value of the model"));
   }
   std::unique_ptr<TrainingRun> run(new TrainingRun(std::move(graph), scope, std::move(options)));
+  if (run->options_.truncated_bptt_steps > 0) {
+    absl::Status carried = run->SetUpCarriedState();
+    if (!carried.ok()) {
+      return absl::Status(carried.code(),
+                          absl::StrCat("truncated_bptt_steps ", run->options_.truncated_bptt_steps,
+                                       " needs a recurrent model: ", carried.message()));
+    }
+  }
   NDManager& trainer = *run->scope_->manager();
   NDS_ASSIGN_OR_RETURN(RecordedGraph recorded,
                        RecordedGraph::Create(*run->graph_, run->options_.trainable, trainer));
@@ -127,10 +132,62 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
   return run;
 }
 
-absl::StatusOr<StepResult> TrainingRun::Step(absl::Span<const engine::HostTensor> inputs,
-                                             const engine::HostTensor& labels) {
+absl::Status TrainingRun::SetUpCarriedState() {
+  const engine::Graph& g = *graph_;
+  const engine::Node* lstm = nullptr;
+  for (const engine::Node& node : g.nodes()) {
+    if (node.op != kernels::OpKind::kLSTM) continue;
+    if (lstm != nullptr) return absl::InvalidArgumentError("it has more than one LSTM");
+    lstm = &node;
+  }
+  if (lstm == nullptr) return absl::InvalidArgumentError("it has no LSTM whose state to carry");
+  const auto* attrs = std::get_if<kernels::RecurrentAttrs>(&lstm->attrs);
+  if (attrs == nullptr) return absl::InternalError("the LSTM node has no recurrent attributes");
+  const auto slots = attrs->Slots(lstm->inputs.size());
+  // X, initial_h, initial_c in ONNX's input order; Y_h, Y_c are outputs 1 and 2.
+  const int x_slot = slots[0];
+  const int state_slots[2] = {slots[5], slots[6]};
+  std::vector<std::vector<std::int64_t>> shapes;
+  for (int k = 0; k < 2; ++k) {
+    const int value = state_slots[k] >= 0 ? lstm->inputs[static_cast<std::size_t>(state_slots[k])]
+                                          : engine::kNoValue;
+    const engine::Value* v =
+        value == engine::kNoValue ? nullptr : &g.values()[static_cast<std::size_t>(value)];
+    if (v == nullptr || v->source != engine::ValueSource::kInput) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LSTM '", lstm->name, "' must take its initial_", k == 0 ? "h" : "c",
+                       " from a model input, which the session feeds with the carried state"));
+    }
+    const engine::TensorSpec& spec = g.inputs()[static_cast<std::size_t>(v->index)];
+    if (spec.any_rank || spec.dtype != DType::kFp32 ||
+        std::any_of(spec.dims.begin(), spec.dims.end(), [](std::int64_t d) { return d <= 0; })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the carried state input ", spec.ToString(), " needs a fixed FP32 shape"));
+    }
+    carried_inputs_[k] = v->index;
+    shapes.push_back(spec.dims);
+    const std::size_t out = static_cast<std::size_t>(k) + 1;
+    if (lstm->outputs.size() <= out || lstm->outputs[out] == engine::kNoValue) {
+      return absl::InvalidArgumentError(absl::StrCat("LSTM '", lstm->name, "' has no Y_",
+                                                     k == 0 ? "h" : "c", " output to carry"));
+    }
+    carried_outputs_[k] = g.values()[static_cast<std::size_t>(lstm->outputs[out])].name;
+  }
+  if (x_slot >= 0) {
+    const engine::Value& x =
+        g.values()[static_cast<std::size_t>(lstm->inputs[static_cast<std::size_t>(x_slot)])];
+    if (x.source == engine::ValueSource::kInput) sequence_input_ = x.index;
+  }
+  // Made now, between steps: the trainer scope is capped during them.
+  NDS_ASSIGN_OR_RETURN(CarriedState carried, CarriedState::Create(*scope_->manager(), shapes));
+  carried_.emplace(std::move(carried));
+  return absl::OkStatus();
+}
+
+template <typename Fill>
+absl::StatusOr<StepResult> TrainingRun::StepWith(Fill fill) {
   NDS_ASSIGN_OR_RETURN(engine::TrainingStep step, scope_->BeginStep());
-  absl::StatusOr<StepResult> result = RunStep(*step.batch(), inputs, labels);
+  absl::StatusOr<StepResult> result = fill(*step.batch());
   // A failed step leaves gradients half accumulated; the next one must start clean.
   if (!result.ok()) ClearGrad(recorded_->parameters()).IgnoreError();
   const absl::Status ended = step.End();
@@ -139,12 +196,42 @@ absl::StatusOr<StepResult> TrainingRun::Step(absl::Span<const engine::HostTensor
   return result;
 }
 
-absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch,
-                                                absl::Span<const engine::HostTensor> inputs,
-                                                const engine::HostTensor& labels) {
+absl::StatusOr<StepResult> TrainingRun::Step(absl::Span<const engine::HostTensor> inputs,
+                                             const engine::HostTensor& labels) {
+  return StepWith([&](NDManager& batch) -> absl::StatusOr<StepResult> {
+    std::vector<Named> named;
+    named.reserve(inputs.size());
+    for (const engine::HostTensor& t : inputs) {
+      NDS_ASSIGN_OR_RETURN(NDArray array, Upload(batch, t, "input"));
+      named.push_back({t.name, std::move(array)});
+    }
+    NDS_ASSIGN_OR_RETURN(NDArray label_array, Upload(batch, labels, "labels"));
+    return RunStep(batch, named, Named{labels.name, std::move(label_array)});
+  });
+}
+
+absl::StatusOr<StepResult> TrainingRun::Step(const engine::DeviceBatch& batch) {
+  if (batch.arrays.empty() || batch.arrays.size() != batch.names.size()) {
+    return absl::InvalidArgumentError("a batch needs its inputs and, last, its labels");
+  }
+  if (batch.manager == nullptr || batch.manager->parent() != scope_->manager()) {
+    return absl::InvalidArgumentError("the batch was not uploaded under this session's scope");
+  }
+  return StepWith([&](NDManager& step) -> absl::StatusOr<StepResult> {
+    std::vector<Named> named;
+    named.reserve(batch.arrays.size() - 1);
+    for (std::size_t i = 0; i + 1 < batch.arrays.size(); ++i) {
+      named.push_back({batch.names[i], batch.arrays[i]});
+    }
+    return RunStep(step, named, Named{batch.names.back(), batch.arrays.back()});
+  });
+}
+
+absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch, absl::Span<const Named> inputs,
+                                                const Named& labels) {
   const auto specs = graph_->inputs();
   std::vector<NDArray> arrays(specs.size());
-  for (const engine::HostTensor& t : inputs) {
+  for (const Named& t : inputs) {
     std::size_t i = 0;
     while (i < specs.size() && specs[i].name != t.name) ++i;
     if (i == specs.size()) {
@@ -153,12 +240,32 @@ absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch,
     if (!arrays[i].is_null()) {
       return absl::InvalidArgumentError(absl::StrCat("input '", t.name, "' given twice"));
     }
-    if (t.dtype != specs[i].dtype) {
-      return absl::InvalidArgumentError(absl::StrCat("input '", t.name, "' is ",
-                                                     DTypeName(t.dtype), ", the model wants ",
-                                                     DTypeName(specs[i].dtype)));
+    if (carried_.has_value() &&
+        (static_cast<int>(i) == carried_inputs_[0] || static_cast<int>(i) == carried_inputs_[1])) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", t.name,
+                                                     "' is the recurrent state the session carries "
+                                                     "(truncated_bptt_steps); leave it out"));
     }
-    NDS_ASSIGN_OR_RETURN(arrays[i], Upload(batch, t, "input"));
+    if (t.array.dtype() != specs[i].dtype) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", t.name, "' is ", DTypeName(t.array.dtype()), ", the model wants ",
+                       DTypeName(specs[i].dtype)));
+    }
+    arrays[i] = t.array;
+  }
+  if (carried_.has_value()) {
+    const std::vector<Variable> state = carried_->Load();
+    for (int k = 0; k < 2; ++k)
+      arrays[static_cast<std::size_t>(carried_inputs_[k])] = state[k].value();
+    if (sequence_input_ >= 0) {
+      const NDArray& x = arrays[static_cast<std::size_t>(sequence_input_)];
+      if (!x.is_null() && (x.rank() < 1 || x.shape()[0] != options_.truncated_bptt_steps)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input '", specs[static_cast<std::size_t>(sequence_input_)].name, "' is ",
+                         x.DebugString(), "; with truncated_bptt_steps ",
+                         options_.truncated_bptt_steps, " a batch is that many time steps"));
+      }
+    }
   }
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (arrays[i].is_null()) {
@@ -167,12 +274,16 @@ absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch,
   }
   const DType label_dtype =
       options_.loss == LossKind::kCrossEntropy ? DType::kInt64 : DType::kFp32;
-  if (labels.dtype != label_dtype) {
-    return absl::InvalidArgumentError(absl::StrCat("labels are ", DTypeName(labels.dtype),
+  if (labels.array.dtype() != label_dtype) {
+    return absl::InvalidArgumentError(absl::StrCat("labels are ", DTypeName(labels.array.dtype()),
                                                    ", the loss wants ", DTypeName(label_dtype)));
   }
-  NDS_ASSIGN_OR_RETURN(NDArray label_array, Upload(batch, labels, "labels"));
-  const std::vector<std::string> target{options_.target_output};
+  const NDArray& label_array = labels.array;
+  std::vector<std::string> target{options_.target_output};
+  if (carried_.has_value()) {
+    target.push_back(carried_outputs_[0]);
+    target.push_back(carried_outputs_[1]);
+  }
   absl::StatusOr<std::vector<Variable>> forward = recorded_->Forward(batch, arrays, target);
   if (!forward.ok()) return forward.status();
   const Variable& out = (*forward)[0];
@@ -201,6 +312,10 @@ absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch,
     squares += s;
   }
   NDS_RETURN_IF_ERROR(optimizer_->Step());
+  if (carried_.has_value()) {
+    // The next step starts from this one's final state but cannot reach back into it.
+    NDS_RETURN_IF_ERROR(carried_->Carry({(*forward)[1], (*forward)[2]}));
+  }
   NDS_RETURN_IF_ERROR(ClearGrad(recorded_->parameters()));
   NDS_ASSIGN_OR_RETURN(std::vector<float> loss_value, loss->value().ToVector<float>());
   StepResult result;

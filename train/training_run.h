@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "engine/batch_iterator.h"
 #include "engine/graph.h"
 #include "engine/host_tensor.h"
 #include "engine/training_scopes.h"
+#include "train/carried_state.h"
 #include "train/optimizer.h"
 #include "train/recorded_graph.h"
 
@@ -43,7 +46,10 @@ struct TrainingRunOptions {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   float lr = 0.01f;
   float momentum = 0.9f;  // kMomentum only
-  // 0: no recurrent state is carried. Above 0 needs a recurrent node in the graph.
+  // 0: no recurrent state is carried. Above 0: the graph's one LSTM carries its state
+  // from step to step (its initial_h/initial_c are model inputs the run feeds, its
+  // Y_h/Y_c outputs what it keeps), with the history cut after every step, and a batch
+  // is that many time steps (docs/design.md §10.1).
   int truncated_bptt_steps = 0;
 };
 
@@ -55,6 +61,9 @@ struct StepResult {
   // What the step's batch scope held at its end: every array of the step lives until
   // the scope closes, so this is the step's peak.
   std::uint64_t batch_peak_bytes = 0;
+  // Uploaded batches the session's batch iterator held during the step (the step's
+  // own and the one read ahead: never above 2); 0 for a step on host tensors.
+  int batches_held = 0;
 };
 
 // Ownership: owns the graph read from the file and the recorded graph and optimizer;
@@ -78,6 +87,11 @@ class TrainingRun {
   absl::StatusOr<StepResult> Step(absl::Span<const engine::HostTensor> inputs,
                                   const engine::HostTensor& labels);
 
+  // One step on a batch a BatchIterator uploaded under this run's trainer scope: its
+  // arrays are the inputs by name and, last, the labels. Validates like the host form;
+  // the batch stays the iterator's (freed when it moves on).
+  absl::StatusOr<StepResult> Step(const engine::DeviceBatch& batch);
+
   // The current values of the trained parameters, by initializer name (what a Commit
   // publishes).
   absl::StatusOr<std::vector<engine::HostTensor>> Parameters() const;
@@ -90,9 +104,17 @@ class TrainingRun {
               TrainingRunOptions options)
       : graph_(std::move(graph)), scope_(std::move(scope)), options_(std::move(options)) {}
 
-  absl::StatusOr<StepResult> RunStep(NDManager& batch,
-                                     absl::Span<const engine::HostTensor> inputs,
-                                     const engine::HostTensor& labels);
+  // A device-side tensor of a step: uploaded into the step's scope or by an iterator.
+  struct Named {
+    absl::string_view name;
+    NDArray array;
+  };
+  // Opens the step's scope, runs `fill` to get the step's inputs and labels and then
+  // the step; a refused step leaves the gradients clean.
+  template <typename Fill>
+  absl::StatusOr<StepResult> StepWith(Fill fill);
+  absl::StatusOr<StepResult> RunStep(NDManager& batch, absl::Span<const Named> inputs,
+                                     const Named& labels);
 
   std::unique_ptr<engine::Graph> graph_;  // RecordedGraph points into it
   std::shared_ptr<engine::TrainerScope> scope_;
@@ -100,6 +122,15 @@ class TrainingRun {
   std::unique_ptr<RecordedGraph> recorded_;
   std::unique_ptr<Optimizer> optimizer_;
   std::int64_t steps_ = 0;
+
+  // Truncated BPTT (truncated_bptt_steps > 0): the LSTM's state between steps, the
+  // graph inputs it feeds (initial_h, initial_c), the values it takes after each step
+  // (Y_h, Y_c) and the graph input that is the LSTM's X, if X is one (-1 otherwise).
+  absl::Status SetUpCarriedState();
+  std::optional<CarriedState> carried_;
+  int carried_inputs_[2] = {-1, -1};
+  std::string carried_outputs_[2];
+  int sequence_input_ = -1;
 };
 
 }  // namespace ndserve::train

@@ -82,6 +82,39 @@ absl::StatusOr<StepResult> TrainingRuns::Step(absl::string_view id,
   return entry->run->Step(inputs, labels);
 }
 
+absl::Status TrainingRuns::Stream(absl::string_view id, engine::BatchIterator::Source source,
+                                  engine::BatchIterator::Ready ready,
+                                  absl::FunctionRef<bool(const StepResult&)> sink) {
+  NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
+  NDS_ASSIGN_OR_RETURN(std::unique_ptr<engine::BatchIterator> batches,
+                       engine::BatchIterator::Create(entry->session->trainer().manager(),
+                                                     std::move(source), std::move(ready)));
+  for (;;) {
+    absl::StatusOr<const engine::DeviceBatch*> next = batches->Next();
+    if (!next.ok()) {
+      // An Abort or expiry closes the trainer scope under the iterator: say so, not that
+      // its scope is closed.
+      if (absl::StatusOr<std::shared_ptr<Entry>> gone = Find(id); !gone.ok()) return gone.status();
+      return next.status();
+    }
+    const engine::DeviceBatch* batch = *next;
+    if (batch == nullptr) return absl::OkStatus();
+    // Found again per step: an Abort or expiry meanwhile ends the stream with NOT_FOUND.
+    NDS_ASSIGN_OR_RETURN(entry, Find(id));
+    StepResult result;
+    {
+      absl::MutexLock lock(&entry->mu);
+      if (entry->committing) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("training session '", id, "' is being committed"));
+      }
+      NDS_ASSIGN_OR_RETURN(result, entry->run->Step(*batch));
+    }
+    result.batches_held = batches->live_batches();
+    if (!sink(result)) return absl::OkStatus();
+  }
+}
+
 absl::StatusOr<CommitResult> TrainingRuns::Commit(absl::string_view id) {
   NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
   std::vector<engine::HostTensor> values;

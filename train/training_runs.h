@@ -13,11 +13,13 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "engine/batch_iterator.h"
 #include "engine/engine.h"
 #include "engine/host_tensor.h"
 #include "engine/training_sessions.h"
@@ -53,6 +55,16 @@ class TrainingRuns {
   // One step of session `id`. NOT_FOUND for an unknown (aborted, expired) session.
   absl::StatusOr<StepResult> Step(absl::string_view id, absl::Span<const engine::HostTensor> inputs,
                                   const engine::HostTensor& labels);
+  // Steps session `id` on every batch of `source` (a Train stream), uploaded by an eager
+  // BatchIterator under the session's trainer scope (docs/design.md §2.1): batch k is
+  // freed as soon as step k is done and at most two batches are held, however long the
+  // stream. A host batch is the inputs by name and, last, the labels; `ready` is the
+  // iterator's read-ahead rule. Calls `sink` with each step's result; a false return
+  // stops the stream (the client went away). Returns the first error: NOT_FOUND as
+  // Step, the source's and the steps' errors (the session stays open).
+  absl::Status Stream(absl::string_view id, engine::BatchIterator::Source source,
+                      engine::BatchIterator::Ready ready,
+                      absl::FunctionRef<bool(const StepResult&)> sink);
   // Publishes the session's parameters as the model's next version
   // (Engine::PublishVersion: requests in flight finish on the old version) and ends the
   // session. On failure the session stays open. NOT_FOUND as Step; FAILED_PRECONDITION

@@ -159,6 +159,10 @@ class TrainerTest(unittest.TestCase):
             losses = [r.loss for r in results]
             self.assertLess(np.mean(losses[-4:]), 0.8 * np.mean(losses[:4]), losses)
             self.assertTrue(all(r.grad_norm > 0 and r.batch_peak_bytes > 0 for r in results))
+            # The stream's batches went through the eager batch iterator: the step's own
+            # batch, and never more than two.
+            self.assertTrue(all(1 <= r.batches_held <= 2 for r in results),
+                            [r.batches_held for r in results])
             listed = self.trainer.ListSessions(train_pb2.ListSessionsRequest(),
                                                metadata=self.auth).sessions
             self.assertEqual([(s.session_id, s.model, s.version, s.steps) for s in listed],

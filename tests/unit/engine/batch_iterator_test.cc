@@ -102,6 +102,37 @@ TEST_F(BatchIteratorTest, UploadsTheNextBatchBeforeTheStepAndNeverHoldsMoreThanT
   EXPECT_EQ(PoolBytes(), base);
 }
 
+TEST_F(BatchIteratorTest, ASourceThatIsNotReadyIsNotReadAhead) {
+  // A client that sends batch k+1 only after step k's result: reading ahead would wait
+  // for a batch that comes after the step, so the pull waits for the next Next.
+  constexpr int kBatches = 6;
+  int pulled = 0;
+  bool ready = false;
+  std::unique_ptr<BatchIterator> it = Must(BatchIterator::Create(
+      trainer_->manager(), CountingSource(kBatches, &pulled), [&ready] { return ready; }));
+  for (int k = 0; k < kBatches; ++k) {
+    const DeviceBatch* batch = Must(it->Next());
+    ASSERT_NE(batch, nullptr);
+    EXPECT_EQ(batch->index, k);
+    EXPECT_EQ(Must(batch->Find("x")->ToVector<float>())[0], static_cast<float>(k));
+    EXPECT_EQ(pulled, k + 1);
+    EXPECT_EQ(it->live_batches(), 1);
+  }
+  EXPECT_EQ(Must(it->Next()), nullptr);
+  EXPECT_EQ(it->peak_live_batches(), 1);
+
+  // Once the source says a batch is there, the iterator reads ahead again.
+  pulled = 0;
+  it = Must(BatchIterator::Create(trainer_->manager(), CountingSource(kBatches, &pulled),
+                                  [&ready] { return ready; }));
+  ASSERT_NE(Must(it->Next()), nullptr);
+  EXPECT_EQ(pulled, 1);
+  ready = true;
+  ASSERT_NE(Must(it->Next()), nullptr);
+  EXPECT_EQ(pulled, 3);
+  EXPECT_EQ(it->live_batches(), 2);
+}
+
 TEST_F(BatchIteratorTest, BatchKIsFreedWhenTheNextIsAskedFor) {
   int pulled = 0;
   std::unique_ptr<BatchIterator> it =

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/training_scopes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/device_pools.h"
@@ -268,6 +269,69 @@ TEST_F(AdminServiceTest, DebugDumpShowsTheManagerTree) {
   EXPECT_EQ(stub_->DebugDump(&c3, request, &response).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   ASSERT_TRUE((*model)->Close().ok());
+}
+
+// What a training session holds is visible to an operator (docs/design.md §2.1): its
+// trainer manager, the running step's batch manager and an uploaded batch carry their
+// level and the session id, in DebugDump's tree and text and in GetMemorySnapshot's tree.
+TEST_F(AdminServiceTest, DumpsLabelTrainerAndBatchScopesWithTheirSession) {
+  StartServer();
+  std::shared_ptr<NDManager> model =
+      *memory_->NewBaseManager(Device::Cpu(), ManagerLevel::kModel, "model:trained/1");
+  absl::StatusOr<std::shared_ptr<engine::TrainerScope>> trainer =
+      engine::TrainerScope::Open(model, "sess-42");
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const std::int64_t shape[] = {64};
+  ASSERT_TRUE((*trainer)->Zeros(shape, DType::kFp32).ok());
+  absl::StatusOr<std::shared_ptr<NDManager>> uploaded =
+      (*trainer)->manager()->NewSubManager(ManagerLevel::kBatch, "batch-data/0");
+  ASSERT_TRUE(uploaded.ok());
+  absl::StatusOr<engine::TrainingStep> step = (*trainer)->BeginStep();
+  ASSERT_TRUE(step.ok()) << step.status();
+
+  // Checks the model's subtree as either RPC returns it.
+  auto check = [](const ndserve::admin::v1::ManagerNode& root, const std::string& text) {
+    const ndserve::admin::v1::ManagerNode* found = nullptr;
+    for (const auto& system : root.children()) {
+      EXPECT_EQ(system.level(), "system");
+      for (const auto& child : system.children()) {
+        if (child.name() == "model:trained/1") found = &child;
+      }
+    }
+    ASSERT_NE(found, nullptr) << text;
+    EXPECT_EQ(found->level(), "model");
+    EXPECT_EQ(found->training_session(), "");
+    ASSERT_EQ(found->children_size(), 1) << text;
+    const auto& t = found->children(0);
+    EXPECT_EQ(t.name(), "trainer/sess-42");
+    EXPECT_EQ(t.level(), "trainer");
+    EXPECT_EQ(t.training_session(), "sess-42");
+    EXPECT_EQ(t.bytes(), 256u);
+    ASSERT_EQ(t.children_size(), 2) << text;
+    for (const auto& batch : t.children()) {
+      EXPECT_EQ(batch.level(), "batch") << batch.name();
+      EXPECT_EQ(batch.training_session(), "sess-42") << batch.name();
+    }
+  };
+  DebugDumpRequest request;
+  DebugDumpResponse response;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub_->DebugDump(&c1, request, &response).ok());
+  check(response.root(), response.text());
+  EXPECT_THAT(response.text(), HasSubstr("trainer/sess-42 (uid="));
+  EXPECT_THAT(response.text(), HasSubstr("level=trainer device=cpu:0 session=sess-42"));
+  EXPECT_THAT(response.text(), HasSubstr("level=batch device=cpu:0 session=sess-42"));
+  EXPECT_THAT(response.text(), ::testing::Not(HasSubstr("level=model device=cpu:0 session=")));
+
+  ndserve::admin::v1::GetMemorySnapshotRequest snap;
+  snap.set_device_id(-1);
+  ndserve::admin::v1::MemorySnapshot snapped;
+  grpc::ClientContext c2;
+  ASSERT_TRUE(stub_->GetMemorySnapshot(&c2, snap, &snapped).ok());
+  check(snapped.root(), snapped.root().DebugString());
+
+  ASSERT_TRUE(step->End().ok());
+  ASSERT_TRUE(model->Close().ok());
 }
 
 TEST_F(AdminServiceTest, MemorySnapshotListsEveryBlockWithItsOwner) {

@@ -2,21 +2,27 @@
 // with its loss falling and the pool flat, and Commit publishes the trained parameters as
 // the next version.
 
+#include "train/training_run.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <memory>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "engine/training_scopes.h"
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
 #include "tests/unit/train/train_test_util.h"
-#include "train/training_run.h"
 #include "train/training_runs.h"
 
 namespace ndserve::train {
@@ -175,6 +181,99 @@ TEST_F(TrainingRunTest, AClosedSessionRefusesSteps) {
   EXPECT_TRUE(absl::IsFailedPrecondition(run->Step(batch.inputs, batch.labels).status()));
 }
 
+// The fixture files tools/gen_train_fixtures.py writes: <name> -> (dims, bytes).
+struct FixtureTensor {
+  std::vector<std::int64_t> dims;
+  std::vector<std::uint8_t> bytes;
+};
+std::map<std::string, FixtureTensor> ReadFixture(const std::string& folder) {
+  std::map<std::string, FixtureTensor> out;
+  std::ifstream manifest(folder + "/manifest.txt");
+  EXPECT_TRUE(manifest.good()) << folder;
+  std::string line;
+  while (std::getline(manifest, line)) {
+    std::istringstream in(line);
+    std::string name, kind;
+    in >> name >> kind;
+    FixtureTensor t;
+    for (std::int64_t d; in >> d;) t.dims.push_back(d);
+    std::ifstream bin(folder + "/" + name + ".bin", std::ios::binary);
+    t.bytes.assign(std::istreambuf_iterator<char>(bin), std::istreambuf_iterator<char>());
+    out[name] = std::move(t);
+  }
+  return out;
+}
+
+std::vector<float> Floats(const std::vector<std::uint8_t>& bytes) {
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+// Truncated BPTT through a session (docs/design.md §10.1): a served ONNX LSTM trained
+// two time steps per batch, its state carried from batch to batch with the history cut,
+// gives PyTorch's losses and weights when PyTorch detach()es the state at the same
+// boundaries (tools/gen_train_fixtures.py, "recurrent" with SGD lr 0.1).
+TEST_F(TrainingRunTest, TruncatedBpttOnAnOnnxLstmMatchesPyTorchDetachingAtTheSameSteps) {
+  const std::string folder = std::string(NDSERVE_TRAIN_FIXTURES) + "/recurrent_sgd";
+  const auto data = ReadFixture(folder);
+  TrainingRunOptions options;
+  options.loss = LossKind::kMse;
+  options.target_output = "pred";
+  options.optimizer = OptimizerKind::kSgd;
+  options.lr = 0.1f;
+  options.truncated_bptt_steps = 2;
+  auto run = Must(TrainingRun::Create(folder + "/model.onnx", scope_, options));
+  ASSERT_NE(run, nullptr);
+  const std::vector<float> losses = Floats(data.at("losses").bytes);
+  ASSERT_EQ(losses.size(), 5u);
+  auto batch = [&](int k) {
+    const FixtureTensor& x = data.at(absl::StrCat("batch", k, ".x"));
+    const FixtureTensor& y = data.at(absl::StrCat("batch", k, ".y"));
+    // The head runs on every time step, t-major: labels [T*B, 1].
+    return std::make_pair(
+        std::vector<engine::HostTensor>{{"x", DType::kFp32, x.dims, x.bytes}},
+        engine::HostTensor{"y", DType::kFp32, {x.dims[0] * x.dims[1], 1}, y.bytes});
+  };
+  auto expect_weights = [&](int after) {
+    for (const engine::HostTensor& p : Must(run->Parameters())) {
+      const std::vector<float> want =
+          Floats(data.at(absl::StrCat("step", after, ".onnx.", p.name)).bytes);
+      const std::vector<float> got = Floats(p.bytes);
+      ASSERT_EQ(got.size(), want.size()) << p.name;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_NEAR(got[i], want[i], 1e-5f) << p.name << "[" << i << "] after step " << after;
+      }
+    }
+  };
+  std::uint64_t after_2 = 0;
+  for (int k = 0; k < 5; ++k) {
+    const auto [inputs, labels] = batch(k);
+    const StepResult r = Must(run->Step(inputs, labels));
+    EXPECT_NEAR(r.loss, losses[k], 1e-5f) << "step " << k + 1;
+    if (k == 0) expect_weights(1);
+    if (k == 1) after_2 = PoolBytes();
+  }
+  expect_weights(5);
+  // The carried state keeps its value, not its history: nothing grows from step to step.
+  EXPECT_EQ(PoolBytes(), after_2);
+
+  // The session feeds the state; a batch is truncated_bptt_steps time steps.
+  auto [inputs, labels] = batch(0);
+  std::vector<engine::HostTensor> with_state = inputs;
+  with_state.push_back({"h0", DType::kFp32, {1, 4, 5}, std::vector<std::uint8_t>(80)});
+  absl::Status status = run->Step(with_state, labels).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("h0"), absl::string_view::npos) << status;
+  engine::HostTensor longer = inputs[0];
+  longer.shape[0] = 3;
+  longer.bytes.resize(longer.bytes.size() / 2 * 3);
+  const engine::HostTensor longer_labels{"y", DType::kFp32, {12, 1}, std::vector<std::uint8_t>(48)};
+  status = run->Step({longer}, longer_labels).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("truncated_bptt_steps"), absl::string_view::npos) << status;
+}
+
 class TrainingRunsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -236,6 +335,155 @@ TEST_F(TrainingRunsTest, CommitServesTheTrainedParametersAsTheNextVersion) {
   // The session ended with the commit.
   EXPECT_TRUE(runs_->List().empty());
   EXPECT_TRUE(absl::IsNotFound(runs_->Commit(s.id).status()));
+}
+
+// A Train stream's steps (docs/design.md §10.1): batches come through the eager
+// BatchIterator, which frees batch k once step k is done and never holds more than two,
+// and the steps give what the same batches give stepped from host tensors.
+TEST_F(TrainingRunsTest, AStreamStepsOnEagerBatchesHoldingAtMostTwoWithUnchangedResults) {
+  constexpr int kBatches = 30;
+  std::vector<MlpBatch> batches;
+  for (int k = 0; k < kBatches; ++k) batches.push_back(MakeMlpBatch(100 + k));
+  StartedSession host = Must(runs_->Start("mlp", 0, MlpOptions()));
+  std::vector<StepResult> want;
+  for (const MlpBatch& b : batches) want.push_back(Must(runs_->Step(host.id, b.inputs, b.labels)));
+  ASSERT_TRUE(runs_->Abort(host.id).ok());
+
+  auto source_of = [&batches](int* pulled) {
+    return [&batches, pulled]() -> absl::StatusOr<std::optional<engine::HostBatch>> {
+      if (*pulled == kBatches) return std::optional<engine::HostBatch>();
+      const MlpBatch& b = batches[(*pulled)++];
+      engine::HostBatch host_batch = b.inputs;
+      host_batch.push_back(b.labels);
+      return std::optional<engine::HostBatch>(std::move(host_batch));
+    };
+  };
+  auto pool_bytes = [this] {
+    return Must(memory_.GetPool(Device::Cpu()))->Stats().allocated_bytes;
+  };
+  for (const bool read_ahead : {true, false}) {
+    SCOPED_TRACE(read_ahead ? "reading ahead" : "pulling each batch when its step is due");
+    StartedSession s = Must(runs_->Start("mlp", 0, MlpOptions()));
+    int pulled = 0;
+    std::vector<StepResult> got;
+    std::vector<std::uint64_t> pool;
+    const absl::Status streamed = runs_->Stream(
+        s.id, source_of(&pulled), [read_ahead] { return read_ahead; },
+        [&](const StepResult& r) {
+          got.push_back(r);
+          pool.push_back(pool_bytes());
+          // Batch k+1 is pulled before step k only when reading ahead.
+          EXPECT_EQ(pulled, std::min<int>(got.size() + (read_ahead ? 1 : 0), kBatches));
+          return true;
+        });
+    ASSERT_TRUE(streamed.ok()) << streamed;
+    ASSERT_EQ(got.size(), want.size());
+    for (int k = 0; k < kBatches; ++k) {
+      EXPECT_EQ(got[k].step, k + 1);
+      EXPECT_NEAR(got[k].loss, want[k].loss, 1e-6f) << k;
+      EXPECT_NEAR(got[k].grad_norm, want[k].grad_norm, 1e-5f) << k;
+      EXPECT_EQ(got[k].batches_held, read_ahead && k + 1 < kBatches ? 2 : 1) << k;
+    }
+    // Every batch is the same size: a batch kept past its step would grow the pool.
+    for (int k = 2; k + 1 < kBatches; ++k) EXPECT_EQ(pool[k], pool[2]) << k;
+    // The stream's end freed the last batch.
+    EXPECT_LT(pool_bytes(), pool.back());
+    EXPECT_EQ(runs_->List().at(0).steps, kBatches);
+    ASSERT_TRUE(runs_->Abort(s.id).ok());
+  }
+}
+
+TEST_F(TrainingRunsTest, AStreamEndsWithItsFirstErrorAndTheSessionGoesOn) {
+  StartedSession s = Must(runs_->Start("mlp", 0, MlpOptions()));
+  int calls = 0;
+  const MlpBatch good = MakeMlpBatch(8);
+  auto source = [&]() -> absl::StatusOr<std::optional<engine::HostBatch>> {
+    engine::HostBatch b = good.inputs;
+    if (++calls == 2) b[0].name = "inptu";
+    b.push_back(good.labels);
+    return std::optional<engine::HostBatch>(std::move(b));
+  };
+  int results = 0;
+  const absl::Status status = runs_->Stream(s.id, source, nullptr, [&](const StepResult&) {
+    ++results;
+    return true;
+  });
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_NE(status.message().find("inptu"), absl::string_view::npos) << status;
+  EXPECT_EQ(results, 1);
+  EXPECT_EQ(Must(runs_->Step(s.id, good.inputs, good.labels)).step, 2);
+  EXPECT_TRUE(absl::IsNotFound(
+      runs_->Stream("nope", source, nullptr, [](const StepResult&) { return true; })));
+
+  // A session aborted while its stream runs ends the stream with NOT_FOUND.
+  calls = 0;
+  auto aborting = [&]() -> absl::StatusOr<std::optional<engine::HostBatch>> {
+    if (++calls == 3) EXPECT_TRUE(runs_->Abort(s.id).ok());
+    engine::HostBatch b = good.inputs;
+    b.push_back(good.labels);
+    return std::optional<engine::HostBatch>(std::move(b));
+  };
+  const absl::Status aborted =
+      runs_->Stream(s.id, aborting, nullptr, [](const StepResult&) { return true; });
+  EXPECT_TRUE(absl::IsNotFound(aborted)) << aborted;
+}
+
+// A served recurrent model trained through a session with truncated_bptt_steps, its
+// batches streamed like the Train RPC's: the PyTorch losses with detach() at the same
+// boundaries, and the loss falls as the session goes on.
+TEST_F(TrainingRunsTest, ARecurrentSessionTrainsWithTruncatedBptt) {
+  const std::string folder = std::string(NDSERVE_TRAIN_FIXTURES) + "/recurrent_sgd";
+  fs::create_directories(repo_ / "lstm/1");
+  fs::copy_file(folder + "/model.onnx", repo_ / "lstm/1/model.onnx");
+  {
+    std::ofstream config(repo_ / "lstm/config.pbtxt");
+    config << "name: \"lstm\"\nplatform: \"onnxruntime_onnx\"\nmax_batch_size: 0\n";
+  }
+  ASSERT_TRUE(engine_->LoadModel("lstm").ok());
+  const auto data = ReadFixture(folder);
+  const std::vector<float> want = Floats(data.at("losses").bytes);
+  TrainingRunOptions options;
+  options.loss = LossKind::kMse;
+  options.target_output = "pred";
+  options.lr = 0.1f;
+  options.truncated_bptt_steps = 2;
+  StartedSession s = Must(runs_->Start("lstm", 0, options));
+  EXPECT_EQ(s.parameters.size(), 5u);
+
+  constexpr int kSteps = 200;
+  int pulled = 0;
+  auto source = [&]() -> absl::StatusOr<std::optional<engine::HostBatch>> {
+    if (pulled == kSteps) return std::optional<engine::HostBatch>();
+    const int k = pulled++ % 5;
+    const FixtureTensor& x = data.at(absl::StrCat("batch", k, ".x"));
+    const FixtureTensor& y = data.at(absl::StrCat("batch", k, ".y"));
+    return std::optional<engine::HostBatch>(
+        engine::HostBatch{{"x", DType::kFp32, x.dims, x.bytes},
+                          {"y", DType::kFp32, {x.dims[0] * x.dims[1], 1}, y.bytes}});
+  };
+  std::vector<float> losses;
+  ASSERT_TRUE(runs_
+                  ->Stream(s.id, source, nullptr,
+                           [&](const StepResult& r) {
+                             losses.push_back(r.loss);
+                             return true;
+                           })
+                  .ok());
+  ASSERT_EQ(losses.size(), static_cast<std::size_t>(kSteps));
+  for (int k = 0; k < 5; ++k) EXPECT_NEAR(losses[k], want[k], 1e-5f) << "step " << k + 1;
+  float first = 0, last = 0;
+  for (int k = 0; k < 5; ++k) {
+    first += losses[k];
+    last += losses[kSteps - 5 + k];
+  }
+  EXPECT_LT(last, 0.8f * first);
+
+  // A feed-forward model has no state to carry.
+  TrainingRunOptions mlp = MlpOptions();
+  mlp.truncated_bptt_steps = 2;
+  const absl::Status refused = runs_->Start("mlp", 0, mlp).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_NE(refused.message().find("LSTM"), absl::string_view::npos) << refused;
 }
 
 TEST_F(TrainingRunsTest, UnknownSessionsAreNotFoundAndSessionsAreBounded) {
