@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "server/http_tls.h"
 #include "server/inference_service.h"
 #include "server/json_codec.h"
 #include "server/options.h"
@@ -87,13 +88,27 @@ bool ReadBody(const httplib::Request& req, httplib::Response& res,
 }  // namespace
 
 HttpService::HttpService(InferenceServiceImpl* service, HttpServiceOptions options)
-    : service_(service), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {}
+    : service_(service), options_(std::move(options)) {}
 
 HttpService::~HttpService() { Stop(); }
 
 absl::Status HttpService::Start() {
   absl::StatusOr<ListenAddress> address = ParseListenAddress(options_.address, "http_address");
   if (!address.ok()) return address.status();
+  if (options_.tls.enabled()) {
+    absl::StatusOr<std::unique_ptr<HttpTls>> tls =
+        HttpTls::Create(options_.tls, options_.tls_reload_seconds);
+    if (!tls.ok()) return tls.status();
+    tls_ = *std::move(tls);
+    HttpTls* const setup = tls_.get();
+    server_ = std::make_unique<httplib::SSLServer>(
+        [setup](SSL_CTX& ctx) { return setup->Setup(ctx); });
+    if (!server_->is_valid()) {
+      return absl::InternalError("--http_tls_cert: OpenSSL could not set up the TLS context");
+    }
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
   const int threads = options_.threads > 0 ? options_.threads : kDefaultThreads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_read_timeout(options_.read_timeout_seconds, 0);
@@ -124,7 +139,8 @@ absl::Status HttpService::Start() {
   while (!server_->is_running() && !ended->load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  LOG(INFO) << "HTTP/REST (KServe v2) listening on " << address->host << ":" << port_;
+  LOG(INFO) << "HTTP/REST (KServe v2) listening on " << address->host << ":" << port_ << " ("
+            << (tls_ == nullptr ? "plain text" : tls_->mutual() ? "mutual TLS" : "TLS") << ")";
   return absl::OkStatus();
 }
 
