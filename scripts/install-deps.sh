@@ -11,7 +11,7 @@ PACKAGES=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libopenblas-dev
-  libcpp-httplib-dev rapidjson-dev python3-requests
+  libcpp-httplib-dev rapidjson-dev python3-requests libssl-dev openssl python3-h2
   python3-onnx python3-numpy python3-grpcio python3-protobuf python3-torch python3-torchvision
   prometheus yamllint
   clang libclang-rt-14-dev

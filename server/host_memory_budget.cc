@@ -61,6 +61,12 @@ absl::Status HostMemoryBudget::Reservation::Grow(size_t bytes, absl::string_view
   return absl::OkStatus();
 }
 
+void HostMemoryBudget::Reservation::ShrinkTo(size_t bytes) {
+  if (budget_ == nullptr || bytes >= bytes_) return;
+  budget_->Return(bytes_ - bytes);
+  bytes_ = bytes;
+}
+
 void HostMemoryBudget::Reservation::Release() {
   if (budget_ != nullptr && bytes_ > 0) budget_->Return(bytes_);
   bytes_ = 0;

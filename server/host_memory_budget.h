@@ -37,6 +37,9 @@ class HostMemoryBudget {
     // Holds `bytes` more; RESOURCE_EXHAUSTED naming `what` (and holding nothing more)
     // when that would pass the limit.
     absl::Status Grow(size_t bytes, absl::string_view what);
+    // Holds only `bytes` (a no-op when it holds no more): what a request holds once its
+    // reply is encoded and the messages it came from are freed.
+    void ShrinkTo(size_t bytes);
     size_t bytes() const { return bytes_; }
 
    private:

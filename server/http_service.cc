@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -12,6 +13,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "server/host_memory_budget.h"
+#include "server/http_tls.h"
 #include "server/inference_service.h"
 #include "server/json_codec.h"
 #include "server/options.h"
@@ -84,16 +87,57 @@ bool ReadBody(const httplib::Request& req, httplib::Response& res,
   return true;
 }
 
+// The largest piece of a held reply handed to cpp-httplib at once.
+constexpr size_t kSendChunk = 1 << 20;
+
+// Sends `body` as the reply, keeping `held` (its bytes in the host budget) until
+// cpp-httplib has written the last byte or given up on the connection: a client that
+// reads slowly keeps its reply inside --max_inflight_host_bytes (docs/design.md §5.1),
+// as HeldReply does for gRPC.
+void SendHeld(httplib::Response& res, std::string body, HostMemoryBudget::Reservation held,
+              const char* content_type) {
+  struct Held {
+    std::string body;
+    HostMemoryBudget::Reservation bytes;
+  };
+  auto reply = std::make_shared<Held>(Held{std::move(body), std::move(held)});
+  const size_t size = reply->body.size();
+  res.set_content_provider(
+      size, content_type,
+      [reply](size_t offset, size_t length, httplib::DataSink& sink) {
+        return sink.write(reply->body.data() + offset, std::min(length, kSendChunk));
+      },
+      // Runs when the Response is destroyed, after the write ended.
+      [reply](bool /*success*/) {
+        std::string().swap(reply->body);
+        reply->bytes = HostMemoryBudget::Reservation();
+      });
+}
+
 }  // namespace
 
 HttpService::HttpService(InferenceServiceImpl* service, HttpServiceOptions options)
-    : service_(service), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {}
+    : service_(service), options_(std::move(options)) {}
 
 HttpService::~HttpService() { Stop(); }
 
 absl::Status HttpService::Start() {
   absl::StatusOr<ListenAddress> address = ParseListenAddress(options_.address, "http_address");
   if (!address.ok()) return address.status();
+  if (options_.tls.enabled()) {
+    absl::StatusOr<std::unique_ptr<HttpTls>> tls =
+        HttpTls::Create(options_.tls, options_.tls_reload_seconds);
+    if (!tls.ok()) return tls.status();
+    tls_ = *std::move(tls);
+    HttpTls* const setup = tls_.get();
+    server_ = std::make_unique<httplib::SSLServer>(
+        [setup](SSL_CTX& ctx) { return setup->Setup(ctx); });
+    if (!server_->is_valid()) {
+      return absl::InternalError("--http_tls_cert: OpenSSL could not set up the TLS context");
+    }
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
   const int threads = options_.threads > 0 ? options_.threads : kDefaultThreads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_read_timeout(options_.read_timeout_seconds, 0);
@@ -124,7 +168,8 @@ absl::Status HttpService::Start() {
   while (!server_->is_running() && !ended->load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  LOG(INFO) << "HTTP/REST (KServe v2) listening on " << address->host << ":" << port_;
+  LOG(INFO) << "HTTP/REST (KServe v2) listening on " << address->host << ":" << port_ << " ("
+            << (tls_ == nullptr ? "plain text" : tls_->mutual() ? "mutual TLS" : "TLS") << ")";
   return absl::OkStatus();
 }
 
@@ -223,17 +268,27 @@ void HttpService::Route() {
            body.clear();
            body.shrink_to_fit();
            inference::ModelInferResponse response;
-           if (absl::Status st = Of(svc->ModelInfer(parsed->request, &response)); !st.ok()) {
+           HostMemoryBudget::Reservation held;
+           if (absl::Status st = Of(svc->ModelInfer(parsed->request, &response, &held));
+               !st.ok()) {
              return ReplyError(res, st);
            }
            absl::StatusOr<HttpBody> out = WriteHttpInferResponse(response, *parsed);
            if (!out.ok()) return ReplyError(res, out.status());
+           // The reply body joins the request and response messages in the budget; once
+           // those are freed it alone is held, until cpp-httplib has written it.
+           if (absl::Status st = held.Grow(out->body.size(), "the HTTP reply"); !st.ok()) {
+             return ReplyError(res, st);
+           }
+           response = inference::ModelInferResponse();
+           parsed->request = inference::ModelInferRequest();
+           held.ShrinkTo(out->body.size());
            res.status = 200;
            if (out->json_bytes.has_value()) {
              res.set_header(kHeaderLength, std::to_string(*out->json_bytes));
-             res.set_content(std::move(out->body), "application/octet-stream");
+             SendHeld(res, std::move(out->body), std::move(held), "application/octet-stream");
            } else {
-             res.set_content(std::move(out->body), kJson);
+             SendHeld(res, std::move(out->body), std::move(held), kJson);
            }
          });
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "server/tls_credentials.h"
 
 namespace httplib {
 class Server;
@@ -14,6 +15,7 @@ class Server;
 
 namespace ndserve {
 
+class HttpTls;
 class InferenceServiceImpl;
 
 struct HttpServiceOptions {
@@ -25,6 +27,10 @@ struct HttpServiceOptions {
   // Largest request body (--max_request_bytes): a larger Content-Length gets 413 before
   // the body is read.
   uint64_t max_request_bytes = 256u << 20;
+  // --http_tls_*: no cert, plain HTTP; a client CA, mutual TLS (server/http_tls.h).
+  TlsFiles tls;
+  // --tls_reload_seconds: how often handshakes re-read the TLS files; 0: read once.
+  int tls_reload_seconds = 0;
 };
 
 // The KServe v2 HTTP/REST binding (docs/design.md §5.1) on cpp-httplib: health, server and
@@ -44,7 +50,8 @@ class HttpService {
   HttpService(const HttpService&) = delete;
   HttpService& operator=(const HttpService&) = delete;
 
-  // Binds the address and starts serving; an error names --http_address.
+  // Binds the address and starts serving, HTTPS when options.tls is enabled; an error
+  // names --http_address or the --http_tls_* flag.
   absl::Status Start();
   // Stops accepting, lets the requests being served finish, joins the threads.
   void Stop();
@@ -56,6 +63,8 @@ class HttpService {
 
   InferenceServiceImpl* const service_;
   const HttpServiceOptions options_;
+  // Before server_: the SSLServer's handshakes call into it until the server is gone.
+  std::unique_ptr<HttpTls> tls_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listener_;
   int port_ = 0;

@@ -610,18 +610,29 @@ void InferenceServiceImpl::ModelInferAsync(const inference::ModelInferRequest& r
 
 grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest& request,
                                               inference::ModelInferResponse* response) {
+  HostMemoryBudget::Reservation released_on_return;
+  return ModelInfer(request, response, &released_on_return);
+}
+
+grpc::Status InferenceServiceImpl::ModelInfer(const inference::ModelInferRequest& request,
+                                              inference::ModelInferResponse* response,
+                                              HostMemoryBudget::Reservation* until_sent) {
   struct Waiter {
     absl::Mutex mu;
     std::optional<grpc::Status> status ABSL_GUARDED_BY(mu);
+    HostMemoryBudget::Reservation held ABSL_GUARDED_BY(mu);
   };
   auto waiter = std::make_shared<Waiter>();
-  ModelInferAsync(request, response, absl::InfiniteFuture(), [waiter](grpc::Status status) {
-    absl::MutexLock lock(&waiter->mu);
-    waiter->status = std::move(status);
-  });
+  ModelInferAsync(request, response, absl::InfiniteFuture(),
+                  HeldReply([waiter](grpc::Status status, HostMemoryBudget::Reservation held) {
+                    absl::MutexLock lock(&waiter->mu);
+                    waiter->held = std::move(held);
+                    waiter->status = std::move(status);
+                  }));
   absl::MutexLock lock(&waiter->mu);
   waiter->mu.Await(absl::Condition(
       +[](std::optional<grpc::Status>* s) { return s->has_value(); }, &waiter->status));
+  *until_sent = std::move(waiter->held);
   return *waiter->status;
 }
 

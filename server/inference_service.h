@@ -121,6 +121,11 @@ class InferenceServiceImpl final : public PortService {
   // ModelInferAsync without a deadline, waiting for its result.
   grpc::Status ModelInfer(const inference::ModelInferRequest& request,
                           inference::ModelInferResponse* response);
+  // As above, handing the host bytes the request and its response hold to `until_sent`
+  // (as HeldReply), for a binding that writes the reply itself (HTTP/REST).
+  grpc::Status ModelInfer(const inference::ModelInferRequest& request,
+                          inference::ModelInferResponse* response,
+                          HostMemoryBudget::Reservation* until_sent);
   grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& request,
                                inference::ModelStatisticsResponse* response);
   grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& request,

@@ -113,6 +113,13 @@ ABSL_FLAG(int, tls_reload_seconds, 0,
 ABSL_FLAG(std::string, admin_tls_client_ca, "",
           "PEM CA certificates; when set, admin clients must present a certificate this CA "
           "signed (mutual TLS).");
+ABSL_FLAG(std::string, http_tls_cert, "",
+          "PEM certificate chain for the HTTP/REST port; with --http_tls_key it serves HTTPS "
+          "only (re-read as --tls_reload_seconds says).");
+ABSL_FLAG(std::string, http_tls_key, "", "PEM private key of --http_tls_cert.");
+ABSL_FLAG(std::string, http_tls_client_ca, "",
+          "PEM CA certificates; when set, HTTP clients must present a certificate this CA "
+          "signed (mutual TLS).");
 ABSL_FLAG(int, train_session_idle_seconds, 600,
           "Trainer service (on the admin listener): a training session unused this many "
           "seconds is aborted and its memory freed.");
@@ -149,6 +156,9 @@ Options OptionsFromFlags() {
                  .key = absl::GetFlag(FLAGS_admin_tls_key),
                  .client_ca = absl::GetFlag(FLAGS_admin_tls_client_ca)};
   o.tls_reload_seconds = absl::GetFlag(FLAGS_tls_reload_seconds);
+  o.http_tls = {.cert = absl::GetFlag(FLAGS_http_tls_cert),
+                .key = absl::GetFlag(FLAGS_http_tls_key),
+                .client_ca = absl::GetFlag(FLAGS_http_tls_client_ca)};
   o.infer_workers = absl::GetFlag(FLAGS_infer_workers);
   return o;
 }
@@ -217,7 +227,9 @@ int Run(Options options) {
                  HttpServiceOptions{.address = options.http_address,
                                     .threads = options.http_threads,
                                     .read_timeout_seconds = options.http_read_timeout_seconds,
-                                    .max_request_bytes = bounds->max_request_bytes});
+                                    .max_request_bytes = bounds->max_request_bytes,
+                                    .tls = options.http_tls,
+                                    .tls_reload_seconds = options.tls_reload_seconds});
     if (absl::Status s = http->Start(); !s.ok()) return StartupError(s);
   }
   // Both control modes load the whole repository at start (as Triton's "none" and

@@ -265,6 +265,11 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
   }
   if (absl::Status s = ValidateTlsFiles(options.grpc_tls, "grpc"); !s.ok()) return s;
   if (absl::Status s = ValidateTlsFiles(options.admin_tls, "admin"); !s.ok()) return s;
+  if (absl::Status s = ValidateTlsFiles(options.http_tls, "http"); !s.ok()) return s;
+  if (options.http_tls.enabled() && options.http_address.empty()) {
+    return Invalid("http_tls_cert", options.http_tls.cert,
+                   "the HTTP listener is off (--http_address is empty)");
+  }
   if (absl::AsciiStrToLower(options.device) != "auto") {
     absl::StatusOr<Device> device = ParseDevice(options.device);
     if (!device.ok()) {

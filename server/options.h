@@ -81,6 +81,8 @@ struct Options {
   // TLS per listener (netlife): PEM paths; no cert: plain text; a client CA: mutual TLS.
   TlsFiles grpc_tls;
   TlsFiles admin_tls;
+  // The HTTP/REST listener's (--http_tls_*); served by cpp-httplib's SSLServer.
+  TlsFiles http_tls;
   // How often the TLS listeners re-read their PEM files, so that a rotated certificate
   // (cert-manager, a renewed Let's Encrypt pair) is served without a restart; 0: read
   // once at start.

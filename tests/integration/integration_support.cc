@@ -123,6 +123,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     d->grpc_port_ = RandomFreePort(rng, {});
     d->admin_port_ = RandomFreePort(rng, {d->grpc_port_});
     d->metrics_port_ = RandomFreePort(rng, {d->grpc_port_, d->admin_port_});
+    d->http_port_ = RandomFreePort(rng, {d->grpc_port_, d->admin_port_, d->metrics_port_});
     bool port_taken = false;
     if (d->Spawn(flags, ready_timeout, &port_taken, &last_error)) return d;
     if (!port_taken) break;
@@ -152,7 +153,10 @@ bool DaemonProcess::Spawn(const std::vector<std::string>& flags, std::chrono::se
       // run in parallel and would all want port 8000.
       "--http_address=",
   };
-  args.insert(args.end(), flags.begin(), flags.end());
+  for (const std::string& flag : flags) {
+    args.push_back(flag == kServeHttp ? absl::StrCat("--http_address=127.0.0.1:", http_port_)
+                                      : flag);
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -34,6 +34,9 @@ std::string SourceDir();
 // if it still runs. Not thread-safe (one test thread drives it; stubs are thread-safe).
 class DaemonProcess {
  public:
+  // A flag for Start: serve HTTP/REST on a free loopback port (http_port()).
+  static constexpr char kServeHttp[] = "--http_address=<loopback>";
+
   // Starts the daemon with --device=cpu (or $NDSERVE_TEST_DEVICE), the default model
   // repository (examples/models) and `flags`, and waits until readiness is SERVING.
   // `grpc_credentials` (default: plain text) is what Inference(), Health() and the
@@ -49,6 +52,8 @@ class DaemonProcess {
   int grpc_port() const { return grpc_port_; }
   int admin_port() const { return admin_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The HTTP/REST port when started with kServeHttp.
+  int http_port() const { return http_port_; }
   pid_t pid() const { return pid_; }
 
   std::unique_ptr<inference::GRPCInferenceService::Stub> Inference() const;
@@ -72,6 +77,7 @@ class DaemonProcess {
   int grpc_port_ = 0;
   int admin_port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   pid_t pid_ = -1;
   std::shared_ptr<grpc::ChannelCredentials> grpc_credentials_;
   std::optional<int> exit_status_;

@@ -21,6 +21,23 @@ class HostMemoryBudgetTest : public ::testing::Test {
       prometheus::BuildGauge().Name("host_bytes").Register(registry_).Add({});
 };
 
+TEST_F(HostMemoryBudgetTest, ShrinkToGivesBackTheRestAndNeverGrows) {
+  HostMemoryBudget budget(1000, &gauge_);
+  absl::StatusOr<HostMemoryBudget::Reservation> r = budget.Reserve(800, "request and response");
+  ASSERT_TRUE(r.ok()) << r.status();
+  r->ShrinkTo(300);
+  EXPECT_EQ(r->bytes(), 300u);
+  EXPECT_EQ(budget.in_use(), 300u);
+  EXPECT_EQ(gauge_.Value(), 300);
+  r->ShrinkTo(500);  // more than it holds: unchanged
+  EXPECT_EQ(budget.in_use(), 300u);
+  // What was given back is available to others.
+  EXPECT_TRUE(budget.Reserve(700, "another").ok());
+  HostMemoryBudget::Reservation empty;
+  empty.ShrinkTo(0);
+  EXPECT_EQ(empty.bytes(), 0u);
+}
+
 TEST_F(HostMemoryBudgetTest, ReservationsMoveTheGaugeAndGiveBackOnDestruction) {
   HostMemoryBudget budget(1000, &gauge_);
   {

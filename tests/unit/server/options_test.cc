@@ -221,10 +221,12 @@ TEST(OptionsTest, NonLoopbackAdminTokenNeedsTls) {
 }
 
 TEST(OptionsTest, TlsFilesComeTogetherAndMustBePem) {
-  for (const char* listener : {"grpc", "admin"}) {
+  for (const char* listener : {"grpc", "admin", "http"}) {
     SCOPED_TRACE(listener);
     Options o;
-    TlsFiles& tls = std::string(listener) == "grpc" ? o.grpc_tls : o.admin_tls;
+    TlsFiles& tls = std::string(listener) == "grpc"    ? o.grpc_tls
+                    : std::string(listener) == "admin" ? o.admin_tls
+                                                       : o.http_tls;
     tls = FakeTlsFiles(/*client_ca=*/true);
     EXPECT_TRUE(ValidateOptions(o, kEmptyEnv).ok());
 
@@ -257,6 +259,17 @@ TEST(OptionsTest, TlsFilesComeTogetherAndMustBePem) {
     EXPECT_THAT(ValidateOptions(o, kEmptyEnv).message(),
                 HasSubstr(absl::StrCat("--", listener, "_tls_client_ca='")));
   }
+}
+
+TEST(OptionsTest, HttpTlsNeedsTheHttpListener) {
+  Options o;
+  o.http_tls = FakeTlsFiles(/*client_ca=*/false);
+  EXPECT_TRUE(ValidateOptions(o, kEmptyEnv).ok());
+  o.http_address.clear();
+  absl::Status s = ValidateOptions(o, kEmptyEnv);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--http_tls_cert"));
+  EXPECT_THAT(s.message(), HasSubstr("--http_address is empty"));
 }
 
 TEST(OptionsTest, LoopbackAdminNeedsNoToken) {

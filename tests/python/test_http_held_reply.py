@@ -1,0 +1,195 @@
+"""An HTTP/REST reply keeps its bytes in the host-memory budget until it is written
+(docs/design.md §5.1): while a client leaves a large reply unread, the
+ndserve_host_request_bytes gauge holds at least the reply's size; other clients are
+served meanwhile; when the client reads it all, or hangs up, the gauge returns to 0.
+
+The model is an ONNX Identity over FP32[-1] made here with Debian's python3-onnx, so that
+one request has a reply far larger than the loopback socket buffers.
+
+Needs NDSERVED, NDSERVE_PROTO_PYTHON_DIR and NDSERVE_SOURCE_DIR (ctest sets them); run
+with Debian's /usr/bin/python3.
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+import onnx
+import requests
+from onnx import TensorProto, helper
+
+from ndserve_grpc import free_port
+
+SOURCE_DIR = os.environ.get("NDSERVE_SOURCE_DIR", ".")
+HEADER = "Inference-Header-Content-Length"
+# 32 MiB of FP32 in, the same out: more than the kernel buffers a reply in on loopback
+# (net.ipv4.tcp_wmem's and tcp_rmem's maxima are 4 and 6 MiB by default).
+ELEMENTS = 8 << 20
+REPLY_BYTES = ELEMENTS * 4
+
+CONFIG = """name: "echo"
+platform: "onnxruntime_onnx"
+max_batch_size: 0
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]
+"""
+
+
+def make_repository(root):
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "echo",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    os.makedirs(os.path.join(root, "echo", "1"))
+    onnx.save(model, os.path.join(root, "echo", "1", "model.onnx"))
+    with open(os.path.join(root, "echo", "config.pbtxt"), "w") as f:
+        f.write(CONFIG)
+
+
+def echo_request(elements):
+    header = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [elements],
+                                     "parameters": {"binary_data_size": elements * 4}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    body = header + bytes(elements * 4)
+    return (b"POST /v2/models/echo/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/octet-stream\r\n"
+            + f"{HEADER}: {len(header)}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body)
+
+
+class HttpHeldReplyTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp(prefix="ndserve-held-reply-")
+        make_repository(cls.repo)
+        cls.log = tempfile.NamedTemporaryFile(prefix="ndserved-held-reply-", suffix=".log",
+                                              delete=False)
+        for _ in range(5):
+            cls.http_port, cls.metrics_port = free_port(), free_port()
+            args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{free_port()}",
+                    f"--http_address=127.0.0.1:{cls.http_port}",
+                    f"--metrics_address=127.0.0.1:{cls.metrics_port}",
+                    f"--admin_address=127.0.0.1:{free_port()}", "--device=cpu",
+                    f"--model_repository={cls.repo}", "--exit_timeout_seconds=5",
+                    "--http_read_timeout_seconds=60"]
+            cls.log.seek(0)
+            cls.log.truncate()
+            cls.proc = subprocess.Popen(args, cwd=SOURCE_DIR, stdout=cls.log,
+                                        stderr=subprocess.STDOUT)
+            if cls._wait_ready():
+                break
+            cls.proc.kill()
+            cls.proc.wait()
+            if "cannot listen" not in cls._log_text():
+                raise AssertionError("ndserved did not start:\n" + cls._log_text())
+        cls.url = f"http://127.0.0.1:{cls.http_port}"
+
+    @classmethod
+    def _log_text(cls):
+        with open(cls.log.name, errors="replace") as f:
+            return f.read()
+
+    @classmethod
+    def _wait_ready(cls, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline and cls.proc.poll() is None:
+            try:
+                if requests.get(f"http://127.0.0.1:{cls.http_port}/v2/models/echo/ready",
+                                timeout=1).status_code == 200:
+                    return True
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        return False
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.terminate()
+        cls.proc.wait(timeout=30)
+        shutil.rmtree(cls.repo, ignore_errors=True)
+        cls.log.close()
+        os.unlink(cls.log.name)
+
+    def host_bytes(self):
+        text = requests.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
+        match = re.search(r"^ndserve_host_request_bytes (\S+)$", text, re.M)
+        self.assertIsNotNone(match, "no ndserve_host_request_bytes in /metrics")
+        return float(match.group(1))
+
+    def await_host_bytes_zero(self):
+        # The bytes leave the budget when cpp-httplib destroys the reply, just after the
+        # last write; the limit is a hang guard, not a timing assertion.
+        for _ in range(300):
+            if self.host_bytes() == 0:
+                return
+            time.sleep(0.1)
+        self.assertEqual(self.host_bytes(), 0, "host bytes still held")
+
+    def start_unread_reply(self):
+        """A connection whose echo reply the daemon has started to send and nobody reads."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        sock.connect(("127.0.0.1", self.http_port))
+        sock.sendall(echo_request(ELEMENTS))
+        # Blocks until the reply's first bytes arrive: the handler has returned and the
+        # daemon is writing.
+        sock.settimeout(120)
+        head = sock.recv(12, socket.MSG_PEEK)
+        self.assertEqual(head, b"HTTP/1.1 200")
+        return sock
+
+    def test_unread_reply_holds_its_bytes_until_read(self):
+        self.await_host_bytes_zero()
+        sock = self.start_unread_reply()
+        try:
+            self.assertGreaterEqual(self.host_bytes(), REPLY_BYTES,
+                                    "the unread reply's bytes left the budget before it was sent")
+            # Another client is served meanwhile.
+            small = requests.post(f"{self.url}/v2/models/echo/infer", timeout=60, json={
+                "inputs": [{"name": "x", "datatype": "FP32", "shape": [3],
+                            "data": [1.0, 2.0, 3.0]}]})
+            self.assertEqual(small.status_code, 200, small.text)
+            self.assertEqual(small.json()["outputs"][0]["data"], [1.0, 2.0, 3.0])
+            self.assertGreaterEqual(self.host_bytes(), REPLY_BYTES)
+            # Read the whole reply: head, JSON header, then the echoed bytes.
+            sock.settimeout(60)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = sock.recv(1 << 16)
+                self.assertTrue(chunk, "connection closed in the reply's head")
+                data += chunk
+            head, first = data.split(b"\r\n\r\n", 1)
+            length = int(re.search(rb"Content-Length: (\d+)", head, re.I).group(1))
+            body = bytearray(length)
+            body[:len(first)] = first
+            view, got = memoryview(body), len(first)
+            while got < length:
+                n = sock.recv_into(view[got:])
+                self.assertGreater(n, 0, "connection closed in the reply's body")
+                got += n
+            json_bytes = int(re.search(rb"Inference-Header-Content-Length: (\d+)", head,
+                                       re.I).group(1))
+            self.assertEqual(len(body) - json_bytes, REPLY_BYTES)
+        finally:
+            sock.close()
+        self.await_host_bytes_zero()
+
+    def test_reply_bytes_return_when_the_client_hangs_up(self):
+        self.await_host_bytes_zero()
+        sock = self.start_unread_reply()
+        self.assertGreaterEqual(self.host_bytes(), REPLY_BYTES)
+        sock.close()
+        self.await_host_bytes_zero()
+        self.assertEqual(requests.get(f"{self.url}/v2/health/ready", timeout=10).status_code,
+                         200)
+
+
+if __name__ == "__main__":
+    unittest.main()
