@@ -98,3 +98,28 @@ def wait_grpc_ready(proc, port, timeout=120):
                 pass
             time.sleep(0.1)
     return False
+
+
+def wait_http_ok(proc, url, timeout=120):
+    """True once GET `url` answers 200 while the daemon `proc` runs; False if it exits or
+    `timeout` seconds pass first."""
+    import requests  # only the HTTP tests need it
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            if requests.get(url, timeout=1).status_code == 200:
+                return True
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def scrape_value(metrics_port, series):
+    """The value of the unlabelled series `series` on the daemon's /metrics, or None when
+    the scrape does not carry it."""
+    import re
+    import requests
+    text = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+    match = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
+    return float(match.group(1)) if match else None

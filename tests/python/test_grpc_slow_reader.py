@@ -14,7 +14,6 @@ with Debian's /usr/bin/python3.
 """
 
 import os
-import re
 import shutil
 import socket
 import struct
@@ -28,10 +27,9 @@ import h2.config
 import h2.connection
 import h2.events
 import onnx
-import requests
 from onnx import TensorProto, helper
 
-from ndserve_grpc import UNLIMITED, free_port, inference_pb2, inference_pb2_grpc
+from ndserve_grpc import UNLIMITED, free_port, inference_pb2, inference_pb2_grpc, scrape_value
 
 SOURCE_DIR = os.environ.get("NDSERVE_SOURCE_DIR", ".")
 ELEMENTS = 8 << 20
@@ -198,10 +196,9 @@ class GrpcSlowReaderTest(unittest.TestCase):
         os.unlink(cls.log.name)
 
     def host_bytes(self):
-        text = requests.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
-        match = re.search(r"^ndserve_host_request_bytes (\S+)$", text, re.M)
-        self.assertIsNotNone(match, "no ndserve_host_request_bytes in /metrics")
-        return float(match.group(1))
+        value = scrape_value(self.metrics_port, "ndserve_host_request_bytes")
+        self.assertIsNotNone(value, "no ndserve_host_request_bytes in /metrics")
+        return value
 
     def await_host_bytes(self, done, what):
         # The limit is a hang guard, not a timing assertion: the bytes move when gRPC

@@ -22,7 +22,7 @@ import grpc
 import numpy as np
 import requests
 
-from ndserve_grpc import UNLIMITED, free_port, inference_pb2_grpc
+from ndserve_grpc import UNLIMITED, free_port, inference_pb2_grpc, wait_http_ok
 from test_infer import SOURCE_DIR, NUMPY_DTYPE, infer_request, outputs_of, read_case
 
 HEADER = "Inference-Header-Content-Length"
@@ -94,17 +94,8 @@ class HttpTest(unittest.TestCase):
         cls.stub = inference_pb2_grpc.GRPCInferenceServiceStub(cls.channel)
 
     @classmethod
-    def _wait_ready(cls, timeout=120):
-        deadline = time.time() + timeout
-        while time.time() < deadline and cls.proc.poll() is None:
-            try:
-                if requests.get(f"http://127.0.0.1:{cls.http_port}/v2/health/ready",
-                                timeout=1).status_code == 200:
-                    return True
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        return False
+    def _wait_ready(cls):
+        return wait_http_ok(cls.proc, f"http://127.0.0.1:{cls.http_port}/v2/health/ready")
 
     @classmethod
     def tearDownClass(cls):

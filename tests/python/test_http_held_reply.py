@@ -24,7 +24,7 @@ import onnx
 import requests
 from onnx import TensorProto, helper
 
-from ndserve_grpc import free_port
+from ndserve_grpc import free_port, scrape_value, wait_http_ok
 
 SOURCE_DIR = os.environ.get("NDSERVE_SOURCE_DIR", ".")
 HEADER = "Inference-Header-Content-Length"
@@ -97,17 +97,8 @@ class HttpHeldReplyTest(unittest.TestCase):
             return f.read()
 
     @classmethod
-    def _wait_ready(cls, timeout=120):
-        deadline = time.time() + timeout
-        while time.time() < deadline and cls.proc.poll() is None:
-            try:
-                if requests.get(f"http://127.0.0.1:{cls.http_port}/v2/models/echo/ready",
-                                timeout=1).status_code == 200:
-                    return True
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        return False
+    def _wait_ready(cls):
+        return wait_http_ok(cls.proc, f"http://127.0.0.1:{cls.http_port}/v2/models/echo/ready")
 
     @classmethod
     def tearDownClass(cls):
@@ -118,10 +109,9 @@ class HttpHeldReplyTest(unittest.TestCase):
         os.unlink(cls.log.name)
 
     def host_bytes(self):
-        text = requests.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
-        match = re.search(r"^ndserve_host_request_bytes (\S+)$", text, re.M)
-        self.assertIsNotNone(match, "no ndserve_host_request_bytes in /metrics")
-        return float(match.group(1))
+        value = scrape_value(self.metrics_port, "ndserve_host_request_bytes")
+        self.assertIsNotNone(value, "no ndserve_host_request_bytes in /metrics")
+        return value
 
     def await_host_bytes_zero(self):
         # The bytes leave the budget when cpp-httplib destroys the reply, just after the
