@@ -8,43 +8,12 @@
 #include "gtest/gtest.h"
 #include "kernels/node_attrs.h"
 #include "tests/unit/kernels/kernel_test_util.h"
+#include "tests/unit/kernels/naive_conv.h"
 
 namespace ndserve::kernels::testing {
 namespace {
 
 constexpr double kAtol = 1e-5, kRtol = 1e-4;  // sums of products in another order
-
-// act(conv(x, w) + bias), one group, square kernel, the same stride and padding on
-// both axes.
-std::vector<float> Naive(const HostTensor& x, const HostTensor& w, const std::vector<float>& b,
-                         int64_t stride, int64_t pad, int64_t oh, int64_t ow,
-                         const ConvEpilogue& act) {
-  const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3];
-  const int64_t m = w.shape[0], kk = w.shape[2];
-  const std::vector<float> xv = x.Values<float>(), wv = w.Values<float>();
-  std::vector<float> y(n * m * oh * ow);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t o = 0; o < m; ++o) {
-      for (int64_t r = 0; r < oh; ++r) {
-        for (int64_t s = 0; s < ow; ++s) {
-          double acc = b[o];
-          for (int64_t ci = 0; ci < c; ++ci) {
-            for (int64_t a = 0; a < kk; ++a) {
-              for (int64_t e = 0; e < kk; ++e) {
-                const int64_t ih = r * stride - pad + a, iw = s * stride - pad + e;
-                if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
-                acc += static_cast<double>(xv[((i * c + ci) * h + ih) * wd + iw]) *
-                       wv[((o * c + ci) * kk + a) * kk + e];
-              }
-            }
-          }
-          y[((i * m + o) * oh + r) * ow + s] = act(static_cast<float>(acc));
-        }
-      }
-    }
-  }
-  return y;
-}
 
 struct Case {
   std::string name;
@@ -71,14 +40,11 @@ TEST(ConvBatchFoldTest, FoldedImagesMatchNaive) {
     a.strides = {k.stride, k.stride};
     a.pads = {k.pad, k.pad, k.pad, k.pad};
     a.activation = k.act;
-    const int64_t oh = (k.h + 2 * k.pad - 3) / k.stride + 1,
-                  ow = (k.w + 2 * k.pad - 3) / k.stride + 1;
     DeviceRunner runner(Device::Cpu());
     const auto got = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
     ASSERT_TRUE(got.ok()) << k.name << ": " << got.status();
     EXPECT_EQ(runner.scratch().held_bytes(), 0u) << k.name << ": scratch not given back";
-    const HostTensor want = HostTensor::Of<float>(
-        {n, k.m, oh, ow}, Naive(x, w, b.Values<float>(), k.stride, k.pad, oh, ow, k.act));
+    const HostTensor want = NaiveConv(x, w, b.Values<float>(), k.stride, k.pad, k.act);
     EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol)) << k.name;
   }
 }

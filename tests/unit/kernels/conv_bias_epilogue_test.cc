@@ -7,42 +7,12 @@
 #include "gtest/gtest.h"
 #include "kernels/node_attrs.h"
 #include "tests/unit/kernels/kernel_test_util.h"
+#include "tests/unit/kernels/naive_conv.h"
 
 namespace ndserve::kernels::testing {
 namespace {
 
 constexpr double kAtol = 1e-5, kRtol = 1e-4;  // sums of products in another order
-
-// act(conv(x, w) + bias), stride 1, padding p on every side, one group.
-std::vector<float> Naive(const HostTensor& x, const HostTensor& w, const std::vector<float>& b,
-                         int64_t pad, const ConvEpilogue& act) {
-  const int64_t n = x.shape[0], c = x.shape[1], h = x.shape[2], wd = x.shape[3];
-  const int64_t m = w.shape[0], kh = w.shape[2], kw = w.shape[3];
-  const int64_t oh = h + 2 * pad - kh + 1, ow = wd + 2 * pad - kw + 1;
-  const std::vector<float> xv = x.Values<float>(), wv = w.Values<float>();
-  std::vector<float> y(n * m * oh * ow);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t o = 0; o < m; ++o) {
-      for (int64_t r = 0; r < oh; ++r) {
-        for (int64_t s = 0; s < ow; ++s) {
-          double acc = b[o];
-          for (int64_t ci = 0; ci < c; ++ci) {
-            for (int64_t a = 0; a < kh; ++a) {
-              for (int64_t e = 0; e < kw; ++e) {
-                const int64_t ih = r - pad + a, iw = s - pad + e;
-                if (ih < 0 || ih >= h || iw < 0 || iw >= wd) continue;
-                acc += static_cast<double>(xv[((i * c + ci) * h + ih) * wd + iw]) *
-                       wv[((o * c + ci) * kh + a) * kw + e];
-              }
-            }
-          }
-          y[((i * m + o) * oh + r) * ow + s] = act(static_cast<float>(acc));
-        }
-      }
-    }
-  }
-  return y;
-}
 
 TEST(ConvBiasEpilogueTest, PointwiseAndIm2colAddBiasWithEachActivation) {
   const std::vector<ConvEpilogue> acts = {{ConvActivation::kNone},
@@ -63,8 +33,7 @@ TEST(ConvBiasEpilogueTest, PointwiseAndIm2colAddBiasWithEachActivation) {
       DeviceRunner runner(Device::Cpu());
       const auto got = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
       ASSERT_TRUE(got.ok()) << got.status();
-      const HostTensor want =
-          HostTensor::Of<float>({2, 6, 7, 9}, Naive(x, w, b.Values<float>(), pad, act));
+      const HostTensor want = NaiveConv(x, w, b.Values<float>(), /*stride=*/1, pad, act);
       EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol))
           << k << "x" << k << " activation " << static_cast<int>(act.kind);
     }
