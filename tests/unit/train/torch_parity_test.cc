@@ -5,15 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/unit/train/train_fixture.h"
 #include "tests/unit/train/train_test_util.h"
 #include "train/carried_state.h"
 #include "train/elementwise_ops.h"
@@ -30,51 +29,28 @@ namespace {
 using testing_util::Must;
 using testing_util::TrainTest;
 
-struct Tensor {
-  bool is_int = false;
-  std::vector<std::int64_t> dims;
-  std::string bytes;
-};
-
-std::map<std::string, Tensor> ReadCase(const std::string& folder) {
-  std::map<std::string, Tensor> out;
-  std::ifstream manifest(folder + "/manifest.txt");
-  EXPECT_TRUE(manifest.good()) << folder;
-  std::string line;
-  while (std::getline(manifest, line)) {
-    std::istringstream in(line);
-    std::string name, kind;
-    in >> name >> kind;
-    Tensor t;
-    t.is_int = kind == "i64";
-    for (std::int64_t d; in >> d;) t.dims.push_back(d);
-    std::ifstream bin(folder + "/" + name + ".bin", std::ios::binary);
-    t.bytes.assign(std::istreambuf_iterator<char>(bin), std::istreambuf_iterator<char>());
-    out[name] = std::move(t);
-  }
-  return out;
-}
+using testing_util::FixtureTensor;
+using testing_util::ReadTrainFixture;
 
 class TorchParityTest : public TrainTest,
                         public ::testing::WithParamInterface<std::tuple<std::string, std::string>> {
  protected:
-  NDArray Upload(NDManager& scope, const Tensor& t) {
+  NDArray Upload(NDManager& scope, const FixtureTensor& t) {
     return Must(scope.FromHost(t.dims, t.is_int ? DType::kInt64 : DType::kFp32,
-                               absl::Span<const std::uint8_t>(
-                                   reinterpret_cast<const std::uint8_t*>(t.bytes.data()), t.bytes.size())));
+                               absl::Span<const std::uint8_t>(t.bytes)));
   }
   Variable Input(const std::string& name, int step) {
     return Variable::Constant(Upload(*batch_, data_.at(absl::StrCat("batch", step, ".", name))));
   }
   Variable P(const std::string& name) { return params_.at(name); }
 
-  std::map<std::string, Tensor> data_;
+  std::map<std::string, FixtureTensor> data_;
   std::map<std::string, Variable> params_;
 };
 
 TEST_P(TorchParityTest, WeightsAfterOneAndFiveSteps) {
   const auto& [model, opt] = GetParam();
-  data_ = ReadCase(absl::StrCat(NDSERVE_TRAIN_FIXTURES, "/", model, "_", opt));
+  data_ = ReadTrainFixture(absl::StrCat(NDSERVE_TRAIN_FIXTURES, "/", model, "_", opt));
   std::vector<Variable> all;
   std::vector<std::string> names;
   for (const auto& [name, t] : data_) {
@@ -97,7 +73,7 @@ TEST_P(TorchParityTest, WeightsAfterOneAndFiveSteps) {
   GemmOptions linear;
   linear.trans_b = true;
   const std::vector<float> torch_losses = [&] {
-    const Tensor& t = data_.at("losses");
+    const FixtureTensor& t = data_.at("losses");
     std::vector<float> v(t.bytes.size() / 4);
     std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
     return v;
@@ -141,7 +117,7 @@ TEST_P(TorchParityTest, WeightsAfterOneAndFiveSteps) {
     ASSERT_TRUE(batch_->Close().ok());
     if (step == 0 || step == 4) {
       for (const std::string& name : names) {
-        const Tensor& want = data_.at(absl::StrCat("step", step + 1, ".", name));
+        const FixtureTensor& want = data_.at(absl::StrCat("step", step + 1, ".", name));
         std::vector<float> expected(want.bytes.size() / 4);
         std::memcpy(expected.data(), want.bytes.data(), want.bytes.size());
         std::vector<float> got = Must(P(name).value().ToVector<float>());

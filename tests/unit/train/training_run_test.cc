@@ -8,12 +8,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +20,7 @@
 #include "engine/training_scopes.h"
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
+#include "tests/unit/train/train_fixture.h"
 #include "tests/unit/train/train_test_util.h"
 #include "train/training_runs.h"
 
@@ -182,27 +181,8 @@ TEST_F(TrainingRunTest, AClosedSessionRefusesSteps) {
 }
 
 // The fixture files tools/gen_train_fixtures.py writes: <name> -> (dims, bytes).
-struct FixtureTensor {
-  std::vector<std::int64_t> dims;
-  std::vector<std::uint8_t> bytes;
-};
-std::map<std::string, FixtureTensor> ReadFixture(const std::string& folder) {
-  std::map<std::string, FixtureTensor> out;
-  std::ifstream manifest(folder + "/manifest.txt");
-  EXPECT_TRUE(manifest.good()) << folder;
-  std::string line;
-  while (std::getline(manifest, line)) {
-    std::istringstream in(line);
-    std::string name, kind;
-    in >> name >> kind;
-    FixtureTensor t;
-    for (std::int64_t d; in >> d;) t.dims.push_back(d);
-    std::ifstream bin(folder + "/" + name + ".bin", std::ios::binary);
-    t.bytes.assign(std::istreambuf_iterator<char>(bin), std::istreambuf_iterator<char>());
-    out[name] = std::move(t);
-  }
-  return out;
-}
+using testing_util::FixtureTensor;
+using testing_util::ReadTrainFixture;
 
 std::vector<float> Floats(const std::vector<std::uint8_t>& bytes) {
   std::vector<float> out(bytes.size() / 4);
@@ -216,7 +196,7 @@ std::vector<float> Floats(const std::vector<std::uint8_t>& bytes) {
 // boundaries (tools/gen_train_fixtures.py, "recurrent" with SGD lr 0.1).
 TEST_F(TrainingRunTest, TruncatedBpttOnAnOnnxLstmMatchesPyTorchDetachingAtTheSameSteps) {
   const std::string folder = std::string(NDSERVE_TRAIN_FIXTURES) + "/recurrent_sgd";
-  const auto data = ReadFixture(folder);
+  const auto data = ReadTrainFixture(folder);
   TrainingRunOptions options;
   options.loss = LossKind::kMse;
   options.target_output = "pred";
@@ -440,7 +420,7 @@ TEST_F(TrainingRunsTest, ARecurrentSessionTrainsWithTruncatedBptt) {
     config << "name: \"lstm\"\nplatform: \"onnxruntime_onnx\"\nmax_batch_size: 0\n";
   }
   ASSERT_TRUE(engine_->LoadModel("lstm").ok());
-  const auto data = ReadFixture(folder);
+  const auto data = ReadTrainFixture(folder);
   const std::vector<float> want = Floats(data.at("losses").bytes);
   TrainingRunOptions options;
   options.loss = LossKind::kMse;
