@@ -10,8 +10,12 @@ Run from the repository root with Debian's /usr/bin/python3 (numpy).
 import json
 import os
 import struct
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from kserve_http_body import binary_infer_body, json_infer_body  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "http_infer")
 
@@ -26,26 +30,7 @@ def write(name, body, header_len=None):
 
 
 def json_body(inputs, nested=True, **extra):
-    body = {"id": "http-1", "inputs": []}
-    for name, (dtype, array) in inputs.items():
-        data = array.tolist() if nested else array.flatten().tolist()
-        body["inputs"].append({"name": name, "datatype": dtype, "shape": list(array.shape),
-                               "data": data})
-    body.update(extra)
-    return json.dumps(body).encode()
-
-
-def binary_body(inputs, **extra):
-    header = {"inputs": [], "parameters": {"binary_data_output": True}}
-    blobs = []
-    for name, (dtype, array) in inputs.items():
-        blob = np.ascontiguousarray(array).tobytes()
-        header["inputs"].append({"name": name, "datatype": dtype, "shape": list(array.shape),
-                                 "parameters": {"binary_data_size": len(blob)}})
-        blobs.append(blob)
-    header.update(extra)
-    head = json.dumps(header).encode()
-    return head + b"".join(blobs), len(head)
+    return json.dumps(json_infer_body(inputs, nested, **extra)).encode()
 
 
 def main():
@@ -59,9 +44,9 @@ def main():
     write("mlp_json_binary_out", json_body(
         mlp, outputs=[{"name": "probabilities", "parameters": {"binary_data": True}}]))
     write("mlp_json_default_binary", json_body(mlp, parameters={"binary_data_output": True}))
-    write("mlp_binary", *binary_body(mlp))
+    write("mlp_binary", *binary_infer_body(mlp))
     write("recsys_json", json_body(recsys))
-    write("recsys_binary", *binary_body(recsys))
+    write("recsys_binary", *binary_infer_body(recsys))
     write("types_json", json_body({
         "b": ("BOOL", np.array([[True, False]])),
         "u8": ("UINT8", np.array([[0, 255]], dtype=np.uint8)),
@@ -73,7 +58,7 @@ def main():
     bytes_body = {"id": "s", "inputs": [{"name": "text", "datatype": "BYTES", "shape": [2],
                                          "data": ["hello", "w\u00f6rld"]}]}
     write("bytes_json", json.dumps(bytes_body).encode())
-    write("fp16_binary", *binary_body({"h": ("FP16", np.array([1.5, -2], dtype=np.float16)),
+    write("fp16_binary", *binary_infer_body({"h": ("FP16", np.array([1.5, -2], dtype=np.float16)),
                                        "bf": ("BF16", np.array([1, 2], dtype=np.uint16))}))
     write("repository_ready", b'{"ready": true}')
     write("repository_unload", b'{"parameters": {"unload_dependents": false}}')

@@ -35,7 +35,9 @@ import train_pb2_grpc  # noqa: E402
 __all__ = [
     "admin_pb2", "admin_pb2_grpc", "health_pb2", "health_pb2_grpc", "inference_pb2",
     "inference_pb2_grpc", "model_config_pb2", "train_pb2", "train_pb2_grpc", "free_port",
-    "UNLIMITED",
+    "UNLIMITED", "start_daemon", "StartedDaemon", "wait_grpc_ready", "wait_models_ready",
+    "wait_http_ok",
+    "scrape_value",
 ]
 
 # Channel options without gRPC's 4 MiB message cap, as the daemon has none.
@@ -100,6 +102,24 @@ def wait_grpc_ready(proc, port, timeout=120):
     return False
 
 
+def wait_models_ready(proc, port, names, timeout=120):
+    """True once every model in `names` answers ModelReady true on 127.0.0.1:`port`; False if
+    the daemon `proc` exits or `timeout` seconds pass first."""
+    import grpc
+    deadline = time.time() + timeout
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = inference_pb2_grpc.GRPCInferenceServiceStub(channel)
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                if all(stub.ModelReady(inference_pb2.ModelReadyRequest(name=m), timeout=1).ready
+                       for m in names):
+                    return True
+            except grpc.RpcError:
+                pass
+            time.sleep(0.1)
+    return False
+
+
 def wait_http_ok(proc, url, timeout=120):
     """True once GET `url` answers 200 while the daemon `proc` runs; False if it exits or
     `timeout` seconds pass first."""
@@ -123,3 +143,62 @@ def scrape_value(metrics_port, series):
     text = requests.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
     match = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
     return float(match.group(1)) if match else None
+
+
+class StartedDaemon:
+    """An ndserved that start_daemon started: its process, its loopback ports (http_port is
+    None when the HTTP listener is off) and its log. The log goes to a file, not a pipe:
+    a daemon that logs more than a pipe holds while nobody reads would block."""
+
+    def __init__(self, proc, ports, log):
+        self.proc = proc
+        self.grpc_port, self.http_port, self.metrics_port, self.admin_port = ports
+        self._log = log
+
+    def log_text(self):
+        with open(self._log.name, errors="replace") as f:
+            return f.read()
+
+    def stop(self, timeout=60):
+        """SIGTERM, wait, remove the log; the exit code and the log's text."""
+        self.proc.terminate()
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        text = self.log_text()
+        self._log.close()
+        os.unlink(self._log.name)
+        return code, text
+
+
+def start_daemon(flags, cwd, http=False, ready=None, tries=5):
+    """Starts ndserved ($NDSERVED) on free loopback ports with `flags` added and waits until
+    `ready(daemon)` (default: gRPC readiness SERVING) is true. A port taken between the draw
+    and the bind ("cannot listen") is retried with fresh ports; any other failure to start
+    raises with the daemon's log."""
+    import subprocess
+    import tempfile
+    ready = ready or (lambda d: wait_grpc_ready(d.proc, d.grpc_port))
+    for _ in range(tries):
+        ports = (free_port(), free_port() if http else None, free_port(), free_port())
+        args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{ports[0]}",
+                f"--http_address=127.0.0.1:{ports[1]}" if http else "--http_address=",
+                f"--metrics_address=127.0.0.1:{ports[2]}",
+                f"--admin_address=127.0.0.1:{ports[3]}", "--device=cpu",
+                "--exit_timeout_seconds=5", *flags]
+        log = tempfile.NamedTemporaryFile(prefix="ndserved-", suffix=".log", delete=False)
+        proc = subprocess.Popen(args, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        daemon = StartedDaemon(proc, ports, log)
+        if ready(daemon):
+            return daemon
+        proc.kill()
+        proc.wait()
+        text = daemon.log_text()
+        log.close()
+        os.unlink(log.name)
+        if "cannot listen" not in text:
+            raise AssertionError("ndserved did not start:\n" + text)
+    raise AssertionError(f"ndserved found no free ports in {tries} tries")

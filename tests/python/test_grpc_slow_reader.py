@@ -17,7 +17,6 @@ import os
 import shutil
 import socket
 import struct
-import subprocess
 import tempfile
 import time
 import unittest
@@ -29,7 +28,8 @@ import h2.events
 import onnx
 from onnx import TensorProto, helper
 
-from ndserve_grpc import UNLIMITED, free_port, inference_pb2, inference_pb2_grpc, scrape_value
+from ndserve_grpc import (UNLIMITED, inference_pb2, inference_pb2_grpc, scrape_value,
+                          start_daemon, wait_models_ready)
 
 SOURCE_DIR = os.environ.get("NDSERVE_SOURCE_DIR", ".")
 ELEMENTS = 8 << 20
@@ -146,54 +146,17 @@ class GrpcSlowReaderTest(unittest.TestCase):
     def setUpClass(cls):
         cls.repo = tempfile.mkdtemp(prefix="ndserve-slow-reader-")
         make_repository(cls.repo)
-        cls.log = tempfile.NamedTemporaryFile(prefix="ndserved-slow-reader-", suffix=".log",
-                                              delete=False)
-        for _ in range(5):
-            cls.grpc_port, cls.metrics_port = free_port(), free_port()
-            args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{cls.grpc_port}",
-                    "--http_address=", f"--metrics_address=127.0.0.1:{cls.metrics_port}",
-                    f"--admin_address=127.0.0.1:{free_port()}", "--device=cpu",
-                    f"--model_repository={cls.repo}", "--exit_timeout_seconds=5"]
-            cls.log.seek(0)
-            cls.log.truncate()
-            cls.proc = subprocess.Popen(args, cwd=SOURCE_DIR, stdout=cls.log,
-                                        stderr=subprocess.STDOUT)
-            cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}", options=UNLIMITED)
-            cls.stub = inference_pb2_grpc.GRPCInferenceServiceStub(cls.channel)
-            if cls._wait_ready():
-                break
-            cls.channel.close()
-            cls.proc.kill()
-            cls.proc.wait()
-            if "cannot listen" not in cls._log_text():
-                raise AssertionError("ndserved did not start:\n" + cls._log_text())
-
-    @classmethod
-    def _log_text(cls):
-        with open(cls.log.name, errors="replace") as f:
-            return f.read()
-
-    @classmethod
-    def _wait_ready(cls, timeout=120):
-        deadline = time.time() + timeout
-        while time.time() < deadline and cls.proc.poll() is None:
-            try:
-                if all(cls.stub.ModelReady(inference_pb2.ModelReadyRequest(name=m),
-                                           timeout=1).ready for m in CONFIGS):
-                    return True
-            except grpc.RpcError:
-                pass
-            time.sleep(0.1)
-        return False
+        cls.daemon = start_daemon([f"--model_repository={cls.repo}"], SOURCE_DIR,
+                                  ready=lambda d: wait_models_ready(d.proc, d.grpc_port, CONFIGS))
+        cls.grpc_port, cls.metrics_port = cls.daemon.grpc_port, cls.daemon.metrics_port
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}", options=UNLIMITED)
+        cls.stub = inference_pb2_grpc.GRPCInferenceServiceStub(cls.channel)
 
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        cls.proc.terminate()
-        cls.proc.wait(timeout=30)
+        cls.daemon.stop(timeout=30)
         shutil.rmtree(cls.repo, ignore_errors=True)
-        cls.log.close()
-        os.unlink(cls.log.name)
 
     def host_bytes(self):
         value = scrape_value(self.metrics_port, "ndserve_host_request_bytes")
@@ -208,7 +171,7 @@ class GrpcSlowReaderTest(unittest.TestCase):
                 return
             time.sleep(0.1)
         self.fail(f"{what}: ndserve_host_request_bytes is {self.host_bytes()}\n"
-                  + self._log_text()[-4000:])
+                  + self.daemon.log_text()[-4000:])
 
     def assert_others_served(self):
         reply = self.stub.ModelInfer(infer_request("small", [1.0, 2.0, 3.0]), timeout=60)

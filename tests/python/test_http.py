@@ -12,7 +12,6 @@ import concurrent.futures
 import http.client
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -22,7 +21,8 @@ import grpc
 import numpy as np
 import requests
 
-from ndserve_grpc import UNLIMITED, free_port, inference_pb2_grpc, wait_http_ok
+from ndserve_grpc import UNLIMITED, inference_pb2_grpc, start_daemon, wait_http_ok
+from kserve_http_body import binary_infer_body, json_infer_body
 from test_infer import SOURCE_DIR, NUMPY_DTYPE, infer_request, outputs_of, read_case
 
 HEADER = "Inference-Header-Content-Length"
@@ -30,28 +30,10 @@ MAX_REQUEST = 1 << 20
 
 
 def json_request(inputs, nested=True, binary_outputs=False):
-    body = {"id": "http-1", "inputs": [], "outputs": []}
-    for name, (dtype, array) in inputs.items():
-        data = array.tolist() if nested else array.flatten().tolist()
-        body["inputs"].append({"name": name, "datatype": dtype, "shape": list(array.shape),
-                               "data": data})
     if binary_outputs:
-        body["parameters"] = {"binary_data_output": True}
-    else:
-        del body["outputs"]
-    return body
-
-
-def binary_request(inputs):
-    header = {"inputs": [], "parameters": {"binary_data_output": True}}
-    blobs = []
-    for name, (dtype, array) in inputs.items():
-        blob = np.ascontiguousarray(array).tobytes()
-        header["inputs"].append({"name": name, "datatype": dtype, "shape": list(array.shape),
-                                 "parameters": {"binary_data_size": len(blob)}})
-        blobs.append(blob)
-    head = json.dumps(header).encode()
-    return head + b"".join(blobs), len(head)
+        return json_infer_body(inputs, nested, outputs=[],
+                               parameters={"binary_data_output": True})
+    return json_infer_body(inputs, nested)
 
 
 def split_binary(reply):
@@ -72,38 +54,21 @@ def split_binary(reply):
 class HttpTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        for _ in range(5):
-            cls.grpc_port, cls.http_port = free_port(), free_port()
-            args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{cls.grpc_port}",
-                    f"--http_address=127.0.0.1:{cls.http_port}",
-                    f"--metrics_address=127.0.0.1:{free_port()}",
-                    f"--admin_address=127.0.0.1:{free_port()}", "--device=cpu",
-                    "--exit_timeout_seconds=5", "--http_read_timeout_seconds=2",
-                    f"--max_request_bytes={MAX_REQUEST}", "--http_threads=32"]
-            cls.proc = subprocess.Popen(args, cwd=SOURCE_DIR, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True)
-            if cls._wait_ready():
-                break
-            cls.proc.kill()
-            out = cls.proc.stdout.read()
-            if "cannot listen" not in out:
-                raise AssertionError("ndserved did not start:\n" + out)
+        cls.daemon = start_daemon(
+            ["--http_read_timeout_seconds=2", f"--max_request_bytes={MAX_REQUEST}",
+             "--http_threads=32"], SOURCE_DIR, http=True,
+            ready=lambda d: wait_http_ok(d.proc, f"http://127.0.0.1:{d.http_port}/v2/health/ready"))
+        cls.grpc_port, cls.http_port = cls.daemon.grpc_port, cls.daemon.http_port
         cls.url = f"http://127.0.0.1:{cls.http_port}"
         cls.session = requests.Session()
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}", options=UNLIMITED)
         cls.stub = inference_pb2_grpc.GRPCInferenceServiceStub(cls.channel)
 
     @classmethod
-    def _wait_ready(cls):
-        return wait_http_ok(cls.proc, f"http://127.0.0.1:{cls.http_port}/v2/health/ready")
-
-    @classmethod
     def tearDownClass(cls):
         cls.session.close()
         cls.channel.close()
-        cls.proc.send_signal(signal.SIGTERM)
-        code = cls.proc.wait(timeout=60)
-        log = cls.proc.stdout.read()
+        code, log = cls.daemon.stop()
         assert code == 0, log
 
     def get(self, path, **kw):
@@ -190,7 +155,7 @@ class HttpTest(unittest.TestCase):
         for model in ("mlp", "recsys"):
             inputs, _, _, _ = read_case(model)
             want = self.grpc_outputs(model, inputs)
-            body, n = binary_request(inputs)
+            body, n = binary_infer_body(inputs)
             reply = self.post(f"/v2/models/{model}/versions/1/infer", data=body,
                               headers={HEADER: str(n)})
             self.assertEqual(reply.status_code, 200, reply.text)
@@ -233,7 +198,7 @@ class HttpTest(unittest.TestCase):
         short["inputs"][0]["data"] = short["inputs"][0]["data"][:-16]
         self.assert_error(self.post("/v2/models/mlp/infer", json=short), 400,
                           "input 'input': expected 768 bytes for shape [3,64] FP32, got 704")
-        body, n = binary_request(inputs)
+        body, n = binary_infer_body(inputs)
         self.assert_error(self.post("/v2/models/mlp/infer", data=body,
                                     headers={HEADER: str(len(body) + 1)}), 400,
                           "larger than the body")
@@ -297,7 +262,7 @@ class HttpTest(unittest.TestCase):
     def test_concurrent_connections(self):
         inputs, _, atol, rtol = read_case("mlp")
         want = self.grpc_outputs("mlp", inputs)["probabilities"]
-        body, n = binary_request(inputs)
+        body, n = binary_infer_body(inputs)
 
         def client(_):
             with requests.Session() as s:

@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import tempfile
 import time
 import unittest
@@ -24,7 +23,7 @@ import onnx
 import requests
 from onnx import TensorProto, helper
 
-from ndserve_grpc import free_port, scrape_value, wait_http_ok
+from ndserve_grpc import scrape_value, start_daemon, wait_http_ok
 
 SOURCE_DIR = os.environ.get("NDSERVE_SOURCE_DIR", ".")
 HEADER = "Inference-Header-Content-Length"
@@ -69,44 +68,17 @@ class HttpHeldReplyTest(unittest.TestCase):
     def setUpClass(cls):
         cls.repo = tempfile.mkdtemp(prefix="ndserve-held-reply-")
         make_repository(cls.repo)
-        cls.log = tempfile.NamedTemporaryFile(prefix="ndserved-held-reply-", suffix=".log",
-                                              delete=False)
-        for _ in range(5):
-            cls.http_port, cls.metrics_port = free_port(), free_port()
-            args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{free_port()}",
-                    f"--http_address=127.0.0.1:{cls.http_port}",
-                    f"--metrics_address=127.0.0.1:{cls.metrics_port}",
-                    f"--admin_address=127.0.0.1:{free_port()}", "--device=cpu",
-                    f"--model_repository={cls.repo}", "--exit_timeout_seconds=5",
-                    "--http_read_timeout_seconds=60"]
-            cls.log.seek(0)
-            cls.log.truncate()
-            cls.proc = subprocess.Popen(args, cwd=SOURCE_DIR, stdout=cls.log,
-                                        stderr=subprocess.STDOUT)
-            if cls._wait_ready():
-                break
-            cls.proc.kill()
-            cls.proc.wait()
-            if "cannot listen" not in cls._log_text():
-                raise AssertionError("ndserved did not start:\n" + cls._log_text())
+        cls.daemon = start_daemon(
+            [f"--model_repository={cls.repo}", "--http_read_timeout_seconds=60"], SOURCE_DIR,
+            http=True, ready=lambda d: wait_http_ok(
+                d.proc, f"http://127.0.0.1:{d.http_port}/v2/models/echo/ready"))
+        cls.http_port, cls.metrics_port = cls.daemon.http_port, cls.daemon.metrics_port
         cls.url = f"http://127.0.0.1:{cls.http_port}"
 
     @classmethod
-    def _log_text(cls):
-        with open(cls.log.name, errors="replace") as f:
-            return f.read()
-
-    @classmethod
-    def _wait_ready(cls):
-        return wait_http_ok(cls.proc, f"http://127.0.0.1:{cls.http_port}/v2/models/echo/ready")
-
-    @classmethod
     def tearDownClass(cls):
-        cls.proc.terminate()
-        cls.proc.wait(timeout=30)
+        cls.daemon.stop(timeout=30)
         shutil.rmtree(cls.repo, ignore_errors=True)
-        cls.log.close()
-        os.unlink(cls.log.name)
 
     def host_bytes(self):
         value = scrape_value(self.metrics_port, "ndserve_host_request_bytes")

@@ -8,14 +8,12 @@ them. Run with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf, pyth
 """
 
 import os
-import signal
-import subprocess
 import unittest
 
 import grpc
 import numpy as np
 
-from ndserve_grpc import UNLIMITED, free_port, inference_pb2, inference_pb2_grpc, wait_grpc_ready
+from ndserve_grpc import UNLIMITED, inference_pb2, inference_pb2_grpc, start_daemon
 
 SOURCE_DIR = os.environ.get(
     "NDSERVE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -65,34 +63,15 @@ def outputs_of(response):
 class InferTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        # Ports that were free a moment ago; retry with others if one was taken since.
-        for _ in range(5):
-            cls.grpc_port = free_port()
-            args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{cls.grpc_port}",
-                    "--http_address=",
-                    f"--metrics_address=127.0.0.1:{free_port()}",
-                    f"--admin_address=127.0.0.1:{free_port()}", "--device=cpu",
-                    "--exit_timeout_seconds=5"]
-            cls.proc = subprocess.Popen(args, cwd=SOURCE_DIR, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True)
-            if cls._wait_ready():
-                break
-            out = cls.proc.stdout.read()
-            if "cannot listen" not in out:
-                raise AssertionError("ndserved did not start:\n" + out)
+        cls.daemon = start_daemon([], SOURCE_DIR)
+        cls.grpc_port = cls.daemon.grpc_port
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}", options=UNLIMITED)
         cls.stub = inference_pb2_grpc.GRPCInferenceServiceStub(cls.channel)
 
     @classmethod
-    def _wait_ready(cls, timeout=120):
-        return wait_grpc_ready(cls.proc, cls.grpc_port, timeout)
-
-    @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        cls.proc.send_signal(signal.SIGTERM)
-        code = cls.proc.wait(timeout=60)
-        log = cls.proc.stdout.read()
+        code, log = cls.daemon.stop()
         assert code == 0, log
 
     def check(self, model, typed=False):

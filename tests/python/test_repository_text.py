@@ -9,15 +9,13 @@ Needs NDSERVED, NDSERVE_PROTO_PYTHON_DIR and NDSERVE_SOURCE_DIR; ctest sets them
 
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
 import unittest
 
 import grpc
 
-from ndserve_grpc import UNLIMITED, free_port, inference_pb2, inference_pb2_grpc
+from ndserve_grpc import (UNLIMITED, inference_pb2, inference_pb2_grpc, start_daemon,
+                          wait_models_ready)
 
 SOURCE_DIR = os.environ.get(
     "NDSERVE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -33,35 +31,16 @@ class RepositoryTextTest(unittest.TestCase):
             shutil.copy(mlp, os.path.join(cls.repo, name, "1", "model.onnx"))
         with open(os.path.join(cls.repo, "binary", "config.pbtxt"), "wb") as f:
             f.write(b'name: "binary"\nplatform: "onnx\xff\xfe"\n')
-        cls.port = free_port()
-        cls.proc = subprocess.Popen(
-            [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{cls.port}",
-             "--http_address=",
-             f"--metrics_address=127.0.0.1:{free_port()}",
-             f"--admin_address=127.0.0.1:{free_port()}", "--device=cpu",
-             f"--model_repository={cls.repo}", "--exit_timeout_seconds=5"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.port}", options=UNLIMITED)
+        cls.daemon = start_daemon(
+            [f"--model_repository={cls.repo}"], SOURCE_DIR,
+            ready=lambda d: wait_models_ready(d.proc, d.grpc_port, ["mlp"]))
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.daemon.grpc_port}", options=UNLIMITED)
         cls.stub = inference_pb2_grpc.GRPCInferenceServiceStub(cls.channel)
-        deadline = time.time() + 120
-        while time.time() < deadline and cls.proc.poll() is None:
-            try:
-                if cls.stub.ServerLive(inference_pb2.ServerLiveRequest(), timeout=1).live:
-                    ready = cls.stub.ModelReady(inference_pb2.ModelReadyRequest(name="mlp"),
-                                                timeout=1)
-                    if ready.ready:
-                        return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("ndserved did not start:\n" + cls.proc.stdout.read().decode(
-            "utf-8", "replace"))
 
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
-        cls.proc.send_signal(signal.SIGTERM)
-        cls.proc.wait(timeout=60)
+        cls.daemon.stop()
         shutil.rmtree(cls.repo, ignore_errors=True)
 
     def test_repository_index_decodes(self):

@@ -11,7 +11,6 @@ with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf, python3-numpy)
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -22,8 +21,8 @@ import urllib.request
 import grpc
 import numpy as np
 
-from ndserve_grpc import (UNLIMITED, free_port, inference_pb2, inference_pb2_grpc, train_pb2,
-                          train_pb2_grpc, wait_grpc_ready)
+from ndserve_grpc import (UNLIMITED, inference_pb2, inference_pb2_grpc, start_daemon, train_pb2,
+                          train_pb2_grpc)
 
 SOURCE_DIR = os.environ.get(
     "NDSERVE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -64,21 +63,11 @@ class TrainerTest(unittest.TestCase):
             f.write(TOKEN + "\n")
         os.chmod(token_file, 0o600)
         cls.token_file = token_file
-        for _ in range(5):
-            cls.grpc_port, cls.admin_port, cls.metrics_port = free_port(), free_port(), free_port()
-            args = [os.environ["NDSERVED"], f"--grpc_address=127.0.0.1:{cls.grpc_port}",
-                    f"--metrics_address=127.0.0.1:{cls.metrics_port}",
-                    f"--admin_address=127.0.0.1:{cls.admin_port}", "--http_address=",
-                    "--device=cpu", f"--model_repository={repo}",
-                    f"--admin_token_file={token_file}",
-                    f"--train_session_idle_seconds={IDLE_SECONDS}", "--exit_timeout_seconds=5"]
-            cls.proc = subprocess.Popen(args, cwd=SOURCE_DIR, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True)
-            if cls._wait_ready():
-                break
-            out = cls.proc.stdout.read()
-            if "cannot listen" not in out:
-                raise AssertionError("ndserved did not start:\n" + out)
+        cls.daemon = start_daemon(
+            [f"--model_repository={repo}", f"--admin_token_file={token_file}",
+             f"--train_session_idle_seconds={IDLE_SECONDS}"], SOURCE_DIR)
+        cls.grpc_port, cls.admin_port = cls.daemon.grpc_port, cls.daemon.admin_port
+        cls.metrics_port = cls.daemon.metrics_port
         cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}", options=UNLIMITED)
         cls.infer = inference_pb2_grpc.GRPCInferenceServiceStub(cls.channel)
         cls.admin_channel = grpc.insecure_channel(f"127.0.0.1:{cls.admin_port}",
@@ -87,16 +76,10 @@ class TrainerTest(unittest.TestCase):
         cls.auth = [("authorization", f"Bearer {TOKEN}")]
 
     @classmethod
-    def _wait_ready(cls, timeout=120):
-        return wait_grpc_ready(cls.proc, cls.grpc_port, timeout)
-
-    @classmethod
     def tearDownClass(cls):
         cls.channel.close()
         cls.admin_channel.close()
-        cls.proc.send_signal(signal.SIGTERM)
-        code = cls.proc.wait(timeout=60)
-        log = cls.proc.stdout.read()
+        code, log = cls.daemon.stop()
         shutil.rmtree(cls.tmp, ignore_errors=True)
         assert code == 0, log
 
