@@ -9,28 +9,11 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "base/text.h"
+#include "engine/instance_placement.h"
+#include "memory/cuda_runtime.h"
 
 namespace ndserve::engine {
 namespace {
-
-// The device a model's instances run on: KIND_CPU groups pin it to the CPU, KIND_GPU
-// needs the engine to run on a GPU (a listed gpu picks the ordinal), KIND_AUTO and
-// KIND_MODEL take the engine's device.
-absl::StatusOr<Device> ResolveDevice(const std::optional<ModelConfig>& config, Device engine) {
-  if (!config.has_value() || config->instance_groups.empty()) return engine;
-  bool all_cpu = true;
-  for (const InstanceGroupConfig& g : config->instance_groups) {
-    if (g.kind != InstanceGroupConfig::Kind::kCpu) all_cpu = false;
-    if (g.kind == InstanceGroupConfig::Kind::kGpu) {
-      if (!engine.is_cuda()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("instance_group KIND_GPU, but the engine runs on ", engine.ToString()));
-      }
-      if (!g.gpus.empty()) return Device::Cuda(g.gpus[0]);
-    }
-  }
-  return all_cpu ? Device::Cpu() : engine;
-}
 
 // Every load error says which model failed, whichever step it came from, so that the
 // log line and the RepositoryModelLoad reply stand on their own.
@@ -39,11 +22,11 @@ absl::Status ModelLoadError(absl::string_view name, const absl::Status& cause) {
                       absl::StrCat("failed to load model '", name, "': ", cause.message()));
 }
 
-// What a load of one repository model brings up: the versions its policy selects, on the
-// device its instance groups ask for.
+// What a load of one repository model brings up: the versions its policy selects, with
+// predictors where its instance groups put them.
 struct VersionsToLoad {
   std::vector<ModelVersionLocation> versions;
-  Device device;
+  std::vector<InstancePlacement> placements;
 };
 
 absl::StatusOr<VersionsToLoad> SelectVersionsToLoad(const RepositoryModel& model,
@@ -52,7 +35,12 @@ absl::StatusOr<VersionsToLoad> SelectVersionsToLoad(const RepositoryModel& model
       model.config.has_value() ? model.config->version_policy : VersionPolicy();
   VersionsToLoad plan;
   NDS_ASSIGN_OR_RETURN(plan.versions, ModelRepository::SelectVersions(model, policy));
-  NDS_ASSIGN_OR_RETURN(plan.device, ResolveDevice(model.config, engine_device));
+  const std::vector<InstanceGroupConfig> no_groups;
+  NDS_ASSIGN_OR_RETURN(
+      plan.placements,
+      PlaceInstances(model.config.has_value() ? model.config->instance_groups : no_groups,
+                     // Probed only for a GPU daemon: a CPU daemon makes no CUDA call.
+                     engine_device.is_cuda() ? CudaDeviceCount() : 0, engine_device));
   return plan;
 }
 
@@ -127,7 +115,8 @@ absl::Status Engine::LoadModel(absl::string_view name) {
     spec.version = v.version;
     spec.model_path = v.model_path;
     spec.config = found->config;
-    spec.device = plan->device;
+    spec.device = plan->placements.front().device;
+    spec.placements = plan->placements;
     spec.warm_up = options_.warm_up;
     spec.stop_warm_up = options_.stop_loading;
     absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, memory_);

@@ -22,10 +22,26 @@ absl::StatusOr<std::shared_ptr<ServedModel>> Fail(const ModelLoadSpec& spec,
                                                   spec.version, ": ", status.message()));
 }
 
+uint64_t ParameterBytes(const std::vector<std::shared_ptr<Model>>& models) {
+  uint64_t total = 0;
+  for (const std::shared_ptr<Model>& m : models) total += m->parameter_bytes();
+  return total;
+}
+
+std::string DeviceList(const std::vector<InstancePlacement>& placements) {
+  std::string out;
+  for (const InstancePlacement& p : placements) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", p.device.ToString());
+  }
+  return out;
+}
+
 }  // namespace
 
-ServedModel::ServedModel(std::shared_ptr<Model> model, std::unique_ptr<PredictorPool> pool)
-    : model_(std::move(model)),
+ServedModel::ServedModel(std::vector<std::shared_ptr<Model>> models,
+                         std::unique_ptr<PredictorPool> pool)
+    : models_(std::move(models)),
+      model_(models_.front()),
       pool_(std::move(pool)),
       dynamic_batching_(model_->config().dynamic_batching.has_value() &&
                         model_->config().max_batch_size > 0),
@@ -51,8 +67,20 @@ ServedModel::ServedModel(std::shared_ptr<Model> model, std::unique_ptr<Predictor
 ServedModel::~ServedModel() { Unload(); }
 
 std::vector<ModelMemoryUsage> ServedModel::MemoryUsage() const {
-  return SumModelMemory(model_->manager()->DebugInfo());
+  std::vector<ModelMemoryUsage> out;
+  for (const std::shared_ptr<Model>& m : models_) {
+    std::vector<ModelMemoryUsage> one = SumModelMemory(m->manager()->DebugInfo());
+    out.insert(out.end(), one.begin(), one.end());
+  }
+  return out;
 }
+
+std::vector<Device> ServedModel::devices() const {
+  std::vector<Device> out;
+  for (const std::shared_ptr<Model>& m : models_) out.push_back(m->device());
+  return out;
+}
+
 
 absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSpec& spec,
                                                                MemorySystem* memory) {
@@ -64,33 +92,48 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSp
   if (!signature.ok()) return Fail(spec, signature.status());
   ModelConfig effective = EffectiveConfig(*signature, config, spec.name);
   const size_t num_nodes = graph->nodes().size();
-  absl::StatusOr<std::shared_ptr<Model>> model =
-      Model::Create(spec.name, spec.version, *std::move(graph), *std::move(signature),
-                    std::move(effective), spec.device, memory);
-  if (!model.ok()) return Fail(spec, model.status());
-
-  const int count =
-      spec.instance_count > 0 ? spec.instance_count : (*model)->config().InstanceCount();
-  std::vector<std::unique_ptr<Predictor>> predictors;
-  for (int i = 0; i < count; ++i) {
-    absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Create(*model, i);
-    absl::Status status = p.status();
-    if (status.ok() && spec.warm_up) status = (*p)->WarmUp(spec.stop_warm_up);
-    if (!status.ok()) {
-      predictors.clear();
-      (*model)->Close().IgnoreError();
-      return Fail(spec, status);
-    }
-    predictors.push_back(*std::move(p));
+  std::vector<InstancePlacement> placements = spec.placements;
+  if (placements.empty()) {
+    placements.push_back(
+        {spec.device, spec.instance_count > 0 ? spec.instance_count : effective.InstanceCount()});
   }
+
+  // One Model per device, each uploading its own parameters (Model::Create releases the
+  // graph's host copies of them, so every device but the last gets a copy of the graph).
+  std::vector<std::shared_ptr<Model>> models;
+  std::vector<std::unique_ptr<Predictor>> predictors;
+  auto fail = [&](const absl::Status& status) {
+    predictors.clear();
+    for (const std::shared_ptr<Model>& m : models) m->Close().IgnoreError();
+    return Fail(spec, status);
+  };
+  for (size_t d = 0; d < placements.size(); ++d) {
+    const bool last = d + 1 == placements.size();
+    absl::StatusOr<std::shared_ptr<Model>> model = Model::Create(
+        spec.name, spec.version, last ? *std::move(graph) : *graph,
+        last ? *std::move(signature) : *signature, last ? std::move(effective) : effective,
+        placements[d].device, memory);
+    if (!model.ok()) return fail(model.status());
+    models.push_back(*model);
+    for (int i = 0; i < placements[d].count; ++i) {
+      // Indices run on across devices, so every predictor's manager name is unique.
+      absl::StatusOr<std::unique_ptr<Predictor>> p =
+          Predictor::Create(*model, static_cast<int>(predictors.size()));
+      absl::Status status = p.status();
+      if (status.ok() && spec.warm_up) status = (*p)->WarmUp(spec.stop_warm_up);
+      if (!status.ok()) return fail(status);
+      predictors.push_back(*std::move(p));
+    }
+  }
+  const int count = static_cast<int>(predictors.size());
   std::shared_ptr<ServedModel> served(
-      new ServedModel(*model, std::make_unique<PredictorPool>(std::move(predictors))));
+      new ServedModel(models, std::make_unique<PredictorPool>(std::move(predictors))));
   served->model_path_ = spec.model_path;
   LOG(INFO) << absl::StrFormat(
       "loaded model '%s' version %d from %s on %s: %d nodes, %s of parameters, %d predictor%s%s, "
       "%.0f ms",
-      spec.name, spec.version, spec.model_path, spec.device.ToString(), num_nodes,
-      FormatBytes(served->model_->parameter_bytes()), count, count == 1 ? "" : "s",
+      spec.name, spec.version, spec.model_path, DeviceList(placements), num_nodes,
+      FormatBytes(ParameterBytes(models)), count, count == 1 ? "" : "s",
       served->dynamic_batching_
           ? absl::StrCat(", dynamic batching up to ", served->config().max_batch_size, " rows")
           : std::string(),
@@ -166,7 +209,8 @@ void ServedModel::Unload() {
   // Queued requests fail with UNAVAILABLE; running batches finish first.
   batcher_->Shutdown();
   pool_->Drain();
-  absl::Status status = model_->Close();
+  absl::Status status;
+  for (const std::shared_ptr<Model>& m : models_) status.Update(m->Close());
   if (!status.ok()) {
     LOG(ERROR) << "unloading model '" << name() << "' version " << version() << ": " << status;
     return;
@@ -175,7 +219,7 @@ void ServedModel::Unload() {
   LOG(INFO) << absl::StrFormat(
       "unloaded model '%s' version %d: freed %s of parameters after %d "
       "requests (%d failed) in %d predictor runs",
-      name(), version(), FormatBytes(model_->parameter_bytes()), s.success_count + s.fail_count,
+      name(), version(), FormatBytes(ParameterBytes(models_)), s.success_count + s.fail_count,
       s.fail_count, s.execution_count);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "engine/dynamic_batcher.h"
 #include "engine/inference_request.h"
+#include "engine/instance_placement.h"
 #include "engine/model.h"
 #include "engine/model_config.h"
 #include "engine/model_memory.h"
@@ -23,7 +24,7 @@
 
 namespace ndserve::engine {
 
-// What to load: one version of one model onto one device.
+// What to load: one version of one model onto one device, or onto several.
 struct ModelLoadSpec {
   std::string name;
   int64_t version = 1;
@@ -31,16 +32,20 @@ struct ModelLoadSpec {
   std::optional<ModelConfig> config;  // config.pbtxt, if the model has one
   Device device;
   int instance_count = 0;  // predictors; 0: the config's instance_group count (default 1)
+  // Predictors per device (PlaceInstances); when set, `device` and `instance_count` are
+  // ignored and each listed device gets its own copy of the parameters.
+  std::vector<InstancePlacement> placements;
   bool warm_up = true;
   const std::atomic<bool>* stop_warm_up = nullptr;  // EngineOptions::stop_loading
 };
 
-// One loaded model version: the Model (parameters, capped), its predictors behind a
-// PredictorPool, and its statistics. This is what Engine keeps per version.
+// One loaded model version: a Model (parameters, capped) per device it is placed on, its
+// predictors behind one PredictorPool, and its statistics. This is what Engine keeps per
+// version.
 //
-// Ownership: owns the Model (shared with its predictors) and the pool. Unload (or the
-// destructor) drains the pool, waiting for requests in flight, and closes the model
-// manager, which frees the parameters. Thread-safe: Infer from any number of threads.
+// Ownership: owns the Models (each shared with its device's predictors) and the pool.
+// Unload (or the destructor) drains the pool, waiting for requests in flight, and closes
+// the model managers, which frees the parameters on every device. Thread-safe: Infer from any number of threads.
 class ServedModel {
  public:
   // Parse -> check ops and opset -> reconcile with config -> upload initializers -> cap
@@ -86,9 +91,13 @@ class ServedModel {
 
   const std::string& name() const { return model_->name(); }
   int64_t version() const { return model_->version(); }
+  // The first device the model is placed on (the only one unless its instance groups
+  // list several); devices() lists them all.
   Device device() const { return model_->device(); }
+  std::vector<Device> devices() const;
   const ModelSignature& signature() const { return model_->signature(); }
   const ModelConfig& config() const { return model_->config(); }
+  // The Model on device(); the others differ only in where their parameters live.
   const Model& model() const { return *model_; }
   const PredictorPool& predictors() const { return *pool_; }
   bool dynamic_batching() const { return dynamic_batching_; }
@@ -103,9 +112,10 @@ class ServedModel {
   std::vector<ModelMemoryUsage> MemoryUsage() const;
 
  private:
-  ServedModel(std::shared_ptr<Model> model, std::unique_ptr<PredictorPool> pool);
+  ServedModel(std::vector<std::shared_ptr<Model>> models, std::unique_ptr<PredictorPool> pool);
 
-  std::shared_ptr<Model> model_;
+  const std::vector<std::shared_ptr<Model>> models_;  // one per device, in placement order
+  const std::shared_ptr<Model> model_;                // models_.front()
   std::unique_ptr<PredictorPool> pool_;
   const bool dynamic_batching_;  // the config merges requests
   std::unique_ptr<DynamicBatcher> batcher_;
