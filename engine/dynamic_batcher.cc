@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <utility>
@@ -71,6 +72,17 @@ bool DynamicBatcher::Compatible(const InferenceRequest& a, const ValidatedReques
   return true;
 }
 
+DynamicBatcher::Stats DynamicBatcher::stats() const {
+  absl::MutexLock lock(&mu_);
+  return {.caller_runs = caller_runs_, .lane_runs = lane_runs_};
+}
+
+void DynamicBatcher::SetBeforeRunForTesting(
+    std::function<void(const InferenceRequest&)> before_run) {
+  absl::MutexLock lock(&mu_);
+  before_run_ = std::move(before_run);
+}
+
 size_t DynamicBatcher::queued() const {
   absl::MutexLock lock(&mu_);
   return queue_.size() + gathering_;
@@ -112,18 +124,22 @@ void DynamicBatcher::Enqueue(const InferenceRequest& request, const ValidatedReq
   } else if (options_.max_queue_delay == absl::ZeroDuration() && queue_.empty() &&
              running_ < lanes_.size() &&
              ExpiredStatus(*item->request, item->timeout, /*reject=*/true, now).ok()) {
-    // The fast path (see the class comment): the predictor counts as in use until `done`
-    // returned, exactly as on a lane.
+    // The fast path (see the class comment). The predictor is given back before `done`
+    // sends the reply, so that a client sending its next request as soon as it has the
+    // reply finds it free, not still "running" (which would queue that request for a lane).
     ++running_;
+    ++caller_runs_;
     mu_.Unlock();
     Finish(expired);
     Batch lone;
     const int64_t rows = item->plan.batch_size;
     lone.push_back(std::move(item));
     RunBatch(lone, rows);
+    {
+      absl::MutexLock lock(&mu_);
+      --running_;
+    }
     Finish(lone);
-    absl::MutexLock lock(&mu_);
-    --running_;
     return;
   } else {
     // A request that expires before the timer's next wake-up makes it re-arm.
@@ -287,9 +303,13 @@ void DynamicBatcher::Lane() {
     }
     Finish(dropped);
     if (!run.empty()) RunBatch(run, rows);
-    Finish(run);
+    // The predictor is free before the replies go out, as on the fast path.
     mu_.Lock();
     --running_;
+    if (!run.empty()) ++lane_runs_;
+    mu_.Unlock();
+    Finish(run);
+    mu_.Lock();
   }
   mu_.Unlock();
 }
@@ -357,6 +377,7 @@ void DynamicBatcher::RunBatch(Batch& batch, int64_t rows) {
     for (auto& item : batch) item->outcome.response = lease.status();
     return;
   }
+  if (before_run_) before_run_(*batch[0]->request);
   if (batch.size() == 1) {
     RunEach(**lease, batch, start);
     return;

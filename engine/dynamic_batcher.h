@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -67,6 +68,10 @@ absl::string_view RejectReason(const absl::Status& status);
 // nothing is queued, a predictor is free and max_queue_delay is 0: handing it to a lane
 // would cost a thread wake-up (tens of microseconds on a small VM) on every request of a
 // lightly loaded model for no batching gain. Under load requests queue and lanes batch.
+// A predictor counts as in use from taking a request (or batch) until its run ended, not
+// until its `done` returned: `done` sends the reply, and a client that sends its next
+// request as soon as it has the reply must find the predictor free, or a sequential
+// client would pay the lane's wake-up on every request after the first.
 //
 // Ownership: borrows the predictor pool, which must outlive it and which nothing else
 // may lease from; owns its lane threads. Thread-safe. Every accepted `done` is called
@@ -112,6 +117,20 @@ class DynamicBatcher {
   // Requests waiting: queued, or in a batch that is still gathering. This is what
   // max_queue_size bounds.
   size_t queued() const;
+
+  // Predictor runs so far, by the thread that ran them: a caller's (the fast path) or a
+  // lane's (a queued request or a batch). A merged batch is one run.
+  struct Stats {
+    uint64_t caller_runs = 0;
+    uint64_t lane_runs = 0;
+  };
+  Stats stats() const;
+
+  // Tests only: `before_run` is called with the run's first request on the thread that
+  // holds the predictor, before each run, so that a test can keep a predictor busy by
+  // blocking in it (tests/unit/engine/batcher_test_util.h) instead of waiting on a clock.
+  // Set it while no request is in flight; the daemon never sets it.
+  void SetBeforeRunForTesting(std::function<void(const InferenceRequest&)> before_run);
 
   // Whether two validated requests can share a batch.
   static bool Compatible(const InferenceRequest& a, const ValidatedRequest& plan_a,
@@ -160,10 +179,14 @@ class DynamicBatcher {
   size_t gathering_ ABSL_GUARDED_BY(mu_) = 0;  // items in batches not yet running
   // Per level: items queued or gathering (what that level's max_queue_size bounds).
   std::vector<size_t> waiting_ ABSL_GUARDED_BY(mu_);
-  // Predictors in use: by lanes (from taking a batch until its `done`s returned) and by
-  // callers running a lone request themselves (Enqueue's fast path). A lane takes work
+  // Predictors in use: by lanes (from taking a batch until its run ended) and by callers
+  // running a lone request themselves (Enqueue's fast path). A lane takes work
   // only while one is free, so it never waits for a lease.
   size_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t caller_runs_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t lane_runs_ ABSL_GUARDED_BY(mu_) = 0;
+  // Written under mu_ while idle, read by the thread that runs (see SetBeforeRunForTesting).
+  std::function<void(const InferenceRequest&)> before_run_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The timer's next wake-up (the earliest expiry it saw), and whether an earlier one
   // arrived since.

@@ -3,9 +3,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -103,6 +105,10 @@ class ServedModel {
   bool dynamic_batching() const { return dynamic_batching_; }
   // The batcher, for inspection (tests); every model has one.
   const DynamicBatcher* batcher() const { return batcher_.get(); }
+  // Tests only: DynamicBatcher::SetBeforeRunForTesting.
+  void SetBeforeRunForTesting(std::function<void(const InferenceRequest&)> before_run) {
+    batcher_->SetBeforeRunForTesting(std::move(before_run));
+  }
   ModelStatsSnapshot stats() const { return stats_.Snapshot(); }
   // The file this version was loaded from (what a published version is written from).
   const std::string& model_path() const { return model_path_; }

@@ -204,6 +204,7 @@ class Worker {
       ++result_.errors["CQ_FAILED"];
     } else if (!call->status.ok()) {
       ++result_.errors[GrpcCodeName(call->status.error_code())];
+      result_.error_latency.Record(latency);
     } else {
       result_.response_bytes += static_cast<std::int64_t>(call->response.Length());
       if (ShouldValidate() && !Valid(&call->response)) {
@@ -376,6 +377,7 @@ absl::StatusOr<LoadResult> RunLoad(const LoadOptions& options) {
     result.not_sent += r.not_sent;
     for (const auto& [code, count] : r.errors) result.errors[code] += count;
     result.latency.Merge(r.latency);
+    result.error_latency.Merge(r.error_latency);
     result.request_bytes += r.request_bytes;
     result.response_bytes += r.response_bytes;
   }

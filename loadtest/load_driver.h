@@ -59,6 +59,8 @@ struct LoadResult {
   std::map<std::string, std::int64_t> errors;
   // Latency of successful requests.
   LatencyHistogram latency;
+  // Latency of failed ones (a refusal under overload should be fast).
+  LatencyHistogram error_latency;
   // Wall time of the run without pauses.
   absl::Duration elapsed;
   absl::Duration paused;

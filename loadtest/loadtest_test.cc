@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "loadtest/latency_histogram.h"
 #include "loadtest/load_driver.h"
@@ -125,6 +126,11 @@ class FakeInferenceService final : public inference::GRPCInferenceService::Servi
     while (inflight > seen && !max_inflight_.compare_exchange_weak(seen, inflight)) {
     }
     const std::int64_t n = calls_.fetch_add(1) + 1;
+    if (hold_until_calls > 0) {
+      absl::MutexLock lock(&hold_mu_);
+      hold_mu_.Await(absl::Condition(
+          +[](FakeInferenceService* s) { return s->calls_.load() >= s->hold_until_calls; }, this));
+    }
     grpc::Status status = grpc::Status::OK;
     if (fail_every > 0 && n % fail_every == 0) {
       status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "out of memory");
@@ -148,8 +154,11 @@ class FakeInferenceService final : public inference::GRPCInferenceService::Servi
 
   std::int64_t fail_every = 0;
   bool drop_outputs = false;
+  // > 0: no call is answered before this many have arrived.
+  std::int64_t hold_until_calls = 0;
 
  private:
+  absl::Mutex hold_mu_;
   std::atomic<int> inflight_{0};
   std::atomic<int> max_inflight_{0};
   std::atomic<std::int64_t> calls_{0};
@@ -197,6 +206,7 @@ TEST_F(RunLoadTest, ClosedLoopSendsExactlyTheRequestCountAndCountsErrorsByCode) 
   EXPECT_EQ(result->error_count(), 50);
   EXPECT_EQ(result->errors.at("RESOURCE_EXHAUSTED"), 50);
   EXPECT_EQ(result->latency.count(), 450);
+  EXPECT_EQ(result->error_latency.count(), 50);
   EXPECT_LE(service_.max_inflight(), 8);
   EXPECT_GT(result->elapsed, absl::ZeroDuration());
 }
@@ -228,6 +238,22 @@ TEST_F(RunLoadTest, OpenLoopFollowsTheRate) {
   EXPECT_LE(result->sent + result->not_sent, 1001);
   EXPECT_GE(result->sent, 800);
   EXPECT_EQ(result->ok, result->sent);
+}
+
+// Open loop means the schedule never waits for a reply: here no reply comes before 40
+// requests have arrived, which a client that waited for replies (or had fewer slots)
+// would never send.
+TEST_F(RunLoadTest, OpenLoopDoesNotWaitForReplies) {
+  service_.hold_until_calls = 40;
+  options_.rate = 2000;
+  options_.max_requests = 40;
+  options_.duration = absl::Seconds(30);
+  options_.max_outstanding = 64;
+  absl::StatusOr<LoadResult> result = RunLoad(options_);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->sent, 40);
+  EXPECT_EQ(result->ok, 40) << "requests sent only after a reply timed out";
+  EXPECT_EQ(service_.max_inflight(), 40);
 }
 
 TEST_F(RunLoadTest, ResponsesWithoutOutputsAreInvalid) {

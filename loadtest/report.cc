@@ -122,6 +122,11 @@ void PrintText(const Report& r, std::ostream& out) {
     out << "errors by code:";
     for (const auto& [code, count] : res.errors) out << " " << code << "=" << count;
     out << "\n";
+    const LatencyHistogram& e = res.error_latency;
+    if (e.count() > 0) {
+      out << "latency (errors): p50 " << Millis(e.Percentile(0.5)) << ", p99 "
+          << Millis(e.Percentile(0.99)) << ", max " << Millis(e.max()) << "\n";
+    }
   }
 
   if (r.memory_source.empty()) {
@@ -185,6 +190,9 @@ void PrintJson(const Report& r, std::ostream& out) {
              "\"p999\":%.6f,\"max\":%.6f}",
              l.mean() / 1e6, l.Percentile(0.5) / 1e6, l.Percentile(0.9) / 1e6,
              l.Percentile(0.99) / 1e6, l.Percentile(0.999) / 1e6, l.max() / 1e6)
+      << absl::StrFormat(",\"error_latency_ms\":{\"p50\":%.6f,\"p99\":%.6f,\"max\":%.6f}",
+                         res.error_latency.Percentile(0.5) / 1e6,
+                         res.error_latency.Percentile(0.99) / 1e6, res.error_latency.max() / 1e6)
       << ",\"errors_by_code\":{";
   bool first = true;
   for (const auto& [code, count] : res.errors) {

@@ -1,8 +1,10 @@
 // The dynamic batcher's queue (engine/dynamic_batcher.h), which every model has: a
 // request waiting for a busy predictor holds no caller's thread, also without batching;
 // a timer answers expired requests while every predictor stays busy; and priority
-// levels order the queue, each level under its own queue policy. Predictors are held
-// busy by LaneHolder (tests/unit/engine/batcher_test_util.h), not by a clock.
+// levels order the queue, each level under its own queue policy; and a predictor is free
+// again before its reply goes out, so that a request sent on that reply takes the fast
+// path. Predictors are held busy by LaneHolder (tests/unit/engine/batcher_test_util.h),
+// not by a clock.
 #include <functional>
 #include <memory>
 #include <string>
@@ -58,6 +60,7 @@ TEST(AsyncBatcherTest, WithoutBatchingAWaitForABusyPredictorHoldsNoCallerThread)
   holder.Release();
   caller.join();
   EXPECT_TRUE(pending.Wait().ok());
+  EXPECT_TRUE(holder.ok());  // its run counted (it may answer after the others)
   EXPECT_EQ(slow->stats().execution_count, 2u);
 }
 
@@ -78,6 +81,7 @@ TEST(ExpiryTimerTest, APassedDeadlineIsAnsweredWhileThePredictorStaysBusy) {
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
   EXPECT_EQ(RejectReason(got.status()), kRejectDeadline);
   EXPECT_EQ(model->batcher()->queued(), 0u);
+  EXPECT_TRUE(holder.ok());  // its run counted (it may answer after the others)
   EXPECT_EQ(model->stats().execution_count, 1u) << "only the holder's request ran";
 }
 
@@ -100,6 +104,7 @@ TEST(ExpiryTimerTest, AQueuePolicyTimeoutIsAnsweredWhileThePredictorStaysBusy) {
     EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
     EXPECT_EQ(RejectReason(got.status()), kRejectTimeout);
   }
+  EXPECT_TRUE(holder.ok());  // its run counted (it may answer after the others)
   EXPECT_EQ(model->stats().execution_count, 1u);
 }
 
@@ -189,6 +194,59 @@ TEST(PriorityTest, ALevelsTimeoutAppliesOnlyToThatLevel) {
   ASSERT_TRUE(answered);
   EXPECT_EQ(a.Wait().status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(b.Wait().ok());
+}
+
+// A client that sends its next request as soon as it has the reply: here each next
+// request is sent from inside the previous one's `done`, after its reply, before `done`
+// returned. The predictor must be free by then, so every request of the chain runs on
+// the fast path and none is queued for a lane (which costs a thread wake-up).
+TEST(FastPathTest, ARequestSentOnTheLastReplyRunsOnTheCallersThread) {
+  constexpr int kRequests = 20;
+  const std::vector<std::function<void(ModelConfig&)>> configs = {
+      [](ModelConfig&) {},  // the example's dynamic_batching { }: no queue delay
+      [](ModelConfig& c) { c.dynamic_batching.reset(); }};
+  for (const auto& config : configs) {
+    MemorySystem memory;
+    auto model = LoadExample(&memory, "mlp", config);
+    ASSERT_TRUE(model);
+    std::vector<std::unique_ptr<MlpRequest>> requests;
+    for (int i = 0; i < kRequests; ++i) requests.push_back(std::make_unique<MlpRequest>(i));
+    std::vector<Result> results(kRequests);
+    std::function<void(int)> send = [&](int i) {
+      model->InferAsync(requests[i]->request, [&, i](absl::StatusOr<InferenceResponse> r) {
+        results[i].Callback()(std::move(r));
+        if (i + 1 < kRequests) send(i + 1);
+      });
+    };
+    send(0);
+    for (Result& r : results) ASSERT_TRUE(r.Wait().ok());
+    const DynamicBatcher::Stats stats = model->batcher()->stats();
+    EXPECT_EQ(stats.caller_runs, static_cast<uint64_t>(kRequests))
+        << "a request sent on the last reply found the predictor still in use";
+    EXPECT_EQ(stats.lane_runs, 0u);
+  }
+}
+
+TEST(FastPathTest, ALaneGivesThePredictorBackBeforeItsReplies) {
+  MemorySystem memory;
+  auto model = LoadMlpWithPolicy(&memory, QueuePolicyConfig{});
+  ASSERT_TRUE(model);
+  LaneHolder holder(*model);
+  MlpRequest queued(1), next(2);
+  Result a, b;
+  // Queued behind the holder, so it runs on the lane; its reply sends the next request.
+  model->InferAsync(queued.request, [&](absl::StatusOr<InferenceResponse> r) {
+    a.Callback()(std::move(r));
+    model->InferAsync(next.request, b.Callback());
+  });
+  EXPECT_EQ(model->batcher()->queued(), 1u);
+  holder.Release();
+  EXPECT_TRUE(a.Wait().ok());
+  EXPECT_TRUE(b.Wait().ok());
+  EXPECT_TRUE(holder.ok());
+  const DynamicBatcher::Stats stats = model->batcher()->stats();
+  EXPECT_EQ(stats.lane_runs, 1u) << "the next request waited for the lane's reply to end";
+  EXPECT_EQ(stats.caller_runs, 2u);  // the holder's and the next one
 }
 
 }  // namespace

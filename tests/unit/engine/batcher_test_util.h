@@ -5,7 +5,6 @@
 // mlp requests, a thread-safe result collector, and LaneHolder, which keeps a model's
 // only predictor busy until the test lets go, so that no test waits on a clock.
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -116,32 +115,45 @@ inline std::shared_ptr<ServedModel> LoadMlpWithPolicy(MemorySystem* memory,
   });
 }
 
-// Runs a request on `model` whose `done` holds the model's only predictor until
-// Release(). From a thread of its own: a lone request on an idle model runs on the
-// caller's thread (the batcher's fast path), so `done` may block the thread that asked.
+// Keeps `model`'s only predictor busy until Release(): runs a request of its own that
+// blocks inside its run (the batcher's before-run test hook), as a long computation
+// would. The reply does not hold the predictor (engine/dynamic_batcher.h), so blocking
+// in `done` would not do. From a thread of its own, because a lone request on an idle
+// model runs on the caller's thread (the batcher's fast path). Sets the model's hook.
 class LaneHolder {
  public:
-  explicit LaneHolder(ServedModel& model) : request_(999) {
-    thread_ = std::thread([this, &model] {
-      model.InferAsync(request_.request, [this](absl::StatusOr<InferenceResponse> r) {
-        ok_ = r.ok();
-        entered_.Notify();
-        released_.WaitForNotification();
-      });
+  static constexpr const char* kRequestId = "lane-holder";
+
+  explicit LaneHolder(ServedModel& model) : state_(std::make_shared<State>()) {
+    state_->request.request.id = kRequestId;
+    // Shared with the hook, which the model keeps after this holder is gone.
+    model.SetBeforeRunForTesting([state = state_](const InferenceRequest& r) {
+      if (r.id != kRequestId) return;
+      state->entered.Notify();
+      state->released.WaitForNotification();
     });
-    entered_.WaitForNotification();
+    thread_ = std::thread([this, &model] {
+      model.InferAsync(state_->request.request, state_->result.Callback());
+    });
+    state_->entered.WaitForNotification();
   }
   ~LaneHolder() {
-    if (!released_.HasBeenNotified()) released_.Notify();
+    Release();
     thread_.join();
   }
-  void Release() { released_.Notify(); }
-  bool ok() const { return ok_; }
+  void Release() {
+    if (!state_->released.HasBeenNotified()) state_->released.Notify();
+  }
+  // Whether the holder's request succeeded; waits for its answer.
+  bool ok() { return state_->result.Wait().ok(); }
 
  private:
-  MlpRequest request_;
-  absl::Notification entered_, released_;
-  std::atomic<bool> ok_{false};
+  struct State {
+    MlpRequest request{999};
+    absl::Notification entered, released;
+    Result result;
+  };
+  std::shared_ptr<State> state_;
   std::thread thread_;
 };
 

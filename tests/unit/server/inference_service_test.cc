@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "engine/engine.h"
+#include "engine/served_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
@@ -186,19 +187,29 @@ TEST_F(InferenceServiceTest, AHigherPriorityParameterIsServedBeforeQueuedLowerOn
   )pb";
   ASSERT_TRUE(lifecycle_->Load("mlp_priority").ok());
 
-  // The predictor stays busy while the holder's reply is not done: a lone request on an
-  // idle model is answered on the calling thread, with its predictor in use until then.
-  const inference::ModelInferRequest hold = OneRow("mlp_priority", 0);
+  // The holder's request blocks inside its run (the batcher's test hook), which keeps the
+  // only predictor busy until released. Shared with the hook, which the model keeps.
+  struct Gate {
+    absl::Notification entered, released;
+  };
+  auto gate = std::make_shared<Gate>();
+  absl::StatusOr<std::shared_ptr<engine::ServedModel>> model = engine_->GetModel("mlp_priority");
+  ASSERT_TRUE(model.ok()) << model.status();
+  (*model)->SetBeforeRunForTesting([gate](const engine::InferenceRequest& r) {
+    if (r.id != "hold") return;
+    gate->entered.Notify();
+    gate->released.WaitForNotification();
+  });
+  inference::ModelInferRequest hold = OneRow("mlp_priority", 0);
+  hold.set_id("hold");
   inference::ModelInferResponse hold_response;
-  absl::Notification entered, released;
   std::thread holder([&] {
     service_->ModelInferAsync(hold, &hold_response, absl::InfiniteFuture(),
-                              InferenceServiceImpl::Reply([&](grpc::Status) {
-                                entered.Notify();
-                                released.WaitForNotification();
+                              InferenceServiceImpl::Reply([](grpc::Status s) {
+                                EXPECT_TRUE(s.ok()) << s.error_message();
                               }));
   });
-  entered.WaitForNotification();
+  gate->entered.WaitForNotification();
 
   // Shared with the callbacks, which may still be unwinding on the lane thread when the
   // test has seen the last answer.
@@ -225,7 +236,7 @@ TEST_F(InferenceServiceTest, AHigherPriorityParameterIsServedBeforeQueuedLowerOn
     absl::MutexLock lock(&answers->mu);
     EXPECT_TRUE(answers->order.empty()) << "a request ran while the predictor was busy";
   }
-  released.Notify();
+  gate->released.Notify();
   holder.join();
   absl::MutexLock lock(&answers->mu);
   answers->mu.Await(absl::Condition(
