@@ -194,13 +194,18 @@ bool IsColumnBias(ShapeSpan c, int64_t n) {
 
 // Rows of the product from which the packed B is used. Below it the product is a few rows
 // streaming B once (mlp at batch 1: 2 to 3 times ORT already), where the 6-row tiles
-// would mostly multiply zeros.
+// would mostly multiply zeros; unless B is larger than L2 (a CNN's classifier at batch 1:
+// 1280 x 1000 in mobilenet_v2), where OpenBLAS's repacking of B on every call, a pass
+// over memory, costs more than the idle rows of a tile (sgemm_incopy: 3.8 % of
+// mobilenet_v2 b1 with everything else packed).
 constexpr int64_t kPackedMinRows = 32;
+constexpr int64_t kPackedLargeB = int64_t{256} << 10;  // floats: 1 MB
 
 // The packed B of this call, or null when there is none or it does not fit (K x N).
 const PackedMatrix* PackedB(const KernelContext& ctx, int64_t m, int64_t n, int64_t k) {
   const PackedMatrix* b = ctx.packed_weight;
-  if (b == nullptr || m < kPackedMinRows || b->side() != PackedMatrix::Side::kB ||
+  if (b == nullptr || (m < kPackedMinRows && k * n < kPackedLargeB) ||
+      b->side() != PackedMatrix::Side::kB ||
       b->rows() != k || b->cols() != n) {
     return nullptr;
   }

@@ -94,7 +94,8 @@ TEST(GemmPackedWeightTest, FusedMatMulFoldsBatchIntoRows) {
 }
 
 // Packed from 2 B, called with B: a product of 40 rows comes out as A x 2B (the packed
-// path ran); one of 8 rows as A x B (too few rows, the packed weight is not used).
+// path ran); one of 8 rows as A x B (too few rows for a B this small: the packed weight
+// is not used); one row by a B of 1 MB as A x 2B again (a classifier at batch 1).
 TEST(GemmPackedWeightTest, ReadsThePackedOperandFromEnoughRows) {
   const int64_t n = 24, k = 30;
   const HostTensor b = RandomTensor({k, n}, 7);
@@ -113,6 +114,18 @@ TEST(GemmPackedWeightTest, ReadsThePackedOperandFromEnoughRows) {
                       k, false, false, GemmEpilogue{}));
     EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol)) << m << " rows";
   }
+  const HostTensor big = RandomTensor({512, 512}, 9);
+  std::vector<float> big2 = big.Values<float>();
+  for (float& v : big2) v *= 2.0f;
+  const auto big_packed = Pack(OpKind::kMatMul, NoAttrs{}, HostTensor::Of<float>({512, 512}, big2));
+  const HostTensor a = RandomTensor({1, 512}, 10);
+  DeviceRunner runner(Device::Cpu());
+  runner.set_packed_weight(big_packed.get());
+  const auto got = runner.Run(OpKind::kMatMul, {a, big}, NoAttrs{}, 1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const HostTensor want = HostTensor::Of<float>(
+      {1, 512}, Naive(a.Values<float>(), big2, nullptr, false, 1, 512, 512, false, false, {}));
+  EXPECT_TRUE(AllClose((*got)[0], want, 1e-3, kRtol)) << "1 row by 512 x 512";
 }
 
 }  // namespace
