@@ -19,9 +19,9 @@ typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
 // different ABIs with and without AVX).
 inline const V8u* At(const float* p) { return reinterpret_cast<const V8u*>(p); }
 inline V8u* At(float* p) { return reinterpret_cast<V8u*>(p); }
-// x in every lane: one vbroadcastss from memory. (V8{} + x, as row_gemm.cc writes it,
-// adds 0.0f first, which is no identity for -0.0f, so GCC keeps a scalar add in front of
-// every broadcast: half the micro-kernel's speed.)
+// x in every lane: one vbroadcastss from memory. (V8{} + x adds 0.0f first, which is no
+// identity for -0.0f, so GCC keeps a scalar add in front of every broadcast: half the
+// micro-kernel's speed.)
 #define NDS_SPLAT(x) (V8{(x), (x), (x), (x), (x), (x), (x), (x)})
 
 // The streamed operand's slab per task: with the packed operand on the A side, up to
