@@ -2,7 +2,7 @@
 // epilogue of fused nodes (kernels/gemm_epilogue.h) applied in one pass after the product.
 // Batched MatMuls of small products (attention) take RowGemm on ParallelFor instead.
 // A product of enough rows whose B the model packed at load (KernelContext::packed_weight)
-// takes PackedGemm, with the epilogue applied per finished tile block (docs/design.md §4.3).
+// takes PackedGemm, with the epilogue applied per finished tile block (docs/design.md §4.4).
 #include <cblas.h>
 
 #include <algorithm>

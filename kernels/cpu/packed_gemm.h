@@ -7,7 +7,7 @@
 // at a time, by the thread that uses it. OpenBLAS 0.3.21 repacks both operands on every
 // call and its threads meet at a barrier inside each GEMM; here the tiles of C are split
 // over ParallelFor's threads and the only sync is ParallelFor's join
-// (docs/design.md section 4.3).
+// (docs/design.md section 4.4).
 //
 // Layout: K is cut into blocks of kPackKc (the last one shorter). A packed A [M x K] holds,
 // per K block, ceil(M / kPackMr) panels of kPackMr rows, element (i, k) of a panel at

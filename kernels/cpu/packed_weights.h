@@ -4,7 +4,7 @@
 // Which nodes' CPU kernels take a weight packed at load (kernels/cpu/packed_gemm.h), and
 // its packing. The engine asks once per node when a CPU model loads and hands the result
 // to every call of that node (KernelContext::packed_weight); a kernel that gets none, or
-// one whose dims do not match its call, takes its OpenBLAS path (docs/design.md §4.3).
+// one whose dims do not match its call, takes its OpenBLAS path (docs/design.md §4.4).
 
 #include <memory>
 
