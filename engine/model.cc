@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/cpu/packed_weights.h"
 
 namespace ndserve::engine {
 
@@ -34,8 +35,29 @@ absl::StatusOr<std::shared_ptr<Model>> Model::Create(std::string name, int64_t v
     model->initializers_.push_back(*std::move(array));
   }
   model->manager_->Cap();
+  if (!device.is_cuda()) model->PackWeights();
   model->graph_.ReleaseInitializerBytes();
   return model;
+}
+
+void Model::PackWeights() {
+  const Graph& g = graph_;
+  packed_weights_.resize(g.nodes().size());
+  for (size_t n = 0; n < g.nodes().size(); ++n) {
+    const Node& node = g.nodes()[n];
+    if (node.on_host || node.has_dynamic_attrs()) continue;
+    const int input = kernels::cpu::PackableWeightInput(node.op, node.attrs);
+    if (input < 0 || input >= static_cast<int>(node.inputs.size())) continue;
+    const Value& v = g.values()[node.inputs[input]];
+    if (v.source != ValueSource::kInitializer) continue;
+    const Initializer& init = g.initializers()[v.index];
+    kernels::TensorView view;
+    view.data = const_cast<char*>(init.bytes.data());
+    view.dtype = init.dtype;
+    view.shape = init.shape;
+    packed_weights_[n] = kernels::cpu::PackNodeWeight(node.op, node.attrs, view);
+    if (packed_weights_[n] != nullptr) packed_weight_bytes_ += packed_weights_[n]->bytes();
+  }
 }
 
 Model::~Model() { Close().IgnoreError(); }

@@ -11,6 +11,7 @@
 #include "engine/graph.h"
 #include "engine/model_config.h"
 #include "engine/signature.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "memory/device.h"
 #include "memory/memory_system.h"
 #include "memory/nd_array.h"
@@ -54,6 +55,13 @@ class Model {
   // host-side scope of its shape arithmetic.
   MemorySystem* memory() const { return memory_; }
   uint64_t parameter_bytes() const { return parameter_bytes_; }
+  // Node `node`'s weight as its CPU kernel reads it, packed at load
+  // (kernels/cpu/packed_weights.h), or null: on a GPU, and for nodes without a packed path.
+  const kernels::cpu::PackedMatrix* packed_weight(int node) const {
+    return packed_weights_.empty() ? nullptr : packed_weights_[node].get();
+  }
+  // Host bytes of those packed copies (held besides the initializers, outside the pools).
+  uint64_t packed_weight_bytes() const { return packed_weight_bytes_; }
 
   // Closes the model manager and, with it, every predictor and context under it. Callers
   // make sure no request runs any more (ServedModel drains its predictors first).
@@ -79,6 +87,12 @@ class Model {
   std::shared_ptr<NDManager> manager_;
   std::vector<NDArray> initializers_;
   uint64_t parameter_bytes_ = 0;
+  // By node; empty on a GPU.
+  std::vector<std::unique_ptr<const kernels::cpu::PackedMatrix>> packed_weights_;
+  uint64_t packed_weight_bytes_ = 0;
+
+  // Fills packed_weights_ from the graph's initializer bytes (before they are released).
+  void PackWeights();
 };
 
 }  // namespace ndserve::engine

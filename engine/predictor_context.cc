@@ -269,7 +269,9 @@ absl::Status PredictorContext::RunNode(int n) {
   NotePeak();
   scratch_manager_ = on_host ? host_manager_.get() : manager_.get();
   scratch_on_host_ = on_host;
-  absl::Status ran = kernels_[n](on_host ? host_context_ : node_context_, inputs, outputs, attrs);
+  kernels::KernelContext ctx = on_host ? host_context_ : node_context_;
+  if (!on_host) ctx.packed_weight = model_.packed_weight(n);
+  absl::Status ran = kernels_[n](ctx, inputs, outputs, attrs);
   ReleaseScratch();
   NDS_RETURN_IF_ERROR(ran);
   if (gpu_ == nullptr || on_host) {

@@ -10,6 +10,10 @@
 
 namespace ndserve::kernels {
 
+namespace cpu {
+class PackedMatrix;
+}  // namespace cpu
+
 // What a kernel call may use besides its tensors. The CUDA members are opaque pointers so
 // this header (and the engine) need no CUDA include. A plain value; it owns nothing:
 // GpuResources (gpu_resources.h) owns the stream, handle and flag behind a CUDA context.
@@ -40,6 +44,10 @@ struct KernelContext {
   // Where kernels take working space; a kernel that needs some fails with
   // FAILED_PRECONDITION when it is null.
   ScratchAllocator* scratch = nullptr;
+  // The node's constant weight, packed when the model loaded (kernels/cpu/packed_weights.h):
+  // CPU Conv, Gemm and MatMul read it instead of their weight input. Null when there is
+  // none; a kernel checks its dims against its call before using it.
+  const cpu::PackedMatrix* packed_weight = nullptr;
 
   static KernelContext Cpu() { return KernelContext{}; }
 };

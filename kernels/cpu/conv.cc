@@ -6,7 +6,9 @@
 // A fused activation (ConvAttrs::activation) is applied to each band of output right
 // after its GEMM, while the band is still in cache. im2col and the depthwise loop run on
 // ParallelFor (parallel.h); the GEMMs on OpenBLAS's threads, never inside a parallel
-// region.
+// region. With one group and W packed at load (KernelContext::packed_weight), the GEMMs
+// are PackedGemm's instead (packed_gemm.h), on ParallelFor's threads, with bias and
+// activation applied per finished tile block (docs/design.md §4.4).
 // ConvTranspose: col = W_g^T x_g by GEMM, then col2im scatters and accumulates col into Y.
 #include <cblas.h>
 
@@ -20,6 +22,7 @@
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/depthwise_conv.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
@@ -156,6 +159,32 @@ void ActivateBand(const ConvEpilogue& e, float* y, int64_t channels, int64_t pla
   for (int64_t ch = 0; ch < channels; ++ch) Activate(e, y + ch * plane + offset, len);
 }
 
+// y[r][c0, c1) = act(y + bias[r]) for rows [r0, r1), rows ldc apart: PackedGemm's
+// epilogue, on a block of C it has just finished.
+void BiasActivateBlock(const ConvEpilogue& e, const float* bias, float* y, int64_t ldc, int64_t r0,
+                       int64_t r1, int64_t c0, int64_t c1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    float* row = y + r * ldc + c0;
+    if (bias != nullptr) {
+      const float b = bias[r];
+      for (int64_t j = 0; j < c1 - c0; ++j) row[j] += b;
+    }
+    Activate(e, row, c1 - c0);
+  }
+}
+
+// The packed W of this call, or null when there is none or it is not this conv's
+// (one group, W as an M x K A side).
+const PackedMatrix* PackedConvWeight(const KernelContext& ctx, int64_t groups, int64_t m,
+                                     int64_t k) {
+  const PackedMatrix* w = ctx.packed_weight;
+  if (w == nullptr || groups != 1 || w->side() != PackedMatrix::Side::kA || w->rows() != m ||
+      w->cols() != k) {
+    return nullptr;
+  }
+  return w;
+}
+
 absl::Status CheckBlasDims(absl::string_view op, int64_t m, int64_t n, int64_t k) {
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
     return absl::UnimplementedError(
@@ -188,6 +217,12 @@ absl::Status FoldedConv(const KernelContext& ctx, const ConvGeometry& g, const W
   NDS_RETURN_IF_ERROR(CheckBlasDims("Conv", m, nb * p, k));
   NDS_ASSIGN_OR_RETURN(float* col, Scratch("Conv", ctx, k * nb * p));
   NDS_ASSIGN_OR_RETURN(float* prod, Scratch("Conv", ctx, m * nb * p));
+  const PackedMatrix* packed = PackedConvWeight(ctx, 1, m, k);
+  float* packed_scratch = nullptr;
+  if (packed != nullptr) {
+    NDS_ASSIGN_OR_RETURN(packed_scratch,
+                         Scratch("Conv", ctx, PackedGemmScratchFloats(*packed, m, nb * p, k)));
+  }
   for (int64_t i0 = 0; i0 < n; i0 += nb) {
     const int64_t imgs = std::min(nb, n - i0), ld = imgs * p;
     // (image, channel) pairs; image j's columns start at j * p in every row of col.
@@ -201,9 +236,14 @@ absl::Status FoldedConv(const KernelContext& ctx, const ConvGeometry& g, const W
     for (int64_t mi = 0; mi < m; ++mi) {
       std::fill(prod + mi * ld, prod + (mi + 1) * ld, bias != nullptr ? bias[mi] : 0.0f);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-                static_cast<int>(ld), static_cast<int>(k), 1.0f, wt, static_cast<int>(k), col,
-                static_cast<int>(ld), 1.0f, prod, static_cast<int>(ld));
+    if (packed != nullptr) {
+      PackedGemm(*packed, MatrixRef{col, ld, false}, m, ld, k, prod, ld, /*accumulate=*/true,
+                 packed_scratch, [](int64_t, int64_t, int64_t, int64_t) {});
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
+                  static_cast<int>(ld), static_cast<int>(k), 1.0f, wt, static_cast<int>(k), col,
+                  static_cast<int>(ld), 1.0f, prod, static_cast<int>(ld));
+    }
     for (int64_t j = 0; j < imgs; ++j) {
       float* yi = y + (i0 + j) * m * p;
       for (int64_t mi = 0; mi < m; ++mi) {
@@ -253,6 +293,13 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   if (!pointwise && k > 0) {
     NDS_ASSIGN_OR_RETURN(col, Scratch("Conv", ctx, k * band_rows * w.col_w));
   }
+  const PackedMatrix* packed = k > 0 ? PackedConvWeight(ctx, groups, m, k) : nullptr;
+  float* packed_scratch = nullptr;
+  if (packed != nullptr) {
+    const int64_t max_cols = pointwise ? p : band_rows * w.col_w;
+    NDS_ASSIGN_OR_RETURN(packed_scratch, Scratch("Conv", ctx, PackedGemmScratchFloats(
+                                                                  *packed, m, max_cols, k)));
+  }
   const int64_t k_plane = g.k_plane();
   for (int64_t i = 0; i < n; ++i) {
     float* yi = y + i * m * p;
@@ -266,6 +313,13 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
       const float* wg = wt + gi * mg * k;
       const float* bg = bias != nullptr ? bias + gi * mg : nullptr;
       float* yg = yi + gi * mg * p;
+      if (pointwise && packed != nullptr) {
+        PackedGemm(*packed, MatrixRef{xg, p, false}, mg, p, k, yg, p, /*accumulate=*/false,
+                   packed_scratch, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+                     BiasActivateBlock(act, bg, yg, p, r0, r1, c0, c1);
+                   });
+        continue;
+      }
       if (pointwise) {
         FillBias(bg, mg, p, yg);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
@@ -279,6 +333,7 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
         const int64_t cols = (r1 - r0) * w.col_w;
         ParallelFor(cg, MinChannels(k_plane * cols), [&](int64_t c0, int64_t c1) {
           Im2Col(xg + c0 * g.in_plane(), c1 - c0, w, r0, r1, cols, col + c0 * k_plane * cols);
+          if (packed != nullptr) return;  // its epilogue adds the bias
           // The bias under this band, split the same way over the output channels.
           const int64_t m0 = c0 * mg / cg, m1 = c1 * mg / cg;
           for (int64_t mi = m0; mi < m1; ++mi) {
@@ -286,9 +341,18 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
             std::fill(yb, yb + cols, bg != nullptr ? bg[mi] : 0.0f);
           }
         });
+        float* yb = yg + r0 * w.col_w;
+        if (packed != nullptr) {
+          PackedGemm(*packed, MatrixRef{col, cols, false}, mg, cols, k, yb, p,
+                     /*accumulate=*/false, packed_scratch,
+                     [&](int64_t q0, int64_t q1, int64_t c0, int64_t c1) {
+                       BiasActivateBlock(act, bg, yb, p, q0, q1, c0, c1);
+                     });
+          continue;
+        }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
                     static_cast<int>(cols), static_cast<int>(k), 1.0f, wg, static_cast<int>(k), col,
-                    static_cast<int>(cols), 1.0f, yg + r0 * w.col_w, static_cast<int>(p));
+                    static_cast<int>(cols), 1.0f, yb, static_cast<int>(p));
         ActivateBand(act, yg, mg, p, r0 * w.col_w, cols);
       }
     }

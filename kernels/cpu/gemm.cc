@@ -1,6 +1,8 @@
 // Gemm and MatMul on the CPU through OpenBLAS's cblas_sgemm (row-major), with the
 // epilogue of fused nodes (kernels/gemm_epilogue.h) applied in one pass after the product.
 // Batched MatMuls of small products (attention) take RowGemm on ParallelFor instead.
+// A product of enough rows whose B the model packed at load (KernelContext::packed_weight)
+// takes PackedGemm, with the epilogue applied per finished tile block (docs/design.md §4.4).
 #include <cblas.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/row_gemm.h"
 #include "kernels/cpu/row_walker.h"
@@ -189,9 +192,49 @@ bool IsColumnBias(ShapeSpan c, int64_t n) {
   return (c.size() == 1 && c[0] == n) || (c.size() == 2 && c[0] == 1 && c[1] == n);
 }
 
+// Rows of the product from which the packed B is used. Below it the product is a few rows
+// streaming B once (mlp at batch 1: 2 to 3 times ORT already), where the 6-row tiles
+// would mostly multiply zeros; unless B is larger than L2 (a CNN's classifier at batch 1:
+// 1280 x 1000 in mobilenet_v2), where OpenBLAS's repacking of B on every call, a pass
+// over memory, costs more than the idle rows of a tile (sgemm_incopy: 3.8 % of
+// mobilenet_v2 b1 with everything else packed).
+constexpr int64_t kPackedMinRows = 32;
+constexpr int64_t kPackedLargeB = int64_t{256} << 10;  // floats: 1 MB
+
+// The packed B of this call, or null when there is none or it does not fit (K x N).
+const PackedMatrix* PackedB(const KernelContext& ctx, int64_t m, int64_t n, int64_t k) {
+  const PackedMatrix* b = ctx.packed_weight;
+  if (b == nullptr || (m < kPackedMinRows && k * n < kPackedLargeB) ||
+      b->side() != PackedMatrix::Side::kB ||
+      b->rows() != k || b->cols() != n) {
+    return nullptr;
+  }
+  return b;
+}
+
+// Y [m x n] = A x packed B (+ Y when `accumulate`), then act(y + bias[col]) per finished
+// block.
+absl::Status PackedProduct(const KernelContext& ctx, const PackedMatrix& b, MatrixRef a,
+                           int64_t m, int64_t n, int64_t k, bool accumulate, const float* bias,
+                           const GemmEpilogue& e, float* y) {
+  if (ctx.scratch == nullptr) {
+    return absl::FailedPreconditionError("Gemm: the kernel context has no scratch allocator");
+  }
+  NDS_ASSIGN_OR_RETURN(void* scratch,
+                       ctx.scratch->Allocate(PackedGemmScratchFloats(b, m, n, k) * sizeof(float)));
+  PackedGemm(b, a, m, n, k, y, n, accumulate, static_cast<float*>(scratch),
+             [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+               for (int64_t r = r0; r < r1; ++r) {
+                 ApplyEpilogue(y + r * n + c0, bias != nullptr ? bias + c0 : nullptr, 1, c1 - c0,
+                               e);
+               }
+             });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::Status Gemm(const KernelContext&, absl::Span<const TensorView> in,
+absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const GemmAttrs& a = std::get<GemmAttrs>(attrs);
   const GemmPlan p = MakeGemmPlan(in[0].shape, in[1].shape, a);
@@ -213,6 +256,11 @@ absl::Status Gemm(const KernelContext&, absl::Span<const TensorView> in,
   const float* bias = column_bias ? in[2].as<const float>() : nullptr;
   const float* a_data = in[0].as<const float>();
   const int lda = static_cast<int>(a.trans_a ? p.m : p.k);
+  if (const PackedMatrix* packed = PackedB(ctx, p.m, p.n, p.k);
+      packed != nullptr && product && a.alpha == 1.0f) {
+    return PackedProduct(ctx, *packed, MatrixRef{a_data, lda, a.trans_a}, p.m, p.n, p.k, c_in_gemm,
+                         bias, a.epilogue, y);
+  }
   const int ldb = static_cast<int>(a.trans_b ? p.k : p.n);
   // Rows [r0, r1) of Y: their product (A's rows, or A^T's: columns of A) and epilogue.
   auto rows = [&](int64_t r0, int64_t r1) {
@@ -243,8 +291,22 @@ absl::Status Gemm(const KernelContext&, absl::Span<const TensorView> in,
   return absl::OkStatus();
 }
 
-absl::Status MatMul(const KernelContext&, absl::Span<const TensorView> in,
+absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const GemmAttrs* fused_attrs = std::get_if<GemmAttrs>(&attrs);
+  if (in[1].shape.size() == 2 && out[0].numel() > 0) {
+    // B one matrix: A's batch is just more rows, as in MatMulProduct.
+    const MatMulPlan p = MakeMatMulPlan(in[0].shape, in[1].shape);
+    if (const PackedMatrix* packed = PackedB(ctx, p.batch * p.m, p.n, p.k);
+        packed != nullptr && p.k > 0 && (p.fold_batch_into_m || p.batch == 1)) {
+      const float* bias =
+          fused_attrs != nullptr && fused_attrs->matmul_bias ? in[2].as<const float>() : nullptr;
+      return PackedProduct(ctx, *packed, MatrixRef{in[0].as<const float>(), p.k, false},
+                           p.batch * p.m, p.n, p.k, /*accumulate=*/false, bias,
+                           fused_attrs != nullptr ? fused_attrs->epilogue : GemmEpilogue{},
+                           out[0].as<float>());
+    }
+  }
   NDS_RETURN_IF_ERROR(MatMulProduct(in, out));
   // A fused MatMul (engine/fusion.h) adds its bias and activation in one pass after.
   if (const GemmAttrs* fused = std::get_if<GemmAttrs>(&attrs)) {

@@ -17,6 +17,9 @@ constexpr int64_t kV = 8;
 
 inline const V8u* At(const float* p) { return reinterpret_cast<const V8u*>(p); }
 inline V8u* At(float* p) { return reinterpret_cast<V8u*>(p); }
+// x in every lane, one broadcast. (V8{} + x would add 0.0f first, which is no identity for
+// -0.0f, so GCC keeps a scalar add before each broadcast, on the multiply-add's path.)
+#define NDS_SPLAT(x) (V8{(x), (x), (x), (x), (x), (x), (x), (x)})
 
 // Columns [j, n) of one row of C: ci = ai x B.
 __attribute__((always_inline)) inline void OneRow(const float* ai, const float* b, int64_t ldb,
@@ -27,7 +30,7 @@ __attribute__((always_inline)) inline void OneRow(const float* ai, const float* 
     V8 s0 = {}, s1 = {}, s2 = {}, s3 = {}, s4 = {}, s5 = {}, s6 = {}, s7 = {};
     const float* bp = b + j;
     for (int64_t p = 0; p < k; ++p, bp += ldb) {
-      const V8 av = V8{} + ai[p];
+      const V8 av = NDS_SPLAT(ai[p]);
       s0 += av * *At(bp);
       s1 += av * *At(bp + kV);
       s2 += av * *At(bp + 2 * kV);
@@ -50,7 +53,7 @@ __attribute__((always_inline)) inline void OneRow(const float* ai, const float* 
     V8 s0 = {}, s1 = {}, s2 = {}, s3 = {};
     const float* bp = b + j;
     for (int64_t p = 0; p < k; ++p, bp += ldb) {
-      const V8 av = V8{} + ai[p];
+      const V8 av = NDS_SPLAT(ai[p]);
       s0 += av * *At(bp);
       s1 += av * *At(bp + kV);
       s2 += av * *At(bp + 2 * kV);
@@ -64,7 +67,7 @@ __attribute__((always_inline)) inline void OneRow(const float* ai, const float* 
   for (; j + kV <= n; j += kV) {
     V8 s0 = {};
     const float* bp = b + j;
-    for (int64_t p = 0; p < k; ++p, bp += ldb) s0 += (V8{} + ai[p]) * *At(bp);
+    for (int64_t p = 0; p < k; ++p, bp += ldb) s0 += NDS_SPLAT(ai[p]) * *At(bp);
     *At(ci + j) = s0;
   }
   for (; j < n; ++j) {
@@ -91,7 +94,7 @@ void RowGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const
       const float* bp = b + j;
       for (int64_t p = 0; p < k; ++p, bp += ldb) {
         const V8 b0 = *At(bp), b1 = *At(bp + kV), b2 = *At(bp + 2 * kV), b3 = *At(bp + 3 * kV);
-        const V8 x0 = V8{} + a0[p], x1 = V8{} + a1[p];
+        const V8 x0 = NDS_SPLAT(a0[p]), x1 = NDS_SPLAT(a1[p]);
         s0 += x0 * b0;
         s1 += x0 * b1;
         s2 += x0 * b2;

@@ -154,8 +154,11 @@ class DeviceRunner {
   KernelContext context() {
     KernelContext ctx = gpu_ ? gpu_->context() : KernelContext::Cpu();
     ctx.scratch = &scratch_;
+    ctx.packed_weight = packed_weight_;
     return ctx;
   }
+  // What context() hands the kernel as KernelContext::packed_weight (borrowed).
+  void set_packed_weight(const cpu::PackedMatrix* w) { packed_weight_ = w; }
   TestScratch& scratch() { return scratch_; }
 
   // A view over a fresh buffer holding `t` (or uninitialized, for outputs).
@@ -241,6 +244,7 @@ class DeviceRunner {
   }
 
   Device device_;
+  const cpu::PackedMatrix* packed_weight_ = nullptr;
   std::unique_ptr<DeviceAllocator> allocator_;
   std::unique_ptr<GpuResources> gpu_;
   std::vector<std::pair<void*, std::size_t>> buffers_;

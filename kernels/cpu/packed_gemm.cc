@@ -1,0 +1,277 @@
+#include "kernels/cpu/packed_gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/parallel.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+// Eight floats as one value (GCC vector extension), as in row_gemm.cc: an AVX register in
+// the x86-64-v3 clone, two SSE registers in the baseline one.
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
+
+// Only pointers to vectors cross function boundaries (a vector passed by value has
+// different ABIs with and without AVX).
+inline const V8u* At(const float* p) { return reinterpret_cast<const V8u*>(p); }
+inline V8u* At(float* p) { return reinterpret_cast<V8u*>(p); }
+// x in every lane: one vbroadcastss from memory. (V8{} + x adds 0.0f first, which is no
+// identity for -0.0f, so GCC keeps a scalar add in front of every broadcast: half the
+// micro-kernel's speed.)
+#define NDS_SPLAT(x) (V8{(x), (x), (x), (x), (x), (x), (x), (x)})
+
+// The streamed operand's slab per task: with the packed operand on the A side, up to
+// kSlabCols columns of B (a K block of them is 192 KB, held in L2 while every A panel
+// passes over it); on the B side, up to kSlabRows rows of A, against kTaskCols columns
+// of packed B (a K block of those is 256 KB, again L2's share).
+constexpr int64_t kSlabCols = 12 * kPackNr;
+constexpr int64_t kSlabRows = 16 * kPackMr;
+constexpr int64_t kTaskCols = 16 * kPackNr;
+// A product under this many multiply-adds runs on the calling thread: waking the pool
+// costs more than the work (about 10 us of one core).
+constexpr int64_t kMinParallelMacs = int64_t{1} << 19;
+// Scratch slots, one per thread that may work at once (a bit each in a 64-bit mask).
+constexpr int kMaxSlots = 64;
+
+int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+int Slots() { return std::min(IntraOpThreads(), kMaxSlots); }
+
+// Floats of one task's slab (see kSlabCols).
+int64_t SlabFloats(PackedMatrix::Side side, int64_t m, int64_t n, int64_t k) {
+  const int64_t kb = std::min(k, kPackKc);
+  return side == PackedMatrix::Side::kA ? kb * RoundUp(std::min(n, kSlabCols), kPackNr)
+                                        : kb * RoundUp(std::min(m, kSlabRows), kPackMr);
+}
+
+// Rows [r0, r1) x K block [k0, k0 + kb) of `src` (rows x K) as A panels: panel p's
+// element (i, k) at out[p * kPackMr * kb + k * kPackMr + i], zeros past r1.
+__attribute__((always_inline)) inline void PackAPanels(MatrixRef src, int64_t r0, int64_t r1,
+                                                       int64_t k0, int64_t kb, float* out) {
+  for (int64_t i0 = r0; i0 < r1; i0 += kPackMr, out += kPackMr * kb) {
+    const int64_t rows = std::min(kPackMr, r1 - i0);
+    if (!src.trans) {
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* s = src.data + (i0 + i) * src.ld + k0;
+        for (int64_t k = 0; k < kb; ++k) out[k * kPackMr + i] = s[k];
+      }
+    } else {
+      for (int64_t k = 0; k < kb; ++k) {
+        const float* s = src.data + (k0 + k) * src.ld + i0;
+        for (int64_t i = 0; i < rows; ++i) out[k * kPackMr + i] = s[i];
+      }
+    }
+    for (int64_t i = rows; i < kPackMr; ++i) {
+      for (int64_t k = 0; k < kb; ++k) out[k * kPackMr + i] = 0.0f;
+    }
+  }
+}
+
+// K block [k0, k0 + kb) x columns [c0, c1) of `src` (K x cols) as B panels: panel q's
+// element (k, j) at out[q * kPackNr * kb + k * kPackNr + j], zeros past c1.
+__attribute__((always_inline)) inline void PackBPanels(MatrixRef src, int64_t c0, int64_t c1,
+                                                       int64_t k0, int64_t kb, float* out) {
+  for (int64_t j0 = c0; j0 < c1; j0 += kPackNr, out += kPackNr * kb) {
+    const int64_t cols = std::min(kPackNr, c1 - j0);
+    if (!src.trans && cols == kPackNr) {
+      const float* s = src.data + k0 * src.ld + j0;
+      for (int64_t k = 0; k < kb; ++k, s += src.ld) {
+        *At(out + k * kPackNr) = *At(s);
+        *At(out + k * kPackNr + 8) = *At(s + 8);
+      }
+      continue;
+    }
+    for (int64_t k = 0; k < kb; ++k) {
+      float* o = out + k * kPackNr;
+      for (int64_t j = 0; j < cols; ++j) o[j] = src.at(k0 + k, j0 + j);
+      for (int64_t j = cols; j < kPackNr; ++j) o[j] = 0.0f;
+    }
+  }
+}
+
+// The 6 x 16 tile: c (row stride ldc) = (accumulate ? c : 0) + a panel x b panel over kb.
+// Twelve accumulators, two B vectors and one broadcast A value: 15 of AVX2's 16
+// registers, two FMAs per B load.
+__attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* a, const float* b,
+                                                       float* c, int64_t ldc, bool accumulate) {
+  V8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
+  V8 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
+  for (int64_t k = 0; k < kb; ++k, a += kPackMr, b += kPackNr) {
+    const V8 b0 = *At(b), b1 = *At(b + 8);
+    V8 x = NDS_SPLAT(a[0]);
+    c00 += x * b0;
+    c01 += x * b1;
+    x = NDS_SPLAT(a[1]);
+    c10 += x * b0;
+    c11 += x * b1;
+    x = NDS_SPLAT(a[2]);
+    c20 += x * b0;
+    c21 += x * b1;
+    x = NDS_SPLAT(a[3]);
+    c30 += x * b0;
+    c31 += x * b1;
+    x = NDS_SPLAT(a[4]);
+    c40 += x * b0;
+    c41 += x * b1;
+    x = NDS_SPLAT(a[5]);
+    c50 += x * b0;
+    c51 += x * b1;
+  }
+  if (accumulate) {
+    c00 += *At(c), c01 += *At(c + 8);
+    c10 += *At(c + ldc), c11 += *At(c + ldc + 8);
+    c20 += *At(c + 2 * ldc), c21 += *At(c + 2 * ldc + 8);
+    c30 += *At(c + 3 * ldc), c31 += *At(c + 3 * ldc + 8);
+    c40 += *At(c + 4 * ldc), c41 += *At(c + 4 * ldc + 8);
+    c50 += *At(c + 5 * ldc), c51 += *At(c + 5 * ldc + 8);
+  }
+  *At(c) = c00, *At(c + 8) = c01;
+  *At(c + ldc) = c10, *At(c + ldc + 8) = c11;
+  *At(c + 2 * ldc) = c20, *At(c + 2 * ldc + 8) = c21;
+  *At(c + 3 * ldc) = c30, *At(c + 3 * ldc + 8) = c31;
+  *At(c + 4 * ldc) = c40, *At(c + 4 * ldc + 8) = c41;
+  *At(c + 5 * ldc) = c50, *At(c + 5 * ldc + 8) = c51;
+}
+
+struct Product {
+  const PackedMatrix* packed;
+  MatrixRef other;
+  int64_t m, n, k;
+  float* c;
+  int64_t ldc;
+  bool accumulate;
+};
+
+// One task: rows [m0, m1) x columns [n0, n1) of C over all of K, m0 and n0 on panel
+// boundaries. The streamed operand's part is packed a K block at a time into `slab`.
+NDS_CPU_CLONES
+void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* slab,
+             PackedEpilogue epilogue) {
+  const bool packed_a = p.packed->side() == PackedMatrix::Side::kA;
+  alignas(32) float edge[kPackMr * kPackNr];
+  for (int64_t k0 = 0; k0 < p.k; k0 += kPackKc) {
+    const int64_t kb = std::min(kPackKc, p.k - k0);
+    const bool accumulate = p.accumulate || k0 > 0, last = k0 + kb == p.k;
+    if (packed_a) {
+      PackBPanels(p.other, n0, n1, k0, kb, slab);
+    } else {
+      PackAPanels(p.other, m0, m1, k0, kb, slab);
+    }
+    for (int64_t i = m0; i < m1; i += kPackMr) {
+      const float* ap = packed_a ? p.packed->Panel(k0, kb, i) : slab + (i - m0) * kb;
+      const int64_t rows = std::min(kPackMr, m1 - i);
+      for (int64_t j = n0; j < n1; j += kPackNr) {
+        const float* bp = packed_a ? slab + (j - n0) * kb : p.packed->Panel(k0, kb, j);
+        const int64_t cols = std::min(kPackNr, n1 - j);
+        float* ct = p.c + i * p.ldc + j;
+        if (rows == kPackMr && cols == kPackNr) {
+          MicroKernel(kb, ap, bp, ct, p.ldc, accumulate);
+          continue;
+        }
+        // An edge tile: through a full-size copy, so the kernel never reads or writes
+        // past C's rows and columns.
+        if (accumulate) {
+          for (int64_t r = 0; r < rows; ++r) {
+            std::copy(ct + r * p.ldc, ct + r * p.ldc + cols, edge + r * kPackNr);
+          }
+        }
+        MicroKernel(kb, ap, bp, edge, kPackNr, accumulate);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::copy(edge + r * kPackNr, edge + r * kPackNr + cols, ct + r * p.ldc);
+        }
+      }
+      if (last) epilogue(i, i + rows, n0, n1);
+    }
+  }
+}
+
+// Takes a free scratch slot; at most Slots() threads run one product's tasks at once
+// (ParallelFor's workers and its caller), so one is free or about to be.
+int ClaimSlot(std::atomic<uint64_t>& busy, int slots) {
+  for (;;) {
+    uint64_t mask = busy.load(std::memory_order_relaxed);
+    for (int s = 0; s < slots; ++s) {
+      const uint64_t bit = uint64_t{1} << s;
+      if ((mask & bit) == 0 && busy.compare_exchange_weak(mask, mask | bit)) return s;
+    }
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
+
+PackedMatrix PackedMatrix::Pack(Side side, MatrixRef src, int64_t rows, int64_t cols) {
+  PackedMatrix p;
+  p.side_ = side;
+  p.rows_ = rows;
+  p.cols_ = cols;
+  const int64_t k = side == Side::kA ? cols : rows;
+  const int64_t other = side == Side::kA ? rows : cols;
+  p.padded_ = RoundUp(other, side == Side::kA ? kPackMr : kPackNr);
+  p.data_.assign(p.padded_ * k, 0.0f);
+  for (int64_t k0 = 0; k0 < k; k0 += kPackKc) {
+    const int64_t kb = std::min(kPackKc, k - k0);
+    float* out = p.data_.data() + k0 * p.padded_;
+    if (side == Side::kA) {
+      PackAPanels(src, 0, rows, k0, kb, out);
+    } else {
+      PackBPanels(src, 0, cols, k0, kb, out);
+    }
+  }
+  return p;
+}
+
+const float* PackedMatrix::Panel(int64_t k0, int64_t kb, int64_t index) const {
+  // Every K block before this one is kPackKc deep: block k0 starts at k0 * padded_.
+  return data_.data() + k0 * padded_ + index * kb;
+}
+
+int64_t PackedGemmScratchFloats(const PackedMatrix& packed, int64_t m, int64_t n, int64_t k) {
+  return Slots() * SlabFloats(packed.side(), m, n, k);
+}
+
+void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t n, int64_t k,
+                float* c, int64_t ldc, bool accumulate, float* scratch, PackedEpilogue epilogue) {
+  const bool packed_a = packed.side() == PackedMatrix::Side::kA;
+  const int threads = IntraOpThreads();
+  // Task blocks: the streamed operand's slab on one side, the packed operand's rows
+  // (all of them for A, kTaskCols columns for B) on the other.
+  int64_t mb = packed_a ? RoundUp(m, kPackMr) : kSlabRows;
+  int64_t nb = packed_a ? kSlabCols : kTaskCols;
+  // Fewer tasks than two per thread: cut the blocks, so each thread has work and a
+  // thread slowed by other load hands its share on.
+  const int64_t want = 2 * threads;
+  auto tasks = [&] { return ((m + mb - 1) / mb) * ((n + nb - 1) / nb); };
+  if (threads > 1 && tasks() < want) {
+    if (packed_a) {
+      const int64_t parts = (want + (n + nb - 1) / nb - 1) / ((n + nb - 1) / nb);
+      mb = std::clamp(RoundUp((m + parts - 1) / parts, kPackMr), kPackMr, mb);
+    }
+    if (tasks() < want) {
+      const int64_t parts = (want + (m + mb - 1) / mb - 1) / ((m + mb - 1) / mb);
+      nb = std::clamp(RoundUp((n + parts - 1) / parts, kPackNr), kPackNr, nb);
+    }
+  }
+  const int64_t m_tasks = (m + mb - 1) / mb, n_tasks = (n + nb - 1) / nb;
+  const Product p{&packed, other, m, n, k, c, ldc, accumulate};
+  const int64_t slab = SlabFloats(packed.side(), m, n, k);
+  const int slots = Slots();
+  std::atomic<uint64_t> busy{0};
+  const int64_t task_macs = mb * nb * k;
+  ParallelFor(m_tasks * n_tasks, (kMinParallelMacs + task_macs - 1) / task_macs,
+              [&](int64_t t0, int64_t t1) {
+                const int s = ClaimSlot(busy, slots);
+                for (int64_t t = t0; t < t1; ++t) {
+                  const int64_t m0 = (t / n_tasks) * mb, n0 = (t % n_tasks) * nb;
+                  RunTask(p, m0, std::min(m, m0 + mb), n0, std::min(n, n0 + nb),
+                          scratch + s * slab, epilogue);
+                }
+                busy.fetch_and(~(uint64_t{1} << s));
+              });
+}
+
+}  // namespace ndserve::kernels::cpu

@@ -1,0 +1,151 @@
+// kernels/cpu/packed_gemm.h against a naive double-precision triple loop: the constant
+// operand on either side, either operand transposed, sizes on and off every tile edge
+// (6-row and 16-column tiles, 256-deep K blocks, the per-task slabs), C overwritten or
+// accumulated onto, the epilogue called exactly once for every element of C, on the
+// pool's threads and on one thread (inside a ParallelFor body, where a nested one runs
+// inline).
+#include "kernels/cpu/packed_gemm.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/parallel.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+std::vector<float> Random(int64_t n, int seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+struct Case {
+  int64_t m, n, k;
+  PackedMatrix::Side side;
+  bool trans_packed, trans_other, accumulate;
+};
+
+std::string Name(const Case& c) {
+  return absl::StrCat(c.m, "x", c.n, "x", c.k, c.side == PackedMatrix::Side::kA ? " packed A" : " packed B",
+                      c.trans_packed ? " (T)" : "", c.trans_other ? " other T" : "",
+                      c.accumulate ? " accumulate" : "");
+}
+
+// Runs one case and compares C, where the epilogue adds 1 to every element it is handed
+// (so an element it skips or repeats is off by one).
+void Check(const Case& c, bool one_thread) {
+  const bool packed_a = c.side == PackedMatrix::Side::kA;
+  // A is m x k and B is k x n, stored transposed where asked.
+  const bool ta = packed_a ? c.trans_packed : c.trans_other;
+  const bool tb = packed_a ? c.trans_other : c.trans_packed;
+  const std::vector<float> a = Random(c.m * c.k, 1), b = Random(c.k * c.n, 2);
+  const MatrixRef ar{a.data(), ta ? c.m : c.k, ta}, br{b.data(), tb ? c.k : c.n, tb};
+  const int64_t ldc = c.n + 3;  // C a block of a wider matrix
+  std::vector<float> y = Random(c.m * ldc, 3);
+  const std::vector<float> y0 = y;
+  std::vector<double> want(c.m * c.n);
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double s = c.accumulate ? y0[i * ldc + j] : 0.0;
+      for (int64_t l = 0; l < c.k; ++l) s += static_cast<double>(ar.at(i, l)) * br.at(l, j);
+      want[i * c.n + j] = s + 1.0;
+    }
+  }
+  const PackedMatrix packed = packed_a ? PackedMatrix::Pack(c.side, ar, c.m, c.k)
+                                       : PackedMatrix::Pack(c.side, br, c.k, c.n);
+  std::vector<float> scratch(PackedGemmScratchFloats(packed, c.m, c.n, c.k));
+  auto run = [&] {
+    PackedGemm(packed, packed_a ? br : ar, c.m, c.n, c.k, y.data(), ldc, c.accumulate,
+               scratch.data(), [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   for (int64_t j = c0; j < c1; ++j) y[r * ldc + j] += 1.0f;
+                 }
+               });
+  };
+  if (one_thread) {
+    ParallelFor(2, 1, [&](int64_t b0, int64_t) {
+      if (b0 == 0) run();
+    });
+  } else {
+    run();
+  }
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      const double w = want[i * c.n + j];
+      ASSERT_NEAR(y[i * ldc + j], w, 1e-4 + 1e-4 * std::abs(w))
+          << Name(c) << (one_thread ? " one thread" : "") << " at " << i << "," << j;
+    }
+    // The columns past n belong to someone else.
+    for (int64_t j = c.n; j < ldc; ++j) {
+      ASSERT_EQ(y[i * ldc + j], y0[i * ldc + j]) << Name(c) << " wrote past column n";
+    }
+  }
+}
+
+TEST(PackedGemmTest, MatchesNaiveOnEveryEdge) {
+  const int64_t sizes[] = {1, 3, 7, 17, 64, 129};
+  for (auto side : {PackedMatrix::Side::kA, PackedMatrix::Side::kB}) {
+    for (int64_t m : sizes) {
+      for (int64_t n : sizes) {
+        for (int64_t k : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{300}}) {
+          Check({m, n, k, side, false, false, false}, false);
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedGemmTest, TransposesAndAccumulate) {
+  for (auto side : {PackedMatrix::Side::kA, PackedMatrix::Side::kB}) {
+    for (bool tp : {false, true}) {
+      for (bool to : {false, true}) {
+        for (bool acc : {false, true}) {
+          Check({37, 45, 259, side, tp, to, acc}, false);
+          Check({6, 16, 256, side, tp, to, acc}, false);
+        }
+      }
+    }
+  }
+}
+
+// Past one slab and one task block in each direction, and several K blocks: C split
+// over many tasks, each packing its own slab in its own scratch slot.
+TEST(PackedGemmTest, ManyTasksAndKBlocks) {
+  for (auto side : {PackedMatrix::Side::kA, PackedMatrix::Side::kB}) {
+    Check({131, 517, 600, side, false, false, false}, false);
+    Check({250, 300, 513, side, false, true, true}, false);
+  }
+}
+
+TEST(PackedGemmTest, OneThreadMatchesNaive) {
+  for (auto side : {PackedMatrix::Side::kA, PackedMatrix::Side::kB}) {
+    Check({131, 517, 300, side, false, false, false}, true);
+    Check({7, 17, 129, side, true, false, true}, true);
+  }
+}
+
+// Products from several threads at once: each call's scratch slots are its own.
+TEST(PackedGemmTest, ConcurrentCallers) {
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 3; ++t) {
+    callers.emplace_back([t] {
+      Check({64 + t, 200, 300, t % 2 ? PackedMatrix::Side::kA : PackedMatrix::Side::kB, false,
+             false, false},
+            false);
+    });
+  }
+  for (std::thread& t : callers) t.join();
+}
+
+}  // namespace
+}  // namespace ndserve::kernels::cpu
