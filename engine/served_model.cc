@@ -216,11 +216,12 @@ void ServedModel::Unload() {
     return;
   }
   const ModelStatsSnapshot s = stats_.Snapshot();
+  const DynamicBatcher::Stats runs = batcher_->stats();
   LOG(INFO) << absl::StrFormat(
       "unloaded model '%s' version %d: freed %s of parameters after %d "
-      "requests (%d failed) in %d predictor runs",
+      "requests (%d failed) in %d predictor runs (%d on callers' threads, %d on lanes)",
       name(), version(), FormatBytes(ParameterBytes(models_)), s.success_count + s.fail_count,
-      s.fail_count, s.execution_count);
+      s.fail_count, s.execution_count, runs.caller_runs, runs.lane_runs);
 }
 
 }  // namespace ndserve::engine

@@ -124,12 +124,23 @@ def rejected(which):
             counts[reason] = counts.get(reason, 0) + float(m.group(2))
     return counts
 
+def served(which):
+    """(sum of seconds, count) of the admitted requests' in-daemon duration."""
+    out = [0.0, 0.0]
+    for line in open(f"{d}/{which}.metrics"):
+        m = re.match(r'ndserve_inference_request_duration_seconds_(sum|count)\{(.*)\} (\S+)', line)
+        if m and f'model="{name}"' in m.group(2) and 'version=""' not in m.group(2):
+            out[m.group(1) == "count"] += float(m.group(3))
+    return out
+
 before, after = rejected("before"), rejected("after")
+(s0, c0), (s1, c1) = served("before"), served("after")
+daemon_mean = f"{1000 * (s1 - s0) / (c1 - c0):.2f}" if c1 > c0 else "-"
 counted = {k: int(after[k] - before.get(k, 0)) for k in after if after[k] - before.get(k, 0) > 0}
 print(f"\n{name}:\n")
-print("| run | offered | ok/s | ok p50 ms | ok p99 ms | ok max ms | errors by code | "
-      "error p99 ms | rejected (metrics) | not sent | RSS delta |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| run | offered | ok/s | ok p50 ms | ok p99 ms | ok max ms | ok mean ms (in daemon) | "
+      "errors by code | error p99 ms | rejected (metrics) | not sent | RSS delta |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for run, offered in (("capacity", f"closed loop, {concurrency} clients"),
                      ("overload", f"{rate} req/s open loop"),
                      ("recovery", f"closed loop, {concurrency} clients")):
@@ -142,8 +153,10 @@ for run, offered in (("capacity", f"closed loop, {concurrency} clients"),
     rss = r.get("rss_delta_bytes", "-")
     if isinstance(rss, (int, float)):
         rss = f"{rss / 2**20:+.1f} MiB"
+    mean = f"{lat['mean']:.2f}" + (f" ({daemon_mean})" if run == "overload" else "")
     print(f"| {run} | {offered} | {ok_rate:.0f} | {lat['p50']:.2f} | {lat['p99']:.2f} | "
-          f"{lat['max']:.2f} | {errors} | {err_p99} | {metric} | {r.get('not_sent', 0)} | {rss} |")
+          f"{lat['max']:.2f} | {mean} | {errors} | {err_p99} | {metric} | "
+          f"{r.get('not_sent', 0)} | {rss} |")
 REPORT
 }
 
