@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -280,6 +281,19 @@ absl::StatusOr<VersionPolicy> ToVersionPolicy(const inference::ModelVersionPolic
   return policy;
 }
 
+constexpr absl::string_view kCudaGraphsParameter = "cuda_graphs";
+
+// A free-form parameter that is a switch: true or false, in any case.
+absl::StatusOr<bool> ParseBoolParameter(absl::string_view key, absl::string_view value,
+                                        absl::string_view what) {
+  const std::string lower = absl::AsciiStrToLower(value);
+  if (lower == "true") return true;
+  if (lower == "false") return false;
+  return absl::InvalidArgumentError(absl::StrCat(what, ": parameter '", key,
+                                                 "' must be \"true\" or \"false\", not \"",
+                                                 SafeUtf8(value), "\""));
+}
+
 }  // namespace
 
 int ModelConfig::InstanceCount() const {
@@ -313,6 +327,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
                          ToDynamicBatching(proto.dynamic_batching(), config.max_batch_size, what));
   }
   NDS_ASSIGN_OR_RETURN(config.version_policy, ToVersionPolicy(proto.version_policy(), what));
+  if (auto it = proto.parameters().find(std::string(kCudaGraphsParameter));
+      it != proto.parameters().end()) {
+    NDS_ASSIGN_OR_RETURN(config.cuda_graphs,
+                         ParseBoolParameter(kCudaGraphsParameter, it->second.string_value(), what));
+  }
   return config;
 }
 
@@ -392,6 +411,9 @@ std::string ModelConfigToText(const ModelConfig& config) {
       proto.mutable_version_policy()->mutable_latest()->set_num_versions(
           config.version_policy.num_versions);
       break;
+  }
+  if (!config.cuda_graphs) {
+    (*proto.mutable_parameters())[std::string(kCudaGraphsParameter)].set_string_value("false");
   }
   std::string text;
   google::protobuf::TextFormat::PrintToString(proto, &text);

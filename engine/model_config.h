@@ -80,6 +80,9 @@ struct ModelConfig {
   std::vector<InstanceGroupConfig> instance_groups;
   std::optional<DynamicBatchingConfig> dynamic_batching;
   VersionPolicy version_policy;
+  // parameters { key: "cuda_graphs" value: { string_value: "false" } }: whether a GPU
+  // predictor may capture its runs as CUDA graphs (docs/design.md §4.3).
+  bool cuda_graphs = true;
 
   // The model file name inside a version directory.
   std::string ModelFilename() const {
@@ -96,8 +99,9 @@ struct ModelConfig {
 // kMaxNameBytes or not UTF-8, and values out of range (max_batch_size outside
 // [0, kMaxBatchSizeLimit], an instance_group count outside [0, kMaxInstanceCount] or
 // counts summing past it, a negative gpu, max_queue_delay_microseconds past one hour,
-// a preferred_batch_size outside [1, max_batch_size]) are INVALID_ARGUMENT naming
-// `what` and the field. Thread-safe.
+// a preferred_batch_size outside [1, max_batch_size], a `cuda_graphs` parameter other
+// than true or false) are INVALID_ARGUMENT naming `what` and the field. Other
+// `parameters` are ignored. Thread-safe.
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view what);
 
 // Reads and parses a config.pbtxt file; NOT_FOUND if it does not exist.

@@ -3,6 +3,7 @@
 #include "base/logging.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "memory/cuda_host_allocator.h"
 #include "memory/cuda_runtime.h"
 #include "memory/host_allocator.h"
 
@@ -77,6 +78,12 @@ std::uint64_t CudaAllocator::FreeBytes() const { return 0; }
 #endif
 
 absl::StatusOr<std::unique_ptr<DeviceAllocator>> MakeDeviceAllocator(Device device) {
+  if (device.is_cuda_host()) {
+    absl::StatusOr<std::unique_ptr<CudaHostAllocator>> pinned =
+        CudaHostAllocator::Create(device.ordinal);
+    if (!pinned.ok()) return pinned.status();
+    return std::unique_ptr<DeviceAllocator>(std::move(*pinned));
+  }
   if (!device.is_cuda()) return std::make_unique<HostAllocator>();
   absl::StatusOr<std::unique_ptr<CudaAllocator>> cuda = CudaAllocator::Create(device.ordinal);
   if (!cuda.ok()) return cuda.status();

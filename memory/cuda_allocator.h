@@ -27,7 +27,8 @@ class CudaAllocator final : public DeviceAllocator {
   void DoDeallocate(void* ptr, std::size_t bytes) override;
 };
 
-// The allocator for `device`: HostAllocator for cpu, CudaAllocator for cuda.
+// The allocator for `device`: HostAllocator for cpu, CudaAllocator for cuda,
+// CudaHostAllocator (memory/cuda_host_allocator.h) for cuda_host.
 absl::StatusOr<std::unique_ptr<DeviceAllocator>> MakeDeviceAllocator(Device device);
 
 }  // namespace ndserve

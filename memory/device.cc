@@ -8,7 +8,15 @@
 namespace ndserve {
 
 std::string Device::ToString() const {
-  return absl::StrCat(kind == DeviceKind::kCuda ? "cuda" : "cpu", ":", ordinal);
+  switch (kind) {
+    case DeviceKind::kCpu:
+      return absl::StrCat("cpu:", ordinal);
+    case DeviceKind::kCuda:
+      return absl::StrCat("cuda:", ordinal);
+    case DeviceKind::kCudaHost:
+      return absl::StrCat("cuda_host:", ordinal);
+  }
+  return absl::StrCat("device:", ordinal);
 }
 
 absl::StatusOr<Device> ParseDevice(absl::string_view text) {

@@ -1,17 +1,29 @@
 #include "memory/device_pools.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "memory/cuda_allocator.h"
 
 namespace ndserve {
 
+DevicePools::DevicePools(MemoryConfig config, AllocatorFactory make_allocator)
+    : config_(config),
+      make_allocator_(make_allocator != nullptr ? std::move(make_allocator)
+                                                : AllocatorFactory(&MakeDeviceAllocator)) {}
+
 absl::StatusOr<Pool*> DevicePools::Get(Device device) {
   absl::MutexLock lock(&mu_);
   if (auto it = pools_.find(device); it != pools_.end()) return it->second.get();
-  absl::StatusOr<std::unique_ptr<DeviceAllocator>> allocator = MakeDeviceAllocator(device);
+  absl::StatusOr<std::unique_ptr<DeviceAllocator>> allocator = make_allocator_(device);
   if (!allocator.ok()) return allocator.status();
+  if ((*allocator)->device() != device) {
+    return absl::InternalError(absl::StrCat("the allocator made for ", device.ToString(),
+                                            " reports ", (*allocator)->device().ToString()));
+  }
   PoolOptions options;
   options.limit_bytes = config_.limit.Resolve((*allocator)->TotalBytes());
   options.debug_level = config_.debug_level;

@@ -11,22 +11,22 @@
 namespace ndserve {
 namespace {
 
-std::uint64_t PhysicalBytes() {
-  return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-         static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
-std::uint64_t AvailableBytes() {
-  return static_cast<std::uint64_t>(sysconf(_SC_AVPHYS_PAGES)) *
-         static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
 std::size_t RoundUp(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
 }  // namespace
 
-HostAllocator::HostAllocator(std::optional<std::uint64_t> capacity)
-    : DeviceAllocator(Device::Cpu()), capacity_(capacity) {}
+std::uint64_t HostAllocator::PhysicalBytes() {
+  return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+         static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+std::uint64_t HostAllocator::AvailableBytes() {
+  return static_cast<std::uint64_t>(sysconf(_SC_AVPHYS_PAGES)) *
+         static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+HostAllocator::HostAllocator(std::optional<std::uint64_t> capacity, Device device)
+    : DeviceAllocator(device), capacity_(capacity) {}
 
 std::uint64_t HostAllocator::TotalBytes() const { return capacity_.value_or(PhysicalBytes()); }
 

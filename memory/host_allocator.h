@@ -13,10 +13,19 @@ namespace ndserve {
 // blocks from aligned_alloc. `capacity` makes it behave like a device of that size
 // (allocations beyond it fail with RESOURCE_EXHAUSTED), which tests use to reach the
 // device-full branches of a pool; without it the capacity is the machine's RAM.
-// Thread-safe.
+// `device` is the device it reports: cpu:0 in the daemon; tests on machines without a
+// GPU label it cuda_host:N to stand in for the pinned-host allocator
+// (CudaHostAllocator), or cuda:N to give DevicePools a pool per GPU (nothing may run a
+// kernel on that memory). Thread-safe.
 class HostAllocator final : public DeviceAllocator {
  public:
-  explicit HostAllocator(std::optional<std::uint64_t> capacity = std::nullopt);
+  explicit HostAllocator(std::optional<std::uint64_t> capacity = std::nullopt,
+                         Device device = Device::Cpu());
+
+  // The machine's RAM and what of it is available now (sysconf): the total and free
+  // bytes of every host-memory allocator.
+  static std::uint64_t PhysicalBytes();
+  static std::uint64_t AvailableBytes();
 
   std::uint64_t TotalBytes() const override;
   std::uint64_t FreeBytes() const override;

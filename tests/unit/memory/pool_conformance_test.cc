@@ -1,5 +1,6 @@
-// The conformance suite every pool kind passes, over the host allocator (and, in
-// tests/gpu/, over the CUDA allocator when a device is present). Pool-specific
+// The conformance suite every pool kind passes, over the host allocator as cpu:0 and as
+// the pinned-host stand-in cuda_host:0 (and, in tests/gpu/, over the CUDA and
+// cudaHostAlloc allocators when a device is present). Pool-specific
 // behaviour (binned rounding, split's segments) has its own files.
 #include <algorithm>
 #include <atomic>
@@ -28,7 +29,7 @@ class PoolConformanceTest : public ::testing::Test {
   // A pool over a host "device" of `capacity` bytes with an optional limit.
   std::unique_ptr<Pool> Make(std::uint64_t limit = kNoLimit,
                              std::optional<std::uint64_t> capacity = std::nullopt) {
-    auto allocator = std::make_unique<HostAllocator>(capacity);
+    auto allocator = std::make_unique<HostAllocator>(capacity, Kind::device());
     host_ = allocator.get();
     PoolOptions options;
     options.limit_bytes = limit;
@@ -38,14 +39,14 @@ class PoolConformanceTest : public ::testing::Test {
   HostAllocator* host_ = nullptr;
 };
 
-TYPED_TEST_SUITE(PoolConformanceTest, AllPoolKinds, PoolKindNames);
+TYPED_TEST_SUITE(PoolConformanceTest, AllPoolKindsOnHost, PoolOnHostNames);
 
 TYPED_TEST(PoolConformanceTest, KindAndNameMatch) {
   auto pool = this->Make();
   ASSERT_NE(pool, nullptr);
   EXPECT_EQ(pool->kind(), this->kKind);
   EXPECT_EQ(pool->name(), PoolKindName(this->kKind));
-  EXPECT_EQ(pool->device(), Device::Cpu());
+  EXPECT_EQ(pool->device(), TypeParam::device());
 }
 
 TYPED_TEST(PoolConformanceTest, BlocksAreAlignedAndUsable) {
@@ -360,7 +361,8 @@ TYPED_TEST(PoolConformanceTest, MemoryStatusDescribesThePool) {
   ASSERT_TRUE(b.ok());
   const std::string text = pool->MemoryStatus();
   EXPECT_NE(text.find("Effective device memory usage:"), std::string::npos) << text;
-  EXPECT_NE(text.find(absl::StrCat("Pool '", PoolKindName(this->kKind), "' on cpu:0")),
+  EXPECT_NE(text.find(absl::StrCat("Pool '", PoolKindName(this->kKind), "' on ",
+                                    TypeParam::device().ToString(), ":")),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("8.000 KiB allocated"), std::string::npos) << text;
@@ -369,7 +371,7 @@ TYPED_TEST(PoolConformanceTest, MemoryStatusDescribesThePool) {
 }
 
 TYPED_TEST(PoolConformanceTest, DestructionReturnsCacheToTheDevice) {
-  auto allocator = std::make_unique<HostAllocator>();
+  auto allocator = std::make_unique<HostAllocator>(std::nullopt, TypeParam::device());
   HostAllocator* host = allocator.get();
   {
     auto pool = MakePool(this->kKind, std::move(allocator));

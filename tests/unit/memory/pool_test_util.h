@@ -24,6 +24,31 @@ struct PoolKindNames {
   }
 };
 
+// A pool kind over host memory reporting `device`: cpu:0, or cuda_host:0, where the
+// host allocator stands in for the pinned-host one (docs/design.md §4.3) so that the
+// conformance suite covers that pool on machines without a GPU.
+template <PoolKind K, DeviceKind D>
+struct PoolOnHost : PoolKindTag<K> {
+  static Device device() { return Device{D, 0}; }
+};
+
+using AllPoolKindsOnHost =
+    ::testing::Types<PoolOnHost<PoolKind::kBinned, DeviceKind::kCpu>,
+                     PoolOnHost<PoolKind::kSplit, DeviceKind::kCpu>,
+                     PoolOnHost<PoolKind::kSimple, DeviceKind::kCpu>,
+                     PoolOnHost<PoolKind::kNone, DeviceKind::kCpu>,
+                     PoolOnHost<PoolKind::kBinned, DeviceKind::kCudaHost>,
+                     PoolOnHost<PoolKind::kSplit, DeviceKind::kCudaHost>,
+                     PoolOnHost<PoolKind::kSimple, DeviceKind::kCudaHost>,
+                     PoolOnHost<PoolKind::kNone, DeviceKind::kCudaHost>>;
+
+struct PoolOnHostNames {
+  template <typename T>
+  static std::string GetName(int) {
+    return absl::StrCat(PoolKindName(T::value), T::device().is_cuda_host() ? "_pinned" : "");
+  }
+};
+
 // The accounting identities every pool keeps at every quiescent moment.
 inline void ExpectConsistent(const Pool& pool, const std::vector<Block>& live) {
   const PoolStats s = pool.Stats();

@@ -1,0 +1,58 @@
+// The model parameters ndserve reads from config.pbtxt's free-form `parameters` map:
+// `cuda_graphs` (docs/design.md §4.3).
+#include <string>
+
+#include "engine/model_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ndserve::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string CudaGraphs(const std::string& value) {
+  return "parameters { key: \"cuda_graphs\" value: { string_value: \"" + value + "\" } }";
+}
+
+TEST(ModelParametersTest, CudaGraphsIsOnByDefaultAndSwitchesOff) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig("max_batch_size: 4", "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->cuda_graphs);
+  c = ParseModelConfig(CudaGraphs("false"), "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->cuda_graphs);
+  c = ParseModelConfig(CudaGraphs("TRUE"), "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->cuda_graphs);
+}
+
+TEST(ModelParametersTest, OtherParametersAreIgnored) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(
+      "parameters { key: \"execution_mode\" value: { string_value: \"parallel\" } }", "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->cuda_graphs);
+}
+
+TEST(ModelParametersTest, CudaGraphsThatIsNotASwitchIsRefused) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(CudaGraphs("off"), "models/m/config.pbtxt");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("models/m/config.pbtxt: parameter 'cuda_graphs' must be \"true\" or "
+                        "\"false\", not \"off\""));
+}
+
+TEST(ModelParametersTest, CudaGraphsOffSurvivesTheRoundTrip) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(CudaGraphs("false"), "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string text = ModelConfigToText(*c);
+  EXPECT_THAT(text, HasSubstr("cuda_graphs"));
+  absl::StatusOr<ModelConfig> again = ParseModelConfig(text, "round trip");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->cuda_graphs);
+  // On, the default, prints nothing: configs without the parameter print as before.
+  EXPECT_THAT(ModelConfigToText(ModelConfig{}), ::testing::Not(HasSubstr("cuda_graphs")));
+}
+
+}  // namespace
+}  // namespace ndserve::engine
