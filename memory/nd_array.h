@@ -53,18 +53,23 @@ class SmallShape {
   // the dims once). False for a negative dim or a count past int64; the copy is then
   // unspecified and *count meaningless.
   bool AssignCounting(absl::Span<const std::int64_t> dims, std::int64_t* count) {
-    size_ = dims.size();
+    // The rank and the source in locals: size_ (unsigned long) may alias the int64_t
+    // stores below, so a loop bound read from it would be reloaded every iteration; and
+    // the raw pointer skips the span's bounds assertion per dim.
+    const std::size_t rank = dims.size();
+    const std::int64_t* in = dims.data();
+    size_ = rank;
     std::int64_t* out = inline_;
-    if (ABSL_PREDICT_FALSE(size_ > kInline)) {
-      heap_.reset(new std::int64_t[size_]);
+    if (ABSL_PREDICT_FALSE(rank > kInline)) {
+      heap_.reset(new std::int64_t[rank]);
       out = heap_.get();
     } else if (ABSL_PREDICT_FALSE(heap_ != nullptr)) {
       heap_.reset();
     }
     std::int64_t n = 1;
     bool bad = false;
-    for (std::size_t i = 0; i < size_; ++i) {
-      const std::int64_t dim = dims[i];
+    for (std::size_t i = 0; i < rank; ++i) {
+      const std::int64_t dim = in[i];
       out[i] = dim;
       bad |= dim < 0;
       bad |= __builtin_mul_overflow(n, dim, &n);
