@@ -10,6 +10,7 @@
 #include "memory/cuda_allocator.h"
 #include "memory/cuda_runtime.h"
 #include "memory/pool.h"
+#include "tests/gpu/gpu_pool_fixture.h"
 #include "tests/unit/memory/pool_test_util.h"
 
 #ifdef NDSERVE_WITH_CUDA
@@ -20,19 +21,7 @@ namespace ndserve {
 namespace {
 
 template <typename Kind>
-class CudaPoolTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-  std::unique_ptr<Pool> Make(std::uint64_t limit = kNoLimit) {
-    absl::StatusOr<std::unique_ptr<CudaAllocator>> a = CudaAllocator::Create(0);
-    EXPECT_TRUE(a.ok()) << a.status();
-    PoolOptions options;
-    options.limit_bytes = limit;
-    return MakePool(Kind::value, std::move(*a), options);
-  }
-};
+class CudaPoolTest : public GpuPoolTest<CudaAllocator, Kind> {};
 
 TYPED_TEST_SUITE(CudaPoolTest, AllPoolKinds, PoolKindNames);
 

@@ -1,7 +1,7 @@
 // The CPU Gemm and MatMul with B packed at load (kernels/cpu/packed_weights.h,
 // KernelContext::packed_weight): every transpose, a column bias or a full C, fused
 // activations, a MatMul whose batch folds into M with a fused bias, against a naive
-// double-precision reference; the kernel reads the packed operand rather than its B input,
+// double-precision reference (naive_gemm.h); the kernel reads the packed operand rather than its B input,
 // and a product of few rows keeps the unpacked path.
 #include <vector>
 
@@ -9,6 +9,7 @@
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/node_attrs.h"
 #include "tests/unit/kernels/kernel_test_util.h"
+#include "tests/unit/kernels/naive_gemm.h"
 
 namespace ndserve::kernels::testing {
 namespace {
@@ -19,25 +20,6 @@ constexpr double kAtol = 1e-4, kRtol = 1e-4;
 std::unique_ptr<cpu::PackedMatrix> Pack(OpKind op, const OpAttrs& attrs, const HostTensor& b) {
   TensorView view{const_cast<uint8_t*>(b.bytes.data()), b.dtype, b.shape, Device::Cpu()};
   return cpu::PackNodeWeight(op, attrs, view);
-}
-
-// act(op(A) op(B) + C), C [n] (per column) or [m, n].
-std::vector<float> Naive(const std::vector<float>& a, const std::vector<float>& b,
-                         const std::vector<float>* c, bool c_full, int64_t m, int64_t n, int64_t k,
-                         bool ta, bool tb, const GemmEpilogue& e) {
-  std::vector<float> y(m * n);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t l = 0; l < k; ++l) {
-        s += static_cast<double>(ta ? a[l * m + i] : a[i * k + l]) *
-             (tb ? b[j * k + l] : b[l * n + j]);
-      }
-      if (c != nullptr) s += (*c)[c_full ? i * n + j : j];
-      y[i * n + j] = e(static_cast<float>(s));
-    }
-  }
-  return y;
 }
 
 TEST(GemmPackedWeightTest, GemmMatchesNaive) {
@@ -62,8 +44,9 @@ TEST(GemmPackedWeightTest, GemmMatchesNaive) {
           ASSERT_TRUE(got.ok()) << got.status();
           const std::vector<float> cv = c.Values<float>();
           const HostTensor want = HostTensor::Of<float>(
-              {m, n}, Naive(a.Values<float>(), b.Values<float>(), &cv, c_full, m, n, k, ta, tb,
-                            attrs.epilogue));
+              {m, n}, NaiveGemm(a.Values<float>(), b.Values<float>(), &cv,
+                                c_full ? Shape{m, n} : Shape{n}, m, n, k, ta, tb, 1.0f, 1.0f,
+                                attrs.epilogue));
           EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol))
               << m << " rows, transA " << ta << " transB " << tb << " full C " << c_full;
         }
@@ -88,8 +71,8 @@ TEST(GemmPackedWeightTest, FusedMatMulFoldsBatchIntoRows) {
   ASSERT_TRUE(got.ok()) << got.status();
   const std::vector<float> bv = bias.Values<float>();
   const HostTensor want = HostTensor::Of<float>(
-      {batch, m, n}, Naive(a.Values<float>(), b.Values<float>(), &bv, false, batch * m, n, k,
-                           false, false, attrs.epilogue));
+      {batch, m, n}, NaiveGemm(a.Values<float>(), b.Values<float>(), &bv, {n}, batch * m, n, k,
+                               false, false, 1.0f, 1.0f, attrs.epilogue));
   EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol));
 }
 
@@ -110,8 +93,8 @@ TEST(GemmPackedWeightTest, ReadsThePackedOperandFromEnoughRows) {
     const auto got = runner.Run(OpKind::kMatMul, {a, b}, NoAttrs{}, 1);
     ASSERT_TRUE(got.ok()) << got.status();
     const HostTensor want = HostTensor::Of<float>(
-        {m, n}, Naive(a.Values<float>(), m >= 32 ? b2 : b.Values<float>(), nullptr, false, m, n,
-                      k, false, false, GemmEpilogue{}));
+        {m, n}, NaiveGemm(a.Values<float>(), m >= 32 ? b2 : b.Values<float>(), nullptr, {}, m, n,
+                          k, false, false));
     EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol)) << m << " rows";
   }
   const HostTensor big = RandomTensor({512, 512}, 9);
@@ -124,7 +107,7 @@ TEST(GemmPackedWeightTest, ReadsThePackedOperandFromEnoughRows) {
   const auto got = runner.Run(OpKind::kMatMul, {a, big}, NoAttrs{}, 1);
   ASSERT_TRUE(got.ok()) << got.status();
   const HostTensor want = HostTensor::Of<float>(
-      {1, 512}, Naive(a.Values<float>(), big2, nullptr, false, 1, 512, 512, false, false, {}));
+      {1, 512}, NaiveGemm(a.Values<float>(), big2, nullptr, {}, 1, 512, 512, false, false));
   EXPECT_TRUE(AllClose((*got)[0], want, 1e-3, kRtol)) << "1 row by 512 x 512";
 }
 

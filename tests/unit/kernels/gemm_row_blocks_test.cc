@@ -7,31 +7,12 @@
 #include "gtest/gtest.h"
 #include "kernels/node_attrs.h"
 #include "tests/unit/kernels/kernel_test_util.h"
+#include "tests/unit/kernels/naive_gemm.h"
 
 namespace ndserve::kernels::testing {
 namespace {
 
 constexpr double kAtol = 1e-5, kRtol = 1e-4;  // sums of K products, order differs
-
-// act(alpha * op(A) op(B) + beta * C), C either [n] (one per column) or [m, n].
-std::vector<float> NaiveGemm(const std::vector<float>& a, const std::vector<float>& b,
-                             const std::vector<float>* c, bool c_full, int64_t m, int64_t n,
-                             int64_t k, bool ta, bool tb, float alpha, float beta, bool relu) {
-  std::vector<float> y(m * n);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t l = 0; l < k; ++l) {
-        s += static_cast<double>(ta ? a[l * m + i] : a[i * k + l]) *
-             (tb ? b[j * k + l] : b[l * n + j]);
-      }
-      s *= alpha;
-      if (c != nullptr) s += beta * static_cast<double>((*c)[c_full ? i * n + j : j]);
-      y[i * n + j] = static_cast<float>(relu && s < 0 ? 0.0 : s);
-    }
-  }
-  return y;
-}
 
 TEST(GemmRowBlocksTest, BlockedProductsMatchNaive) {
   // 301 x 70 x 50 = 1.05M multiply-adds: blocks of 262144 / 3500 = 74 rows, the last 5.
@@ -53,7 +34,8 @@ TEST(GemmRowBlocksTest, BlockedProductsMatchNaive) {
           const std::vector<float> cv = c.Values<float>();
           const HostTensor want =
               HostTensor::Of<float>({m, n}, NaiveGemm(a.Values<float>(), b.Values<float>(), &cv,
-                                                      c_full, m, n, k, ta, tb, 0.5f, 1.0f, relu));
+                                                      c_full ? Shape{m, n} : Shape{n}, m, n, k, ta,
+                                                      tb, 0.5f, 1.0f, attrs.epilogue));
           EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol))
               << "transA " << ta << " transB " << tb << " full C " << c_full << " relu " << relu;
         }

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/kernels/kernel_test_util.h"
+#include "tests/unit/kernels/naive_gemm.h"
 
 namespace ndserve::kernels::testing {
 namespace {
@@ -43,31 +44,6 @@ class MathKernelsTest : public ::testing::TestWithParam<Device> {
     return *std::move(got);
   }
 };
-
-// Row-major naive GEMM in double: y = alpha * op(a) op(b) + beta * c (c broadcast).
-std::vector<float> NaiveGemm(const std::vector<float>& a, const std::vector<float>& b,
-                             const std::vector<float>* c, const Shape& c_shape, int64_t m,
-                             int64_t n, int64_t k, bool ta, bool tb, float alpha, float beta) {
-  std::vector<float> y(m * n);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        s += static_cast<double>(ta ? a[p * m + i] : a[i * k + p]) *
-             static_cast<double>(tb ? b[j * k + p] : b[p * n + j]);
-      }
-      s *= alpha;
-      if (c != nullptr) {
-        const int64_t ci = c_shape.size() == 2 ? (c_shape[0] == 1 ? 0 : i) : 0;
-        const int64_t cj = c_shape.empty() ? 0 : (c_shape.back() == 1 ? 0 : j);
-        const int64_t cols = c_shape.empty() ? 1 : c_shape.back();
-        s += beta * static_cast<double>((*c)[ci * cols + cj]);
-      }
-      y[i * n + j] = static_cast<float>(s);
-    }
-  }
-  return y;
-}
 
 TEST_P(MathKernelsTest, GemmAllTransposesAndBiasShapes) {
   const int64_t m = 37, n = 53, k = 29;
