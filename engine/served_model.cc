@@ -81,7 +81,6 @@ std::vector<Device> ServedModel::devices() const {
   return out;
 }
 
-
 absl::StatusOr<std::shared_ptr<ServedModel>> ServedModel::Load(const ModelLoadSpec& spec,
                                                                MemorySystem* memory) {
   const absl::Time start = absl::Now();
