@@ -48,22 +48,14 @@ AdminServiceImpl::AdminServiceImpl(MemorySystem* memory, AdminAuth auth,
     : memory_(memory), auth_(std::move(auth)), models_(std::move(models)) {}
 
 absl::StatusOr<std::vector<Pool*>> AdminServiceImpl::SelectPools(const DevicePools& pools,
-                                                                 int device_id) {
-  if (device_id < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device_id ", device_id, " is invalid (-1 selects every device)"));
-  }
+                                                                 const DeviceFilter& filter) {
   std::vector<Pool*> selected = pools.All();
-  if (device_id >= 0) {
-    selected.erase(
-        std::remove_if(selected.begin(), selected.end(),
-                       [device_id](const Pool* p) { return p->device().ordinal != device_id; }),
-        selected.end());
-  }
+  selected.erase(std::remove_if(selected.begin(), selected.end(),
+                                [&filter](const Pool* p) { return !filter.Matches(p->device()); }),
+                 selected.end());
   if (selected.empty()) {
-    return absl::NotFoundError(device_id < 0
-                                   ? std::string("no memory pool exists yet")
-                                   : absl::StrCat("no memory pool on device ", device_id));
+    return absl::NotFoundError(absl::StrCat("no memory pool on ", filter.Describe(),
+                                            " (a pool exists once something allocated there)"));
   }
   return selected;
 }
@@ -86,7 +78,9 @@ grpc::Status AdminServiceImpl::GetMemoryStatus(grpc::ServerContext* context,
                                                const admin::v1::GetMemoryStatusRequest* request,
                                                admin::v1::MemoryStatus* response) {
   if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(memory_->pools(), request->device_id());
+  absl::StatusOr<DeviceFilter> filter = DeviceFilter::Make(request->device_id(), request->device());
+  if (!filter.ok()) return ToGrpcStatus(filter.status());
+  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(memory_->pools(), *filter);
   if (!pools.ok()) return ToGrpcStatus(pools.status());
   std::string text;
   for (const Pool* pool : *pools) {
@@ -116,7 +110,9 @@ grpc::Status AdminServiceImpl::Reclaim(grpc::ServerContext* context,
                                        const admin::v1::ReclaimRequest* request,
                                        admin::v1::ReclaimResponse* response) {
   if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(memory_->pools(), request->device_id());
+  absl::StatusOr<DeviceFilter> filter = DeviceFilter::Make(request->device_id(), request->device());
+  if (!filter.ok()) return ToGrpcStatus(filter.status());
+  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(memory_->pools(), *filter);
   if (!pools.ok()) return ToGrpcStatus(pools.status());
   const std::uint64_t target = request->target_bytes();
   std::uint64_t total = 0;
@@ -162,10 +158,12 @@ grpc::Status AdminServiceImpl::GetMemorySnapshot(
     grpc::ServerContext* context, const admin::v1::GetMemorySnapshotRequest* request,
     admin::v1::MemorySnapshot* response) {
   if (absl::Status s = auth_.Check(*context); !s.ok()) return ToGrpcStatus(s);
-  // Validates device_id with the other calls' rule.
-  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(memory_->pools(), request->device_id());
+  // NOT_FOUND by the other calls' rule when no pool matches.
+  absl::StatusOr<DeviceFilter> filter = DeviceFilter::Make(request->device_id(), request->device());
+  if (!filter.ok()) return ToGrpcStatus(filter.status());
+  absl::StatusOr<std::vector<Pool*>> pools = SelectPools(memory_->pools(), *filter);
   if (!pools.ok()) return ToGrpcStatus(pools.status());
-  MemorySnapshotToProto(TakeMemorySnapshot(*memory_), request->device_id(), response);
+  MemorySnapshotToProto(TakeMemorySnapshot(*memory_), *filter, response);
   return grpc::Status::OK;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/status/statusor.h"
 #include "proto/admin.grpc.pb.h"
 #include "server/admin_auth.h"
+#include "server/device_filter.h"
 #include "server/model_memory_source.h"
 
 namespace ndserve {
@@ -40,9 +41,9 @@ class AdminServiceImpl final : public ndserve::admin::v1::MemoryAdmin::Service {
                                  const ndserve::admin::v1::GetMemorySnapshotRequest* request,
                                  ndserve::admin::v1::MemorySnapshot* response) override;
 
-  // The pools a device_id selects: -1 all, N those on a device of ordinal N.
-  // INVALID_ARGUMENT below -1, NOT_FOUND when nothing matches.
-  static absl::StatusOr<std::vector<Pool*>> SelectPools(const DevicePools& pools, int device_id);
+  // The pools `filter` selects; NOT_FOUND when nothing matches.
+  static absl::StatusOr<std::vector<Pool*>> SelectPools(const DevicePools& pools,
+                                                        const DeviceFilter& filter);
   static void FillPoolStatus(const Pool& pool, bool include_outstanding,
                              ndserve::admin::v1::PoolStatus* out);
 

@@ -2,6 +2,7 @@
 //
 //   ndserve-cli status [--outstanding] [--device_id=N]   memory status of the pools
 //   ndserve-cli reclaim [--target=512MiB] [--device_id=N] give cached memory back
+//     (status, reclaim and memory-map take --device=cuda_host:0 for one device's pool)
 //   ndserve-cli dump [--depth=N]                         the NDManager tree
 //   ndserve-cli memory-map [--out=F] [--device_id=N]     the /memory page, offline
 //   ndserve-cli health                                   liveness and readiness
@@ -56,6 +57,9 @@ ABSL_FLAG(std::string, admin, "127.0.0.1:8003", "Admin address of ndserved.");
 ABSL_FLAG(std::string, token_file, "",
           "File with the admin bearer token, if the daemon needs one.");
 ABSL_FLAG(int, device_id, -1, "status/reclaim/memory-map: device ordinal, -1 for every device.");
+ABSL_FLAG(std::string, device, "",
+          "status/reclaim/memory-map: one device by label (cpu:0, cuda:1, cuda_host:0); "
+          "overrides --device_id.");
 ABSL_FLAG(bool, outstanding, false, "status: also list live allocations.");
 ABSL_FLAG(std::string, target, "",
           "reclaim: bytes to give back (512MiB, 1GiB, ...); empty: all cached.");
@@ -120,6 +124,7 @@ int Status() {
   auto stub = admin::MemoryAdmin::NewStub(Channel(absl::GetFlag(FLAGS_admin)));
   admin::GetMemoryStatusRequest request;
   request.set_device_id(absl::GetFlag(FLAGS_device_id));
+  request.set_device(absl::GetFlag(FLAGS_device));
   request.set_include_outstanding(absl::GetFlag(FLAGS_outstanding));
   admin::MemoryStatus response;
   grpc::Status s = stub->GetMemoryStatus(Context(true).get(), request, &response);
@@ -132,6 +137,7 @@ int Reclaim() {
   auto stub = admin::MemoryAdmin::NewStub(Channel(absl::GetFlag(FLAGS_admin)));
   admin::ReclaimRequest request;
   request.set_device_id(absl::GetFlag(FLAGS_device_id));
+  request.set_device(absl::GetFlag(FLAGS_device));
   if (const std::string target = absl::GetFlag(FLAGS_target); !target.empty()) {
     absl::StatusOr<MemoryLimit> bytes = ParseMemoryLimit(target, "--target");
     if (!bytes.ok()) return Fail(bytes.status());
@@ -180,6 +186,7 @@ int MemoryMap() {
   auto stub = admin::MemoryAdmin::NewStub(Channel(absl::GetFlag(FLAGS_admin)));
   admin::GetMemorySnapshotRequest request;
   request.set_device_id(absl::GetFlag(FLAGS_device_id));
+  request.set_device(absl::GetFlag(FLAGS_device));
   admin::MemorySnapshot response;
   grpc::Status s = stub->GetMemorySnapshot(Context(true).get(), request, &response);
   if (!s.ok()) return Fail(s);

@@ -53,7 +53,7 @@ Daemon::Daemon(Options options, MemorySystem* memory)
 
 std::string Daemon::MemoryMapPage(MemorySystem& memory) {
   admin::v1::MemorySnapshot snapshot;
-  MemorySnapshotToProto(TakeMemorySnapshot(memory), /*device_id=*/-1, &snapshot);
+  MemorySnapshotToProto(TakeMemorySnapshot(memory), DeviceFilter::All(), &snapshot);
   return RenderMemoryMapPage(snapshot);
 }
 

@@ -63,10 +63,10 @@ void PoolStatsToProto(const Device& device, absl::string_view pool, const PoolSt
   out->set_inactive_split_bytes(s.inactive_split_bytes);
 }
 
-void MemorySnapshotToProto(const MemorySnapshot& snapshot, int device_id,
+void MemorySnapshotToProto(const MemorySnapshot& snapshot, const DeviceFilter& filter,
                            admin::v1::MemorySnapshot* out) {
   for (const PoolSnapshot& pool : snapshot.pools) {
-    if (device_id >= 0 && pool.device.ordinal != device_id) continue;
+    if (!filter.Matches(pool.device)) continue;
     admin::v1::PoolSnapshot* p = out->add_pools();
     PoolStatsToProto(pool.device, pool.pool, pool.stats, p->mutable_status());
     for (const SnapshotSegment& segment : pool.segments) {
@@ -92,7 +92,7 @@ void MemorySnapshotToProto(const MemorySnapshot& snapshot, int device_id,
   root->set_name("process");
   root->set_uid("0");
   for (const ManagerNodeInfo& system : snapshot.managers) {
-    if (device_id >= 0 && system.device.ordinal != device_id) continue;
+    if (!filter.Matches(system.device)) continue;
     ManagerToProto(system, "", root->add_children());
   }
 }

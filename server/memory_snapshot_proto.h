@@ -7,13 +7,13 @@
 #include "memory/memory_snapshot.h"
 #include "memory/pool_stats.h"
 #include "proto/admin.pb.h"
+#include "server/device_filter.h"
 
 namespace ndserve {
 
-// The admin GetMemorySnapshot reply for `snapshot`: the pools on devices of ordinal
-// `device_id` (-1: all; the caller validated it) and every manager tree under a root
-// named "process", as DebugDump's.
-void MemorySnapshotToProto(const MemorySnapshot& snapshot, int device_id,
+// The admin GetMemorySnapshot reply for `snapshot`: the pools and manager trees on the
+// devices `filter` selects, the trees under a root named "process", as DebugDump's.
+void MemorySnapshotToProto(const MemorySnapshot& snapshot, const DeviceFilter& filter,
                            ndserve::admin::v1::MemorySnapshot* out);
 
 // The training session whose manager `info` is: its own for a trainer manager, else

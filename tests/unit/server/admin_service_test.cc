@@ -152,6 +152,18 @@ TEST_F(AdminServiceTest, UnknownOrInvalidDevice) {
   EXPECT_EQ(GetStatus(request, &status).error_code(), grpc::StatusCode::NOT_FOUND);
   request.set_device_id(-2);
   EXPECT_EQ(GetStatus(request, &status).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // A device label overrides the ordinal: one device, or an error naming it.
+  request.set_device("tpu:0");
+  EXPECT_EQ(GetStatus(request, &status).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  request.set_device("cuda_host:0");
+  grpc::Status pinned = GetStatus(request, &status);
+  EXPECT_EQ(pinned.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(pinned.error_message(), HasSubstr("cuda_host:0"));
+  request.set_device("cpu:0");
+  ASSERT_TRUE(GetStatus(request, &status).ok());
+  ASSERT_EQ(status.pools_size(), 1);
+  EXPECT_EQ(status.pools(0).device(), "cpu:0");
 }
 
 TEST_F(AdminServiceTest, ReclaimReturnsTheCachedBytes) {
