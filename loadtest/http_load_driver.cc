@@ -72,9 +72,8 @@ bool Valid(const httplib::Response& response) {
 absl::StatusOr<LoadResult> RunHttpLoad(const LoadOptions& options, const std::string& path,
                                        const std::vector<HttpInferBody>& bodies) {
   if (bodies.empty()) return absl::InvalidArgumentError("no requests to send");
-  if (options.rate > 0 || options.pause_every > 0) {
-    return absl::InvalidArgumentError(
-        "--protocol=http runs a closed loop only (no --rate, --soak or --sample_every)");
+  if (options.pause_every > 0) {
+    return absl::InvalidArgumentError("--protocol=http does not pause (no --soak or --sample_every)");
   }
   if (options.duration <= absl::ZeroDuration() && options.max_requests <= 0) {
     return absl::InvalidArgumentError("a load run needs a duration or a request count");
@@ -106,7 +105,9 @@ absl::StatusOr<LoadResult> RunHttpLoad(const LoadOptions& options, const std::st
       LoadResult& r = results[i];
       size_t next = i % bodies.size();
       std::int64_t seen = 0;
-      while (NowNanos() < end && claimed.fetch_add(1, std::memory_order_relaxed) < total) {
+      // `since` is when the request was due: its send time in a closed loop, its slot on
+      // the schedule in an open one.
+      auto send_one = [&](std::int64_t since) {
         const HttpInferBody& body = bodies[next];
         next = (next + 1) % bodies.size();
         httplib::Headers headers;
@@ -115,28 +116,54 @@ absl::StatusOr<LoadResult> RunHttpLoad(const LoadOptions& options, const std::st
           headers.emplace(kHeaderLength, std::to_string(body.json_bytes));
           type = "application/octet-stream";
         }
-        const std::int64_t t0 = NowNanos();
         httplib::Result reply = client.Post(path, headers, body.body, type);
-        const std::int64_t latency = NowNanos() - t0;
+        const std::int64_t latency = NowNanos() - since;
         ++r.sent;
         r.request_bytes += static_cast<std::int64_t>(body.body.size());
         if (!reply) {
           ++r.errors["CONNECTION"];
-          continue;
+          r.error_latency.Record(latency);
+          return;
         }
         r.response_bytes += static_cast<std::int64_t>(reply->body.size());
         if (reply->status != 200) {
           ++r.errors[absl::StrCat("HTTP_", reply->status)];
-          continue;
+          r.error_latency.Record(latency);
+          return;
         }
         const std::int64_t n = seen++;
         const bool check = n == 0 || (options.validate_every > 0 && n % options.validate_every == 0);
         if (check && !Valid(*reply)) {
           ++r.errors["INVALID_RESPONSE"];
-          continue;
+          return;
         }
         ++r.ok;
         r.latency.Record(latency);
+      };
+      if (options.rate <= 0) {
+        while (NowNanos() < end && claimed.fetch_add(1, std::memory_order_relaxed) < total) {
+          send_one(NowNanos());
+        }
+        return;
+      }
+      // Open loop: slot k is due at start + k / rate whatever the server does. A slot
+      // whose connection is late waits and its wait counts in its latency (no coordinated
+      // omission); past max_outstanding late slots, the next ones are not sent.
+      const double interval = 1e9 / options.rate;
+      for (;;) {
+        const std::int64_t k = claimed.fetch_add(1, std::memory_order_relaxed);
+        if (k >= total) return;
+        const std::int64_t due = start + static_cast<std::int64_t>(k * interval);
+        if (due >= end) return;
+        const std::int64_t now = NowNanos();
+        if (due > now) {
+          std::this_thread::sleep_for(std::chrono::nanoseconds(due - now));
+        } else if (static_cast<std::int64_t>((now - start) / interval) - k >
+                   options.max_outstanding) {
+          ++r.not_sent;
+          continue;
+        }
+        send_one(due);
       }
     });
   }
@@ -145,8 +172,10 @@ absl::StatusOr<LoadResult> RunHttpLoad(const LoadOptions& options, const std::st
   for (LoadResult& r : results) {
     result.sent += r.sent;
     result.ok += r.ok;
+    result.not_sent += r.not_sent;
     for (const auto& [code, count] : r.errors) result.errors[code] += count;
     result.latency.Merge(r.latency);
+    result.error_latency.Merge(r.error_latency);
     result.request_bytes += r.request_bytes;
     result.response_bytes += r.response_bytes;
   }

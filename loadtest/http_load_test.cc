@@ -141,14 +141,67 @@ TEST_F(HttpLoadTest, ClosedLoopSendsTheRequestCountAndCountsErrorsByStatus) {
   EXPECT_EQ(result->request_bytes, 30 * 5);
 }
 
-TEST_F(HttpLoadTest, OpenLoopIsRefusedAndUnreachableFails) {
+// 40 requests due at 200/s over 4 connections: the schedule, not the replies, sets the
+// pace, so the run lasts about 40 / 200 s even though every reply is instant.
+TEST_F(HttpLoadTest, OpenLoopSendsOnTheSchedule) {
+  LoadOptions options;
+  options.address = "127.0.0.1:" + std::to_string(port_);
+  options.concurrency = 4;
+  options.rate = 200;
+  options.max_requests = 40;
+  options.validate_every = 1;
+  absl::StatusOr<LoadResult> result =
+      RunHttpLoad(options, "/v2/models/m/infer", {HttpInferBody{"{}xyz", 5}});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->sent + result->not_sent, 40);
+  EXPECT_EQ(calls_.load(), result->sent);
+  EXPECT_EQ(result->ok + result->errors["HTTP_503"], result->sent);
+  EXPECT_EQ(result->error_latency.count(), result->errors["HTTP_503"]);
+  // The last slot is due at 39 / 200 s = 195 ms after the start.
+  EXPECT_GE(result->elapsed, absl::Milliseconds(190));
+}
+
+// A server that takes 50 ms per reply behind one connection at 100/s falls behind; the
+// late slots beyond max_outstanding are counted as not sent instead of piling up.
+TEST(HttpOpenLoopTest, LateSlotsPastTheBoundAreNotSent) {
+  httplib::Server server;
+  server.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+  });
+  server.Post("/v2/models/m/infer", [](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    res.set_content(R"({"outputs":[{"name":"y"}]})", "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread thread([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::yield();
+  LoadOptions options;
+  options.address = "127.0.0.1:" + std::to_string(port);
+  options.concurrency = 1;
+  options.rate = 100;
+  options.max_requests = 30;
+  options.max_outstanding = 2;
+  absl::StatusOr<LoadResult> result =
+      RunHttpLoad(options, "/v2/models/m/infer", {HttpInferBody{"{}", 0}});
+  server.stop();
+  thread.join();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->sent + result->not_sent, 30);
+  EXPECT_GT(result->not_sent, 0);
+  EXPECT_EQ(result->ok, result->sent);
+  // A late slot's wait for the connection counts: latency is above the server's 50 ms.
+  EXPECT_GT(result->latency.Percentile(0.99), 50'000'000);
+}
+
+TEST_F(HttpLoadTest, SoakIsRefusedAndUnreachableFails) {
   LoadOptions options;
   options.address = "127.0.0.1:" + std::to_string(port_);
   options.max_requests = 1;
-  options.rate = 10;
+  options.pause_every = 10;
   EXPECT_EQ(RunHttpLoad(options, "/v2/models/m/infer", {HttpInferBody{"{}", 0}}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  options.rate = 0;
+  options.pause_every = 0;
   options.address = "127.0.0.1:1";
   options.connect_timeout = absl::Seconds(1);
   EXPECT_EQ(RunHttpLoad(options, "/v2/models/m/infer", {HttpInferBody{"{}", 0}}).status().code(),

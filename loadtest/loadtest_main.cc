@@ -56,8 +56,8 @@
 
 ABSL_FLAG(std::string, address, "127.0.0.1:8001", "Inference address (GRPCInferenceService).");
 ABSL_FLAG(std::string, protocol, "grpc",
-          "grpc, or http: KServe v2 HTTP/REST at --address (closed loop, one keep-alive "
-          "connection per --concurrency).");
+          "grpc, or http: KServe v2 HTTP/REST at --address (one keep-alive connection per "
+          "--concurrency, also with --rate).");
 ABSL_FLAG(std::string, http_format, "binary",
           "--protocol=http bodies: binary (the binary tensor data extension) or json.");
 ABSL_FLAG(std::string, model, "", "Model name (required).");
@@ -405,7 +405,9 @@ Report StartReport(const LoadtestPlan& plan, const LoadOptions& load,
   if (plan.options.protocol == "http") {
     report.mode = absl::StrCat(report.mode, ", http ", plan.options.http_format);
   }
-  report.concurrency = load.rate > 0 ? 0 : load.concurrency;
+  // Over HTTP an open loop still runs on --concurrency connections, which bound it.
+  report.concurrency =
+      load.rate > 0 && plan.options.protocol != "http" ? 0 : load.concurrency;
   report.rate = load.rate;
   report.threads = load.threads;
   report.channels = load.channels;

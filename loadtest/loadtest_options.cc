@@ -34,9 +34,8 @@ absl::StatusOr<LoadtestPlan> PlanLoadtest(const LoadtestOptions& options,
     return absl::InvalidArgumentError(
         absl::StrCat("--http_format=", options.http_format, ": expected binary or json"));
   }
-  if (options.protocol == "http" && (options.rate > 0 || options.soak || options.sample_every > 0)) {
-    return absl::InvalidArgumentError(
-        "--protocol=http runs a closed loop only: no --rate, --soak or --sample_every");
+  if (options.protocol == "http" && (options.soak || options.sample_every > 0)) {
+    return absl::InvalidArgumentError("--protocol=http does not pause: no --soak or --sample_every");
   }
   LoadtestPlan plan;
   plan.options = options;

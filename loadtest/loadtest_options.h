@@ -15,7 +15,8 @@ namespace ndserve::loadtest {
 // Plain value.
 struct LoadtestOptions {
   std::string address = "127.0.0.1:8001";
-  // "grpc" or "http" (KServe v2 HTTP/REST at --address, closed loop only); for http,
+  // "grpc" or "http" (KServe v2 HTTP/REST at --address, one keep-alive connection per
+  // --concurrency, closed or open loop); for http,
   // "binary" (the binary tensor data extension) or "json" bodies.
   std::string protocol = "grpc";
   std::string http_format = "binary";
@@ -78,8 +79,7 @@ struct LoadtestPlan {
 // otherwise; neither --requests nor --duration_s: 10 s), resolves threads, channels and
 // the "auto" memory sources, and parses --input. INVALID_ARGUMENT naming the flag for a
 // missing --model, a --batch or --concurrency below 1, a negative --rate, a bad --input,
-// an unknown --protocol or --http_format, or --protocol=http with an open loop or soak
-// sampling. `hardware_threads` is std::thread::hardware_concurrency() (0 if unknown).
+// an unknown --protocol or --http_format, or --protocol=http with soak sampling. `hardware_threads` is std::thread::hardware_concurrency() (0 if unknown).
 absl::StatusOr<LoadtestPlan> PlanLoadtest(const LoadtestOptions& options,
                                           unsigned hardware_threads);
 
