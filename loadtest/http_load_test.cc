@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "loadtest/http_body.h"
 #include "loadtest/http_load_driver.h"
+#include "loadtest/report.h"
 #include "rapidjson/document.h"
 
 namespace ndserve::loadtest {
@@ -192,6 +194,29 @@ TEST(HttpOpenLoopTest, LateSlotsPastTheBoundAreNotSent) {
   EXPECT_EQ(result->ok, result->sent);
   // A late slot's wait for the connection counts: latency is above the server's 50 ms.
   EXPECT_GT(result->latency.Percentile(0.99), 50'000'000);
+}
+
+// The text report says how an HTTP run was driven: the loop, the body format and its
+// connections (not the gRPC client's threads and channels).
+TEST(HttpReportTest, NamesTheLoopTheFormatAndTheConnections) {
+  Report r;
+  r.model = "mlp";
+  r.mode = "open, http binary";
+  r.rate = 500;
+  r.concurrency = 4;
+  r.threads = 2;
+  r.channels = 2;
+  std::ostringstream text;
+  PrintText(r, text);
+  EXPECT_NE(text.str().find("open loop at 500.0 req/s, http binary, 4 connections"),
+            std::string::npos)
+      << text.str();
+  r.mode = "closed";
+  std::ostringstream grpc;
+  PrintText(r, grpc);
+  EXPECT_NE(grpc.str().find("closed loop, 4 concurrent requests, 2 threads, 2 connections"),
+            std::string::npos)
+      << grpc.str();
 }
 
 TEST_F(HttpLoadTest, SoakIsRefusedAndUnreachableFails) {

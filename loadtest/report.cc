@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -91,12 +92,17 @@ void PrintText(const Report& r, std::ostream& out) {
       << (r.model_version.empty() ? "" : absl::StrCat(" version ", r.model_version)) << ", batch "
       << r.batch << ", at " << r.address << "\n";
   out << "  inputs: " << r.inputs << "\n";
-  if (r.mode == "open") {
+  if (absl::StartsWith(r.mode, "open")) {
     out << absl::StrFormat("  open loop at %.1f req/s", r.rate);
   } else {
     out << "  closed loop, " << r.concurrency << " concurrent requests";
   }
-  out << ", " << r.threads << " threads, " << r.channels << " connections\n";
+  // An HTTP run has one blocking thread per keep-alive connection, --concurrency of each.
+  if (const size_t http = r.mode.find("http"); http != std::string::npos) {
+    out << ", " << r.mode.substr(http) << ", " << r.concurrency << " connections\n";
+  } else {
+    out << ", " << r.threads << " threads, " << r.channels << " connections\n";
+  }
   const double seconds = Seconds(res);
   out << absl::StrFormat(
       "requests: %d sent, %d ok, %d errors in %.2f s%s\n", res.sent, res.ok, res.error_count(),
