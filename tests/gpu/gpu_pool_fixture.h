@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "memory/cuda_runtime.h"
@@ -29,6 +31,29 @@ class GpuPoolTest : public ::testing::Test {
     PoolOptions options;
     options.limit_bytes = limit;
     return MakePool(Kind::value, std::move(*a), options);
+  }
+
+  // Fills a pool capped at `limit` with 3 MiB blocks: the allocation past the cap is
+  // RESOURCE_EXHAUSTED (never an abort), the pool never reserves more than the cap, and
+  // once everything is freed the same size fits again.
+  void ExpectTheLimitIsAnError(std::uint64_t limit) {
+    std::unique_ptr<Pool> pool = Make(limit);
+    std::vector<Block> live;
+    absl::Status last;
+    for (std::uint64_t i = 0; i <= limit / (3 << 20) + 1; ++i) {
+      absl::StatusOr<Block> b = pool->Allocate(3 << 20);
+      if (!b.ok()) {
+        last = b.status();
+        break;
+      }
+      live.push_back(*b);
+      EXPECT_LE(pool->Stats().reserved_bytes, limit);
+    }
+    EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted);
+    for (const Block& b : live) pool->Free(b);
+    absl::StatusOr<Block> again = pool->Allocate(3 << 20);
+    EXPECT_TRUE(again.ok()) << again.status();
+    if (again.ok()) pool->Free(*again);
   }
 };
 
