@@ -51,7 +51,7 @@ struct TrainKernels {
   absl::Status (*gemm)(const KernelContext& ctx, bool trans_a, bool trans_b, std::int64_t m,
                        std::int64_t n, std::int64_t k, float alpha, const float* a, const float* b,
                        float beta, float* c);
-  // dx (+)= dy f'(.), from the input x for Relu and the output y for Sigmoid and Tanh.
+  // dx (+)= dy f'(x), from the output y = f(x) (for Relu, y > 0 exactly where x > 0).
   absl::Status (*activation_backward)(const KernelContext& ctx, ActivationKind kind,
                                       const float* saved, const float* dy, float* dx,
                                       std::int64_t n, bool accumulate);
@@ -79,13 +79,14 @@ struct TrainKernels {
   absl::Status (*add_rows)(const KernelContext& ctx, const std::int64_t* ids, std::int64_t count,
                            const float* grad, std::int64_t width, float* table_grad,
                            std::int64_t table_rows);
-  // LayerNormalization over the last axis of [rows, cols], given the forward's per-row
-  // mean and 1/std: dx (+)= ..., dscale and dbias (+)= their column sums. dscale or dbias
-  // may be null (not trained).
-  absl::Status (*layer_norm_backward)(const KernelContext& ctx, const float* x,
-                                      const float* scale, const float* mean, const float* inv_std,
-                                      const float* dy, std::int64_t rows, std::int64_t cols,
-                                      float* dx, float* dscale, float* dbias, bool accumulate);
+  // LayerNormalization over the last axis of [rows, cols], given what the forward keeps:
+  // xhat = (x - mean) / std and each row's 1/std. dx (+)= inv_std (g - mean(g) -
+  // xhat mean(g xhat)) with g = dy scale; dscale (+)= column sums of dy xhat, dbias (+)=
+  // of dy. dx, dscale or dbias may be null (not wanted).
+  absl::Status (*layer_norm_backward)(const KernelContext& ctx, const float* xhat,
+                                      const float* scale, const float* inv_std, const float* dy,
+                                      std::int64_t rows, std::int64_t cols, float* dx,
+                                      float* dscale, float* dbias, bool accumulate);
   // One parameter's update, in place (buffers the parameter's size).
   absl::Status (*sgd_update)(const KernelContext& ctx, const SgdStep& step, float* w,
                              const float* g, float* momentum_buf, std::int64_t n);

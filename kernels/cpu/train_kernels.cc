@@ -131,32 +131,34 @@ absl::Status AddRows(const KernelContext&, const std::int64_t* ids, std::int64_t
   return absl::OkStatus();
 }
 
-absl::Status LayerNormBackward(const KernelContext&, const float* x, const float* scale,
-                               const float* mean, const float* inv_std, const float* dy,
-                               std::int64_t rows, std::int64_t cols, float* dx, float* dscale,
-                               float* dbias, bool accumulate) {
+absl::Status LayerNormBackward(const KernelContext&, const float* xhat, const float* scale,
+                               const float* inv_std, const float* dy, std::int64_t rows,
+                               std::int64_t cols, float* dx, float* dscale, float* dbias,
+                               bool accumulate) {
   if (!accumulate) {
     if (dscale != nullptr) std::fill(dscale, dscale + cols, 0.0f);
     if (dbias != nullptr) std::fill(dbias, dbias + cols, 0.0f);
   }
+  const float inv_cols = 1.0f / static_cast<float>(cols);
   for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
+    const float* hr = xhat + r * cols;
     const float* gr = dy + r * cols;
-    float sum_g = 0.0f, sum_gx = 0.0f;
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const float xhat = (xr[j] - mean[r]) * inv_std[r];
-      const float g = gr[j] * scale[j];
-      sum_g += g;
-      sum_gx += g * xhat;
-      if (dscale != nullptr) dscale[j] += gr[j] * xhat;
-      if (dbias != nullptr) dbias[j] += gr[j];
+    if (dx != nullptr) {
+      float sum_g = 0.0f, sum_gh = 0.0f;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const float g = gr[j] * scale[j];
+        sum_g += g;
+        sum_gh += g * hr[j];
+      }
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const float g = gr[j] * scale[j];
+        Put(dx + r * cols + j, inv_std[r] * (g - inv_cols * sum_g - hr[j] * inv_cols * sum_gh),
+            accumulate);
+      }
     }
-    const float inv_cols = 1.0f / static_cast<float>(cols);
     for (std::int64_t j = 0; j < cols; ++j) {
-      const float xhat = (xr[j] - mean[r]) * inv_std[r];
-      const float g = gr[j] * scale[j];
-      Put(dx + r * cols + j, inv_std[r] * (g - sum_g * inv_cols - xhat * sum_gx * inv_cols),
-          accumulate);
+      if (dscale != nullptr) dscale[j] += gr[j] * hr[j];
+      if (dbias != nullptr) dbias[j] += gr[j];
     }
   }
   return absl::OkStatus();

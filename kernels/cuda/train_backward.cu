@@ -144,38 +144,35 @@ __global__ void AddRowsKernel(const int64_t* ids, int64_t count, const float* gr
   }
 }
 
-__global__ void LayerNormDxKernel(const float* x, const float* scale, const float* mean,
-                                  const float* inv_std, const float* dy, int64_t cols, float* dx,
-                                  bool accumulate) {
+__global__ void LayerNormDxKernel(const float* xhat, const float* scale, const float* inv_std,
+                                  const float* dy, int64_t cols, float* dx, bool accumulate) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * cols;
+  const float* hr = xhat + r * cols;
   const float* gr = dy + r * cols;
-  const float mu = mean[r], is = inv_std[r];
-  float sum_g = 0.0f, sum_gx = 0.0f;
+  float sum_g = 0.0f, sum_gh = 0.0f;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     const float g = gr[j] * scale[j];
     sum_g += g;
-    sum_gx += g * (xr[j] - mu) * is;
+    sum_gh += g * hr[j];
   }
   sum_g = BlockSum(sum_g, scratch);
-  sum_gx = BlockSum(sum_gx, scratch);
+  sum_gh = BlockSum(sum_gh, scratch);
   const float inv_cols = 1.0f / static_cast<float>(cols);
+  const float is = inv_std[r];
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float xhat = (xr[j] - mu) * is;
     const float g = gr[j] * scale[j];
-    Put(dx + r * cols + j, is * (g - sum_g * inv_cols - xhat * sum_gx * inv_cols), accumulate);
+    Put(dx + r * cols + j, is * (g - inv_cols * sum_g - hr[j] * inv_cols * sum_gh), accumulate);
   }
 }
 
-__global__ void LayerNormParamKernel(const float* x, const float* mean, const float* inv_std,
-                                     const float* dy, int64_t rows, int64_t cols, float* dscale,
-                                     float* dbias, bool accumulate) {
+__global__ void LayerNormParamKernel(const float* xhat, const float* dy, int64_t rows, int64_t cols,
+                                     float* dscale, float* dbias, bool accumulate) {
   for (int64_t j = GlobalThread(); j < cols; j += GridThreads()) {
     float ds = 0.0f, db = 0.0f;
     for (int64_t r = 0; r < rows; ++r) {
       const float g = dy[r * cols + j];
-      ds += g * (x[r * cols + j] - mean[r]) * inv_std[r];
+      ds += g * xhat[r * cols + j];
       db += g;
     }
     if (dscale != nullptr) Put(dscale + j, ds, accumulate);
@@ -246,18 +243,20 @@ cudaError_t LaunchAddRows(const int64_t* ids, int64_t count, const float* grad, 
   return cudaGetLastError();
 }
 
-cudaError_t LaunchLayerNormBackward(const float* x, const float* scale, const float* mean,
-                                    const float* inv_std, const float* dy, int64_t rows,
-                                    int64_t cols, float* dx, float* dscale, float* dbias,
-                                    bool accumulate, cudaStream_t stream) {
+cudaError_t LaunchLayerNormBackward(const float* xhat, const float* scale, const float* inv_std,
+                                    const float* dy, int64_t rows, int64_t cols, float* dx,
+                                    float* dscale, float* dbias, bool accumulate,
+                                    cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
-  LayerNormDxKernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(x, scale, mean, inv_std, dy,
-                                                                        cols, dx, accumulate);
-  if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  if (dx != nullptr) {
+    LayerNormDxKernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(xhat, scale, inv_std, dy,
+                                                                          cols, dx, accumulate);
+    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  }
   if (dscale == nullptr && dbias == nullptr) return cudaSuccess;
-  LayerNormParamKernel<<<GridFor(cols), kBlock, 0, stream>>>(x, mean, inv_std, dy, rows, cols,
-                                                             dscale, dbias, accumulate);
+  LayerNormParamKernel<<<GridFor(cols), kBlock, 0, stream>>>(xhat, dy, rows, cols, dscale, dbias,
+                                                             accumulate);
   return cudaGetLastError();
 }
 

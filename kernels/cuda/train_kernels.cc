@@ -137,14 +137,14 @@ absl::Status AddRows(const KernelContext& ctx, const std::int64_t* ids, std::int
                   "Gather backward launch");
 }
 
-absl::Status LayerNormBackward(const KernelContext& ctx, const float* x, const float* scale,
-                               const float* mean, const float* inv_std, const float* dy,
-                               std::int64_t rows, std::int64_t cols, float* dx, float* dscale,
-                               float* dbias, bool accumulate) {
+absl::Status LayerNormBackward(const KernelContext& ctx, const float* xhat, const float* scale,
+                               const float* inv_std, const float* dy, std::int64_t rows,
+                               std::int64_t cols, float* dx, float* dscale, float* dbias,
+                               bool accumulate) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "LayerNormalization backward", {rows, cols},
-                              {x, scale, mean, inv_std, dy, dx}));
-  return Launched(LaunchLayerNormBackward(x, scale, mean, inv_std, dy, rows, cols, dx, dscale,
-                                          dbias, accumulate, StreamOf(ctx)),
+                              {xhat, scale, inv_std, dy}));
+  return Launched(LaunchLayerNormBackward(xhat, scale, inv_std, dy, rows, cols, dx, dscale, dbias,
+                                          accumulate, StreamOf(ctx)),
                   "LayerNormalization backward launch");
 }
 

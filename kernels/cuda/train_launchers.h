@@ -11,7 +11,7 @@
 
 namespace ndserve::kernels::gpu {
 
-// kind: 0 Relu (saved = x), 1 Sigmoid, 2 Tanh (saved = y).
+// kind: 0 Relu, 1 Sigmoid, 2 Tanh; saved is the output y.
 cudaError_t LaunchActivationBackward(int kind, const float* saved, const float* dy, float* dx,
                                      int64_t n, bool accumulate, cudaStream_t stream);
 cudaError_t LaunchSoftmaxBackward(bool log, const float* y, const float* dy, float* dx,
@@ -29,10 +29,10 @@ cudaError_t LaunchSumRows(const float* src, int64_t rows, int64_t cols, float* d
 cudaError_t LaunchAddRows(const int64_t* ids, int64_t count, const float* grad, int64_t width,
                           float* table_grad, int64_t table_rows, int32_t* error_flag,
                           cudaStream_t stream);
-cudaError_t LaunchLayerNormBackward(const float* x, const float* scale, const float* mean,
-                                    const float* inv_std, const float* dy, int64_t rows,
-                                    int64_t cols, float* dx, float* dscale, float* dbias,
-                                    bool accumulate, cudaStream_t stream);
+cudaError_t LaunchLayerNormBackward(const float* xhat, const float* scale, const float* inv_std,
+                                    const float* dy, int64_t rows, int64_t cols, float* dx,
+                                    float* dscale, float* dbias, bool accumulate,
+                                    cudaStream_t stream);
 cudaError_t LaunchSgdUpdate(float lr, float momentum, float weight_decay, bool nesterov,
                             bool first_step, float* w, const float* g, float* buf, int64_t n,
                             cudaStream_t stream);
