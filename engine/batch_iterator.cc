@@ -48,54 +48,111 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::Create(
   if (parent->device().is_cuda()) {
     NDS_ASSIGN_OR_RETURN(gpu, kernels::GpuResources::Create(parent->device()));
   }
-  return std::unique_ptr<BatchIterator>(
-      new BatchIterator(std::move(parent), std::move(source), std::move(ready), std::move(gpu)));
+  return std::unique_ptr<BatchIterator>(new BatchIterator(
+      std::move(parent), std::move(source), std::move(ready), nullptr, std::move(gpu)));
+}
+
+absl::StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::CreateReadAhead(
+    std::shared_ptr<NDManager> parent, Source source, Interrupt interrupt) {
+  if (interrupt == nullptr) {
+    return absl::InvalidArgumentError("a reading-ahead batch iterator needs an interrupt");
+  }
+  NDS_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> it,
+                       Create(std::move(parent), std::move(source)));
+  it->interrupt_ = std::move(interrupt);
+  BatchIterator* self = it.get();
+  it->reader_ = std::thread([self] { self->ReadAhead(); });
+  return it;
 }
 
 BatchIterator::BatchIterator(std::shared_ptr<NDManager> parent, Source source, Ready ready,
-                             std::unique_ptr<kernels::GpuResources> gpu)
+                             Interrupt interrupt, std::unique_ptr<kernels::GpuResources> gpu)
     : parent_(std::move(parent)),
       source_(std::move(source)),
       ready_(std::move(ready)),
+      interrupt_(std::move(interrupt)),
       gpu_(std::move(gpu)) {}
 
-BatchIterator::~BatchIterator() {
+BatchIterator::~BatchIterator() { Stop(absl::OkStatus()); }
+
+void BatchIterator::Stop(const absl::Status& why) {
+  if (reader_.joinable()) {
+    bool in_source = false;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      in_source = in_source_;
+      changed_.SignalAll();
+    }
+    // The reader starts no pull once it saw stopping_; one it is in must be made to
+    // return, or the join below would wait for a client that may never send again.
+    if (in_source && interrupt_ != nullptr) interrupt_(why);
+    reader_.join();
+  }
+  if (stopped_) return;
+  stopped_ = true;
   // An upload may still be queued on the stream: let it finish before its memory goes.
   FinishUpload().IgnoreError();
   Free(current_);
   Free(next_);
+  std::deque<DeviceBatch> unread;
+  {
+    absl::MutexLock lock(&mu_);
+    unread.swap(read_ahead_);
+  }
+  for (DeviceBatch& batch : unread) {
+    std::optional<DeviceBatch> held(std::move(batch));
+    Free(held);
+  }
+}
+
+int BatchIterator::live_batches() const {
+  absl::MutexLock lock(&mu_);
+  return live_;
+}
+
+int BatchIterator::peak_live_batches() const {
+  absl::MutexLock lock(&mu_);
+  return peak_live_;
+}
+
+std::int64_t BatchIterator::batches_uploaded() const {
+  absl::MutexLock lock(&mu_);
+  return uploaded_;
 }
 
 void BatchIterator::Free(std::optional<DeviceBatch>& batch) {
   if (!batch.has_value()) return;
   batch->manager->Close().IgnoreError();
   batch.reset();
+  absl::MutexLock lock(&mu_);
   --live_;
+  changed_.SignalAll();
 }
 
-absl::StatusOr<std::optional<DeviceBatch>> BatchIterator::StartUpload() {
-  if (source_ended_) return std::optional<DeviceBatch>();
-  absl::StatusOr<std::optional<HostBatch>> host = source_();
-  if (!host.ok() || !host->has_value()) {
-    source_ended_ = true;
-    if (!host.ok()) return host.status();
-    return std::optional<DeviceBatch>();
+absl::StatusOr<DeviceBatch> BatchIterator::Upload(const HostBatch& host) {
+  std::int64_t index = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    index = uploaded_;
   }
-  const std::int64_t index = uploaded_;
-  for (const HostTensor& t : **host) NDS_RETURN_IF_ERROR(CheckTensor(t, index));
+  for (const HostTensor& t : host) NDS_RETURN_IF_ERROR(CheckTensor(t, index));
 
   DeviceBatch batch;
   batch.index = index;
   NDS_ASSIGN_OR_RETURN(batch.manager, parent_->NewSubManager(ManagerLevel::kBatch,
                                                              absl::StrCat("batch-data/", index)));
-  ++live_;
-  if (live_ > peak_live_) peak_live_ = live_;
+  {
+    absl::MutexLock lock(&mu_);
+    ++live_;
+    if (live_ > peak_live_) peak_live_ = live_;
+  }
   std::optional<DeviceBatch> made(std::move(batch));
   auto fail = [&](const absl::Status& status) {
     Free(made);
     return status;
   };
-  for (const HostTensor& t : **host) {
+  for (const HostTensor& t : host) {
     absl::StatusOr<NDArray> array;
     if (gpu_ == nullptr) {
       // The CPU's "upload" is the copy into the pool: done here, nothing to overlap.
@@ -116,10 +173,25 @@ absl::StatusOr<std::optional<DeviceBatch>> BatchIterator::StartUpload() {
     made->names.push_back(t.name);
     made->arrays.push_back(*std::move(array));
   }
-  ++uploaded_;
+  {
+    absl::MutexLock lock(&mu_);
+    ++uploaded_;
+  }
+  return *std::move(made);
+}
+
+absl::StatusOr<std::optional<DeviceBatch>> BatchIterator::StartUpload() {
+  if (source_ended_) return std::optional<DeviceBatch>();
+  absl::StatusOr<std::optional<HostBatch>> host = source_();
+  if (!host.ok() || !host->has_value()) {
+    source_ended_ = true;
+    if (!host.ok()) return host.status();
+    return std::optional<DeviceBatch>();
+  }
+  NDS_ASSIGN_OR_RETURN(DeviceBatch batch, Upload(**host));
   // The stream may read the host bytes until FinishUpload.
   next_host_ = **std::move(host);
-  return made;
+  return std::optional<DeviceBatch>(std::move(batch));
 }
 
 absl::Status BatchIterator::FinishUpload() {
@@ -128,7 +200,74 @@ absl::Status BatchIterator::FinishUpload() {
   return status;
 }
 
+void BatchIterator::ReadAhead() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      // Two batches at most: the step's and the one after it.
+      while (!stopping_ && live_ >= 2) changed_.Wait(&mu_);
+      if (stopping_) break;
+      in_source_ = true;
+    }
+    absl::StatusOr<std::optional<HostBatch>> host = source_();
+    {
+      absl::MutexLock lock(&mu_);
+      in_source_ = false;
+      // Interrupted: what the pull returned is the interrupt's doing, not the source's.
+      if (stopping_) break;
+    }
+    absl::Status failed;
+    if (!host.ok()) {
+      failed = host.status();
+    } else if (!host->has_value()) {
+      break;
+    } else {
+      absl::StatusOr<DeviceBatch> batch = Upload(**host);
+      // This thread is the stream's only user in this mode: the step never waits for
+      // the copy, and the host bytes live until it is done.
+      if (batch.ok() && gpu_ != nullptr) {
+        if (absl::Status synced = gpu_->Synchronize(); !synced.ok()) {
+          std::optional<DeviceBatch> lost(*std::move(batch));
+          Free(lost);
+          batch = synced;
+        }
+      }
+      if (batch.ok()) {
+        absl::MutexLock lock(&mu_);
+        read_ahead_.push_back(*std::move(batch));
+        changed_.SignalAll();
+        continue;
+      }
+      failed = batch.status();
+    }
+    absl::MutexLock lock(&mu_);
+    reader_status_ = failed;
+    break;
+  }
+  absl::MutexLock lock(&mu_);
+  reader_done_ = true;
+  changed_.SignalAll();
+}
+
+absl::StatusOr<const DeviceBatch*> BatchIterator::NextReadAhead() {
+  // Step k is done: batch k goes, which lets the reader pull batch k+2.
+  Free(current_);
+  absl::MutexLock lock(&mu_);
+  while (read_ahead_.empty() && !reader_done_) changed_.Wait(&mu_);
+  if (!read_ahead_.empty()) {
+    current_ = std::move(read_ahead_.front());
+    read_ahead_.pop_front();
+    return &*current_;
+  }
+  absl::Status failed = std::move(reader_status_);
+  reader_status_ = absl::OkStatus();
+  if (!failed.ok()) return failed;
+  return nullptr;
+}
+
 absl::StatusOr<const DeviceBatch*> BatchIterator::Next() {
+  if (stopped_) return nullptr;
+  if (interrupt_ != nullptr) return NextReadAhead();
   // Step k is done: batch k goes before anything else is allocated.
   Free(current_);
   if (pull_pending_) {

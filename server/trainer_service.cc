@@ -1,5 +1,7 @@
 #include "server/trainer_service.h"
 
+#include <grpc/grpc.h>
+
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -118,18 +120,20 @@ grpc::Status TrainerServiceImpl::Train(
   if (!model.ok()) return ToGrpcStatus(model.status());
 
   // The stream is the batch iterator's source: each Batch becomes a host batch (inputs,
-  // then labels) that the iterator uploads under the session's trainer scope.
+  // then labels) that the iterator's reader thread uploads under the session's trainer
+  // scope while the previous step runs. gRPC lets that thread Read while this one
+  // Writes the results.
   std::optional<pb::Batch> pending(std::move(first));
-  absl::Time start;
   auto source = [&]() -> absl::StatusOr<std::optional<engine::HostBatch>> {
     pb::Batch batch;
     if (pending.has_value()) {
       batch = *std::move(pending);
       pending.reset();
     } else if (!stream->Read(&batch)) {
+      // The client half-closed, went away or cancelled: the end either way (a
+      // cancelled call is answered CANCELLED below).
       return std::optional<engine::HostBatch>();
     }
-    start = absl::Now();
     if (!batch.session_id().empty() && batch.session_id() != session) {
       return absl::InvalidArgumentError(absl::StrCat("a Train stream serves one session: '",
                                                      session, "', not '", batch.session_id(), "'"));
@@ -145,14 +149,24 @@ grpc::Status TrainerServiceImpl::Train(
     host.push_back(std::move(labels));
     return std::optional<engine::HostBatch>(std::move(host));
   };
-  // A synchronous stream cannot tell whether the next Batch has arrived without waiting
-  // for it, and a client may send batch k+1 only once it has step k's result: reading
-  // ahead would stall that client for good. So the iterator pulls each batch when its
-  // step is due (it still frees batch k before batch k+1 arrives).
-  auto ready = [] { return false; };
-  const absl::Status streamed =
-      runs_.Stream(session, source, ready, [&](const ndserve::train::StepResult& step) {
-        metrics_->RecordStep(*model, step.loss, absl::Now() - start);
+  // The stream ends (a step failed, the client stopped reading) while the reader waits
+  // in Read for a Batch that a client waiting for a result never sends: only ending the
+  // call makes that Read return. Cancelling it with the step's error is what the client
+  // gets (the handler's own status can no longer be sent then); ending for another
+  // reason, a plain cancel.
+  auto interrupt = [context](const absl::Status& why) {
+    if (why.ok()) {
+      context->TryCancel();
+      return;
+    }
+    const grpc::Status status = ToGrpcStatus(why);
+    grpc_call_cancel_with_status(context->c_call(),
+                                 static_cast<grpc_status_code>(status.error_code()),
+                                 status.error_message().c_str(), nullptr);
+  };
+  const absl::Status streamed = runs_.StreamReadingAhead(
+      session, source, interrupt, [&](const ndserve::train::StepResult& step) {
+        metrics_->RecordStep(*model, step.loss, step.duration);
         pb::StepResult result;
         result.set_step(step.step);
         result.set_loss(step.loss);
@@ -161,6 +175,9 @@ grpc::Status TrainerServiceImpl::Train(
         result.set_batches_held(step.batches_held);
         return stream->Write(result);  // false: the client went away
       });
+  if (streamed.ok() && context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the Train stream was cancelled");
+  }
   return ToGrpcStatus(streamed);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "kernels/train_kernels.h"
 #include "train/cpu_math.h"
 
 namespace ndserve::train {
@@ -146,27 +147,24 @@ absl::StatusOr<Variable> Unary(UnaryKind kind, NDManager& scope, const Variable&
       for (std::int64_t e = 0; e < n; ++e) po[e] = std::tanh(px[e]);
       break;
   }
-  // Each backward is written in terms of the output, which the node keeps.
+  // Each backward is written in terms of the output, which the node keeps; the loop is
+  // the training math table's (kernels/train_kernels.h, docs/design.md §10.2).
   auto creator = Record(name, {x}, [kind, out](BackwardContext& ctx, const NDArray& g) -> absl::Status {
+    if (g.device().is_cuda()) {
+      return absl::UnimplementedError("activation backward on CUDA arrays is not wired yet");
+    }
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
+                         kernels::LookupTrainKernels(DeviceKind::kCpu));
     NDS_ASSIGN_OR_RETURN(GradSlot slot, ctx.Slot(0));
     NDS_ASSIGN_OR_RETURN(float* dst, F32(slot.array));
     NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
     NDS_ASSIGN_OR_RETURN(const float* py, F32(out));
-    const std::int64_t n = g.num_elements();
-    // Zeroed first so that one loop serves both cases (a fresh slot holds garbage).
-    if (!slot.accumulate) std::fill(dst, dst + n, 0.0f);
-    switch (kind) {
-      case UnaryKind::kRelu:
-        for (std::int64_t e = 0; e < n; ++e) dst[e] = dst[e] + (py[e] > 0.0f ? pg[e] : 0.0f);
-        break;
-      case UnaryKind::kSigmoid:
-        for (std::int64_t e = 0; e < n; ++e) dst[e] = dst[e] + pg[e] * py[e] * (1.0f - py[e]);
-        break;
-      case UnaryKind::kTanh:
-        for (std::int64_t e = 0; e < n; ++e) dst[e] = dst[e] + pg[e] * (1.0f - py[e] * py[e]);
-        break;
-    }
-    return absl::OkStatus();
+    const kernels::ActivationKind activation =
+        kind == UnaryKind::kRelu      ? kernels::ActivationKind::kRelu
+        : kind == UnaryKind::kSigmoid ? kernels::ActivationKind::kSigmoid
+                                      : kernels::ActivationKind::kTanh;
+    return math->activation_backward(kernels::KernelContext::Cpu(), activation, py, pg, dst,
+                                     g.num_elements(), slot.accumulate);
   });
   return Variable::FromOp(std::move(out), std::move(creator));
 }

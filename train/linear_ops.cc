@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "kernels/train_kernels.h"
 #include "train/cpu_math.h"
 
 namespace ndserve::train {
@@ -17,10 +18,17 @@ absl::Status ShapeError(const char* op, const Variable& a, const Variable& b) {
 }
 
 // The input gradients of Y = alpha op(A) op(B) (+ C), shared by Gemm and MatMul: with A and
-// B held as stored, each gradient is one more Sgemm whose transposes follow op().
+// B held as stored, each gradient is one more GEMM whose transposes follow op(), through
+// the training math table (kernels/train_kernels.h; cuBLAS on CUDA, docs/design.md §10.2).
 absl::Status AccumulateProductGrads(BackwardContext& ctx, const NDArray& g, bool trans_a,
                                     bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                                     float alpha) {
+  if (g.device().is_cuda()) {
+    return absl::UnimplementedError("Gemm backward on CUDA arrays is not wired yet");
+  }
+  NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
+                       kernels::LookupTrainKernels(DeviceKind::kCpu));
+  const kernels::KernelContext cpu = kernels::KernelContext::Cpu();
   NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
   NDS_ASSIGN_OR_RETURN(const float* pa, F32(ctx.node().inputs[0].value()));
   NDS_ASSIGN_OR_RETURN(const float* pb, F32(ctx.node().inputs[1].value()));
@@ -29,9 +37,9 @@ absl::Status AccumulateProductGrads(BackwardContext& ctx, const NDArray& g, bool
     NDS_ASSIGN_OR_RETURN(float* da, F32(s.array));
     const float beta = s.accumulate ? 1.0f : 0.0f;
     if (!trans_a) {  // dA[m,k] = dY[m,n] op(B)^T
-      Sgemm(false, !trans_b, m, k, n, alpha, pg, pb, beta, da);
+      NDS_RETURN_IF_ERROR(math->gemm(cpu, false, !trans_b, m, k, n, alpha, pg, pb, beta, da));
     } else {  // dA[k,m] = op(B)[k,n] dY^T
-      Sgemm(trans_b, true, k, m, n, alpha, pb, pg, beta, da);
+      NDS_RETURN_IF_ERROR(math->gemm(cpu, trans_b, true, k, m, n, alpha, pb, pg, beta, da));
     }
   }
   if (ctx.NeedsGrad(1)) {
@@ -39,9 +47,9 @@ absl::Status AccumulateProductGrads(BackwardContext& ctx, const NDArray& g, bool
     NDS_ASSIGN_OR_RETURN(float* db, F32(s.array));
     const float beta = s.accumulate ? 1.0f : 0.0f;
     if (!trans_b) {  // dB[k,n] = op(A)^T dY
-      Sgemm(!trans_a, false, k, n, m, alpha, pa, pg, beta, db);
+      NDS_RETURN_IF_ERROR(math->gemm(cpu, !trans_a, false, k, n, m, alpha, pa, pg, beta, db));
     } else {  // dB[n,k] = dY^T op(A)
-      Sgemm(true, trans_a, n, k, m, alpha, pg, pa, beta, db);
+      NDS_RETURN_IF_ERROR(math->gemm(cpu, true, trans_a, n, k, m, alpha, pg, pa, beta, db));
     }
   }
   return absl::OkStatus();

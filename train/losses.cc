@@ -1,13 +1,13 @@
 #include "train/losses.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "kernels/train_kernels.h"
 #include "train/cpu_math.h"
 
 namespace ndserve::train {
@@ -43,6 +43,15 @@ absl::Status GiveScaled(BackwardContext& ctx, const NDArray& g, const NDArray& p
   return absl::OkStatus();
 }
 
+// The losses' math is the table's on the prediction's device: the CPU's until train/
+// runs on CUDA (docs/design.md §10.2).
+absl::StatusOr<const kernels::TrainKernels*> MathFor(const NDArray& prediction) {
+  if (prediction.device().is_cuda()) {
+    return absl::UnimplementedError("losses on CUDA predictions are not wired yet");
+  }
+  return kernels::LookupTrainKernels(DeviceKind::kCpu);
+}
+
 }  // namespace
 
 absl::StatusOr<Variable> CrossEntropyLoss(NDManager& scope, const Variable& logits,
@@ -59,23 +68,13 @@ absl::StatusOr<Variable> CrossEntropyLoss(NDManager& scope, const Variable& logi
   // d loss / d logits = (softmax - onehot) / N, kept for the backward.
   NDS_ASSIGN_OR_RETURN(NDArray grad, NewF32(scope, logits.shape()));
   NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
-  double total = 0.0;
-  for (std::int64_t r = 0; r < n; ++r) {
-    if (pl[r] < 0 || pl[r] >= c) {
-      return absl::InvalidArgumentError(absl::StrCat("CrossEntropyLoss: label ", pl[r],
-                                                     " outside [0, ", c, ")"));
-    }
-    const float* x = px + r * c;
-    const float mx = *std::max_element(x, x + c);
-    float sum = 0.0f;
-    for (std::int64_t j = 0; j < c; ++j) sum += std::exp(x[j] - mx);
-    const float lse = mx + std::log(sum);
-    total += lse - x[pl[r]];
-    for (std::int64_t j = 0; j < c; ++j) {
-      d[r * c + j] = (std::exp(x[j] - lse) - (j == pl[r] ? 1.0f : 0.0f)) / static_cast<float>(n);
-    }
-  }
-  NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, static_cast<float>(total / static_cast<double>(n))));
+  // The loss and d loss / d logits = (softmax - onehot) / N come from the training math
+  // table (kernels/train_kernels.h), which refuses a label outside [0, C).
+  NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor(logits.value()));
+  float loss = 0.0f;
+  NDS_RETURN_IF_ERROR(math->loss(kernels::KernelContext::Cpu(), kernels::TrainLossKind::kCrossEntropy,
+                                 px, pl, n, c, &loss, d));
+  NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, loss));
   auto creator = Record("CrossEntropyLoss", {logits, labels},
                         [grad](BackwardContext& ctx, const NDArray& g) {
                           return GiveScaled(ctx, g, grad);
@@ -87,24 +86,20 @@ namespace {
 
 // A mean over elements of loss(x, t) whose gradient is d loss / d x per element: the shape
 // check, the forward, the kept gradient and the recorded backward are the same for every
-// such loss; `term` gives one element's (loss, gradient).
-template <typename Term>
-absl::StatusOr<Variable> MeanElementwiseLoss(const char* name, NDManager& scope,
-                                             const Variable& prediction, const Variable& target,
-                                             Term term) {
+// such loss; the table computes the loss and the per-element gradient.
+absl::StatusOr<Variable> MeanElementwiseLoss(const char* name, kernels::TrainLossKind kind,
+                                             NDManager& scope, const Variable& prediction,
+                                             const Variable& target) {
   NDS_RETURN_IF_ERROR(SameShape(name, prediction, target));
   const std::int64_t n = prediction.value().num_elements();
   NDS_ASSIGN_OR_RETURN(const float* px, F32(prediction.value()));
   NDS_ASSIGN_OR_RETURN(const float* pt, F32(target.value()));
   NDS_ASSIGN_OR_RETURN(NDArray grad, NewF32(scope, prediction.shape()));
   NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
-  double total = 0.0;
-  for (std::int64_t e = 0; e < n; ++e) {
-    const auto [loss, slope] = term(px[e], pt[e]);
-    total += loss;
-    d[e] = slope / static_cast<float>(n);
-  }
-  NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, static_cast<float>(total / static_cast<double>(n))));
+  NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor(prediction.value()));
+  float loss = 0.0f;
+  NDS_RETURN_IF_ERROR(math->loss(kernels::KernelContext::Cpu(), kind, px, pt, n, 1, &loss, d));
+  NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, loss));
   auto creator = Record(name, {prediction, target},
                         [grad](BackwardContext& ctx, const NDArray& g) {
                           return GiveScaled(ctx, g, grad);
@@ -116,19 +111,14 @@ absl::StatusOr<Variable> MeanElementwiseLoss(const char* name, NDManager& scope,
 
 absl::StatusOr<Variable> BceWithLogitsLoss(NDManager& scope, const Variable& logits,
                                            const Variable& targets) {
-  return MeanElementwiseLoss("BceWithLogitsLoss", scope, logits, targets, [](float x, float t) {
-    // max(x, 0) - x t + log(1 + e^-|x|): no overflow for large |x|.
-    const double loss = std::max(x, 0.0f) - x * t + std::log1p(std::exp(-std::fabs(x)));
-    return std::pair<double, float>(loss, 1.0f / (1.0f + std::exp(-x)) - t);
-  });
+  // max(x, 0) - x t + log(1 + e^-|x|) per element: no overflow for large |x|.
+  return MeanElementwiseLoss("BceWithLogitsLoss", kernels::TrainLossKind::kBceWithLogits, scope,
+                             logits, targets);
 }
 
 absl::StatusOr<Variable> MseLoss(NDManager& scope, const Variable& prediction,
                                  const Variable& target) {
-  return MeanElementwiseLoss("MseLoss", scope, prediction, target, [](float x, float t) {
-    const float diff = x - t;
-    return std::pair<double, float>(static_cast<double>(diff) * diff, 2.0f * diff);
-  });
+  return MeanElementwiseLoss("MseLoss", kernels::TrainLossKind::kMse, scope, prediction, target);
 }
 
 }  // namespace ndserve::train

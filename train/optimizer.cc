@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/train_kernels.h"
 #include "train/cpu_math.h"
 
 namespace ndserve::train {
@@ -25,6 +26,15 @@ std::vector<std::int64_t> TouchedRows(const VariableState& s) {
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   return rows;
+}
+
+// The update loops are the training math table's (kernels/train_kernels.h), on the
+// parameter's device: the CPU's until train/ runs on CUDA (docs/design.md §10.2).
+absl::StatusOr<const kernels::TrainKernels*> MathFor(const NDArray& value) {
+  if (value.device().is_cuda()) {
+    return absl::UnimplementedError("optimizer updates on CUDA parameters are not wired yet");
+  }
+  return kernels::LookupTrainKernels(DeviceKind::kCpu);
 }
 
 }  // namespace
@@ -50,16 +60,24 @@ absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(std::vector<Variable> parameter
 
 absl::Status Sgd::Step() {
   const SgdOptions& o = options_;
+  const kernels::KernelContext ctx = kernels::KernelContext::Cpu();
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     VariableState& s = *parameters_[i].state();
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor(s.value));
     NDS_ASSIGN_OR_RETURN(float* w, F32(s.value));
     NDS_ASSIGN_OR_RETURN(const float* g, F32(s.grad));
     const std::int64_t n = s.value.num_elements();
+    kernels::SgdStep step;
+    step.lr = o.lr;
+    step.momentum = o.momentum;
+    step.weight_decay = o.weight_decay;
+    step.nesterov = o.nesterov;
+    step.first_step = steps_ == 0;
     if (o.momentum == 0.0f && o.weight_decay == 0.0f && !s.dense_grad) {
       // Plain SGD moves only the rows that got a gradient (embedding tables).
       const std::int64_t row = n / std::max<std::int64_t>(1, s.value.shape().empty() ? 1 : s.value.shape()[0]);
       for (std::int64_t r : TouchedRows(s)) {
-        for (std::int64_t j = r * row; j < (r + 1) * row; ++j) w[j] -= o.lr * g[j];
+        NDS_RETURN_IF_ERROR(math->sgd_update(ctx, step, w + r * row, g + r * row, nullptr, row));
       }
       continue;
     }
@@ -67,14 +85,7 @@ absl::Status Sgd::Step() {
     if (o.momentum > 0.0f) {
       NDS_ASSIGN_OR_RETURN(buf, F32(momentum_[i]));
     }
-    for (std::int64_t j = 0; j < n; ++j) {
-      float d = g[j] + o.weight_decay * w[j];
-      if (buf != nullptr) {
-        buf[j] = steps_ == 0 ? d : o.momentum * buf[j] + d;
-        d = o.nesterov ? d + o.momentum * buf[j] : buf[j];
-      }
-      w[j] -= o.lr * d;
-    }
+    NDS_RETURN_IF_ERROR(math->sgd_update(ctx, step, w, g, buf, n));
   }
   ++steps_;
   return absl::OkStatus();
@@ -104,21 +115,22 @@ absl::Status Adam::Step() {
   ++steps_;
   const double c1 = 1.0 - std::pow(static_cast<double>(o.beta1), static_cast<double>(steps_));
   const double c2 = 1.0 - std::pow(static_cast<double>(o.beta2), static_cast<double>(steps_));
-  const float step_size = static_cast<float>(o.lr / c1);
-  const float sqrt_c2 = static_cast<float>(std::sqrt(c2));
+  kernels::AdamStep step;
+  step.step_size = static_cast<float>(o.lr / c1);
+  step.sqrt_c2 = static_cast<float>(std::sqrt(c2));
+  step.beta1 = o.beta1;
+  step.beta2 = o.beta2;
+  step.epsilon = o.epsilon;
+  step.weight_decay = o.weight_decay;
+  const kernels::KernelContext ctx = kernels::KernelContext::Cpu();
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     VariableState& s = *parameters_[i].state();
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor(s.value));
     NDS_ASSIGN_OR_RETURN(float* w, F32(s.value));
     NDS_ASSIGN_OR_RETURN(const float* g, F32(s.grad));
     NDS_ASSIGN_OR_RETURN(float* m, F32(m_[i]));
     NDS_ASSIGN_OR_RETURN(float* v, F32(v_[i]));
-    const std::int64_t n = s.value.num_elements();
-    for (std::int64_t j = 0; j < n; ++j) {
-      const float d = g[j] + o.weight_decay * w[j];
-      m[j] = o.beta1 * m[j] + (1.0f - o.beta1) * d;
-      v[j] = o.beta2 * v[j] + (1.0f - o.beta2) * d * d;
-      w[j] -= step_size * m[j] / (std::sqrt(v[j]) / sqrt_c2 + o.epsilon);
-    }
+    NDS_RETURN_IF_ERROR(math->adam_update(ctx, step, w, g, m, v, s.value.num_elements()));
   }
   return absl::OkStatus();
 }

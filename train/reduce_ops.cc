@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/train_kernels.h"
 #include "train/cpu_math.h"
 
 namespace ndserve::train {
@@ -213,35 +214,21 @@ absl::StatusOr<Variable> LayerNorm(NDManager& scope, const Variable& x, const Va
     NDS_ASSIGN_OR_RETURN(const float* ph, F32(xhat));
     NDS_ASSIGN_OR_RETURN(const float* pr, F32(rstd));
     NDS_ASSIGN_OR_RETURN(const float* pw, F32(ctx.node().inputs[1].value()));
-    if (ctx.NeedsGrad(0)) {
-      NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
-      NDS_ASSIGN_OR_RETURN(float* dx, F32(s.array));
-      for (std::int64_t r = 0; r < rows; ++r) {
-        float sum_g = 0.0f, sum_gh = 0.0f;
-        for (std::int64_t c = 0; c < cols; ++c) {
-          const float gw = pg[r * cols + c] * pw[c];
-          sum_g += gw;
-          sum_gh += gw * ph[r * cols + c];
-        }
-        const float inv_n = 1.0f / static_cast<float>(cols);
-        for (std::int64_t c = 0; c < cols; ++c) {
-          const float gw = pg[r * cols + c] * pw[c];
-          const float v = pr[r] * (gw - inv_n * sum_g - ph[r * cols + c] * inv_n * sum_gh);
-          float& d = dx[r * cols + c];
-          d = s.accumulate ? d + v : v;
-        }
-      }
+    if (g.device().is_cuda()) {
+      return absl::UnimplementedError("LayerNormalization backward on CUDA arrays is not wired yet");
     }
-    for (int i = 1; i < static_cast<int>(ctx.node().inputs.size()); ++i) {
+    // The math is the training table's (kernels/train_kernels.h, docs/design.md §10.2);
+    // each wanted gradient is one call, so each gets its own slot's accumulate flag.
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
+                         kernels::LookupTrainKernels(DeviceKind::kCpu));
+    const kernels::KernelContext cpu = kernels::KernelContext::Cpu();
+    for (int i = 0; i < static_cast<int>(ctx.node().inputs.size()); ++i) {
       if (!ctx.NeedsGrad(i)) continue;
       NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(i));
       NDS_ASSIGN_OR_RETURN(float* d, F32(s.array));
-      if (!s.accumulate) std::fill(d, d + cols, 0.0f);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t c = 0; c < cols; ++c) {
-          d[c] += i == 1 ? pg[r * cols + c] * ph[r * cols + c] : pg[r * cols + c];
-        }
-      }
+      NDS_RETURN_IF_ERROR(math->layer_norm_backward(cpu, ph, pw, pr, pg, rows, cols,
+                                                    i == 0 ? d : nullptr, i == 1 ? d : nullptr,
+                                                    i == 2 ? d : nullptr, s.accumulate));
     }
     return absl::OkStatus();
   });

@@ -73,12 +73,6 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
     const std::string& model_path, std::shared_ptr<engine::TrainerScope> scope,
     TrainingRunOptions options) {
   if (scope == nullptr) return absl::InvalidArgumentError("a training run needs a trainer scope");
-  // The autograd ops are CPU kernels (docs/design.md §10): a model served from GPU memory
-  // would hand them device pointers.
-  if (const Device device = scope->manager()->device(); device.is_cuda()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "training runs on the CPU only; the model is served on ", device.ToString()));
-  }
   if (!(options.lr > 0.0f) || !std::isfinite(options.lr)) {
     return absl::InvalidArgumentError(absl::StrCat("lr must be a positive number, not ", options.lr));
   }
@@ -88,6 +82,22 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
   NDS_ASSIGN_OR_RETURN(engine::GraphDef def, engine::ReadOnnxGraphDef(model_path));
   NDS_ASSIGN_OR_RETURN(engine::Graph built, engine::Graph::Build(std::move(def)));
   auto graph = std::make_unique<engine::Graph>(std::move(built));
+  // The recorded ops run their forward and backward on host memory (docs/design.md
+  // §10.2): a model served from GPU memory would hand them device pointers, so a CUDA
+  // session is refused here, naming the first op without a CUDA training path (every op,
+  // for now), never mid-step.
+  if (const Device device = scope->manager()->device(); device.is_cuda()) {
+    if (graph->nodes().empty()) {
+      return absl::UnimplementedError(
+          absl::StrCat("training on ", device.ToString(), " is not supported yet"));
+    }
+    const engine::Node& first = graph->nodes().front();
+    return absl::UnimplementedError(absl::StrCat(
+        "training on ", device.ToString(), " is not supported yet: op ",
+        kernels::OpKindName(first.op), " (node '", first.name,
+        "') has no CUDA training path; the CUDA backward math exists "
+        "(kernels/train_kernels.h) but train/ runs its ops on host memory"));
+  }
   if (options.target_output.empty()) {
     if (graph->outputs().empty()) return absl::InvalidArgumentError("the model has no outputs");
     options.target_output = graph->outputs()[0].name;

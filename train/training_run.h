@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/batch_iterator.h"
 #include "engine/graph.h"
@@ -64,6 +65,9 @@ struct StepResult {
   // Uploaded batches the session's batch iterator held during the step (the step's
   // own and the one read ahead: never above 2); 0 for a step on host tensors.
   int batches_held = 0;
+  // The step's own time on a stream (TrainingRuns::Stream), from having its batch to
+  // its result: a wait for a client's batch is not in it.
+  absl::Duration duration;
 };
 
 // Ownership: owns the graph read from the file and the recorded graph and optimizer;

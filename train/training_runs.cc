@@ -89,8 +89,29 @@ absl::Status TrainingRuns::Stream(absl::string_view id, engine::BatchIterator::S
   NDS_ASSIGN_OR_RETURN(std::unique_ptr<engine::BatchIterator> batches,
                        engine::BatchIterator::Create(entry->session->trainer().manager(),
                                                      std::move(source), std::move(ready)));
+  return RunStream(id, *batches, sink);
+}
+
+absl::Status TrainingRuns::StreamReadingAhead(absl::string_view id,
+                                              engine::BatchIterator::Source source,
+                                              engine::BatchIterator::Interrupt interrupt,
+                                              absl::FunctionRef<bool(const StepResult&)> sink) {
+  NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
+  NDS_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::BatchIterator> batches,
+      engine::BatchIterator::CreateReadAhead(entry->session->trainer().manager(),
+                                             std::move(source), std::move(interrupt)));
+  entry.reset();
+  absl::Status status = RunStream(id, *batches, sink);
+  // The reader must not outlive the stream it reads (a gRPC call ends with this).
+  batches->Stop(status);
+  return status;
+}
+
+absl::Status TrainingRuns::RunStream(absl::string_view id, engine::BatchIterator& batches,
+                                     absl::FunctionRef<bool(const StepResult&)> sink) {
   for (;;) {
-    absl::StatusOr<const engine::DeviceBatch*> next = batches->Next();
+    absl::StatusOr<const engine::DeviceBatch*> next = batches.Next();
     if (!next.ok()) {
       // An Abort or expiry closes the trainer scope under the iterator: say so, not that
       // its scope is closed.
@@ -99,8 +120,9 @@ absl::Status TrainingRuns::Stream(absl::string_view id, engine::BatchIterator::S
     }
     const engine::DeviceBatch* batch = *next;
     if (batch == nullptr) return absl::OkStatus();
+    const absl::Time begun = absl::Now();
     // Found again per step: an Abort or expiry meanwhile ends the stream with NOT_FOUND.
-    NDS_ASSIGN_OR_RETURN(entry, Find(id));
+    NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
     StepResult result;
     {
       absl::MutexLock lock(&entry->mu);
@@ -110,7 +132,8 @@ absl::Status TrainingRuns::Stream(absl::string_view id, engine::BatchIterator::S
       }
       NDS_ASSIGN_OR_RETURN(result, entry->run->Step(*batch));
     }
-    result.batches_held = batches->live_batches();
+    result.batches_held = batches.live_batches();
+    result.duration = absl::Now() - begun;
     if (!sink(result)) return absl::OkStatus();
   }
 }

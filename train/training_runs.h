@@ -65,6 +65,13 @@ class TrainingRuns {
   absl::Status Stream(absl::string_view id, engine::BatchIterator::Source source,
                       engine::BatchIterator::Ready ready,
                       absl::FunctionRef<bool(const StepResult&)> sink);
+  // As Stream, but a reader thread pulls `source` (which may block until the client
+  // sends) and uploads batch k+1 while step k runs (BatchIterator::CreateReadAhead).
+  // However the stream ends, the reader is stopped and joined before this returns:
+  // `interrupt` gets the status the stream ends with if the reader waits in `source`.
+  absl::Status StreamReadingAhead(absl::string_view id, engine::BatchIterator::Source source,
+                                  engine::BatchIterator::Interrupt interrupt,
+                                  absl::FunctionRef<bool(const StepResult&)> sink);
   // Publishes the session's parameters as the model's next version
   // (Engine::PublishVersion: requests in flight finish on the old version) and ends the
   // session. On failure the session stays open. NOT_FOUND as Step; FAILED_PRECONDITION
@@ -88,6 +95,9 @@ class TrainingRuns {
   };
   // The entry of a live session (marking it used), dropping a stale one.
   absl::StatusOr<std::shared_ptr<Entry>> Find(absl::string_view id);
+  // Steps session `id` on `batches` until they end, a step fails or `sink` says stop.
+  absl::Status RunStream(absl::string_view id, engine::BatchIterator& batches,
+                         absl::FunctionRef<bool(const StepResult&)> sink);
   void Prune();
 
   engine::Engine* const engine_;

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/train_kernels.h"
 #include "train/cpu_math.h"
 
 namespace ndserve::train {
@@ -117,12 +118,17 @@ class BackwardPass final : public BackwardContext {
       NDS_ASSIGN_OR_RETURN(dst, F32(slot.array));
       if (!slot.accumulate) std::fill(dst, dst + slot.array.num_elements(), 0.0f);
     }
-    for (std::size_t r = 0; r < ids.size(); ++r) {
-      float* row = dst + ids[r] * row_len;
-      const float* src = rows + static_cast<std::int64_t>(r) * row_len;
-      for (std::int64_t j = 0; j < row_len; ++j) row[j] += src[j];
+    // The scatter is the training math table's (kernels/train_kernels.h), which refuses a
+    // row outside the table.
+    const NDArray& table = s->value;
+    if (table.device().is_cuda()) {
+      return absl::UnimplementedError("Gather backward on CUDA arrays is not wired yet");
     }
-    return absl::OkStatus();
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
+                         kernels::LookupTrainKernels(DeviceKind::kCpu));
+    const std::int64_t table_rows = row_len == 0 ? 0 : table.num_elements() / row_len;
+    return math->add_rows(kernels::KernelContext::Cpu(), ids.data(),
+                          static_cast<std::int64_t>(ids.size()), rows, row_len, dst, table_rows);
   }
 
  private:

@@ -10,6 +10,7 @@ with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf, python3-numpy)
 """
 
 import os
+import queue
 import shutil
 import subprocess
 import tempfile
@@ -214,6 +215,99 @@ class TrainerTest(unittest.TestCase):
         # The session survived its bad batches.
         self.assertEqual(len(list(self.trainer.Train(iter([batch_message(session, x, y)]),
                                                      metadata=self.auth))), 1)
+
+    def batch_scopes(self):
+        """Open batch-level managers (steps' scopes and uploaded batches), from /metrics."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                      timeout=30).read().decode()
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith("ndserve_manager_live{") and 'level="batch"' in line)
+
+    def assert_batches_freed(self):
+        # The client has the stream's status before the server's handler has joined its
+        # reader and freed the batches: wait for that (no deadline in the assertion).
+        deadline = time.time() + 60
+        while self.batch_scopes() != 0 and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.batch_scopes(), 0)
+
+    def lockstep(self, messages):
+        """A client that sends batch k+1 only once it has step k's result: returns the
+        request iterator and the function that hands it each result."""
+        replies = queue.Queue()
+
+        def requests():
+            for i, message in enumerate(messages):
+                if i > 0 and replies.get() is None:
+                    return
+                yield message
+        return requests(), replies
+
+    def test_the_train_stream_reads_ahead_of_a_client_that_sends_ahead(self):
+        session = self.start().session_id
+        batches = list(mlp_batches(4))
+        messages = [batch_message(session if i == 0 else "", *batches[i % 4]) for i in range(20)]
+        results = list(self.trainer.Train(iter(messages), metadata=self.auth, timeout=300))
+        self.assertEqual([r.step for r in results], list(range(1, 21)))
+        held = [r.batches_held for r in results]
+        # The server's reader thread uploads batch k+1 while step k runs, two at most.
+        self.assertIn(2, held)
+        self.assertTrue(all(1 <= h <= 2 for h in held), held)
+        self.assertEqual(held[-1], 1)
+        self.assert_batches_freed()
+
+    def test_a_client_that_waits_for_each_result_is_not_stalled(self):
+        session = self.start().session_id
+        batches = list(mlp_batches(6))
+        requests, replies = self.lockstep(
+            [batch_message(session if i == 0 else "", *b) for i, b in enumerate(batches)])
+        results = []
+        try:
+            for r in self.trainer.Train(requests, metadata=self.auth, timeout=300):
+                results.append(r)
+                replies.put(r)
+        finally:
+            replies.put(None)
+        self.assertEqual([r.step for r in results], list(range(1, 7)))
+        # Batch k+1 is sent after step k's result: each step holds only its own.
+        self.assertEqual([r.batches_held for r in results], [1] * 6)
+        self.assert_batches_freed()
+
+    def test_a_failed_step_or_a_cancel_ends_the_stream_and_frees_its_batches(self):
+        session = self.start().session_id
+        (x, y), = mlp_batches(1)
+        wrong = train_pb2.Batch(inputs=[tensor("inptu", x, "FP32")],
+                                labels=tensor("labels", y, "INT64"))
+        # The server's reader waits for batch 2, which this client sends only after the
+        # result of batch 1: the step's error must still reach it.
+        requests, replies = self.lockstep(
+            [batch_message(session, x, y), wrong, batch_message("", x, y)])
+        results = []
+        with self.assertRaises(grpc.RpcError) as caught:
+            try:
+                for r in self.trainer.Train(requests, metadata=self.auth, timeout=300):
+                    results.append(r)
+                    replies.put(r)
+            finally:
+                replies.put(None)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT,
+                         caught.exception.details())
+        self.assertIn("inptu", caught.exception.details())
+        self.assertEqual(len(results), 1)
+        self.assert_batches_freed()
+
+        # A client that cancels while the server waits for its next batch.
+        requests, replies = self.lockstep([batch_message(session, x, y)] * 3)
+        call = self.trainer.Train(requests, metadata=self.auth, timeout=300)
+        self.assertEqual(next(call).step, 2)
+        call.cancel()
+        replies.put(None)
+        self.assertEqual(call.code(), grpc.StatusCode.CANCELLED)
+        self.assert_batches_freed()
+        # The session goes on after both.
+        results = list(self.trainer.Train(iter([batch_message(session, x, y)]),
+                                          metadata=self.auth, timeout=300))
+        self.assertEqual([r.step for r in results], [3])
 
     def test_sessions_per_model_are_bounded(self):
         for _ in range(4):

@@ -9,14 +9,18 @@
 #include <optional>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "engine/training_scopes.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/blocking_batch_source.h"
 #include "tests/unit/memory/nd_manager_test_util.h"
 #include "memory/memory_system.h"
 
 namespace ndserve::engine {
 namespace {
 
+using ::ndserve::testing_util::BlockingBatchSource;
 using ::ndserve::testing_util::Must;
 
 constexpr std::int64_t kRows = 256;
@@ -189,6 +193,132 @@ TEST_F(BatchIteratorTest, BadTensorsAndSourceErrorsEndTheIteration) {
   EXPECT_EQ(Must(failing->Next()), nullptr);
 
   EXPECT_TRUE(absl::IsInvalidArgument(BatchIterator::Create(nullptr, nullptr).status()));
+}
+
+// Read-ahead mode (docs/design.md §10.1): a client that sends ahead finds batch k+1 read
+// and uploaded by the reader thread while step k runs, and never more than two held.
+TEST_F(BatchIteratorTest, ReadingAheadUploadsBatchKPlusOneOnTheReaderThreadWhileStepKRuns) {
+  constexpr int kBatches = 20;
+  BlockingBatchSource client;
+  for (int k = 0; k < kBatches; ++k) client.Push(MakeBatch(k));
+  client.Close();
+  const std::uint64_t base = PoolBytes();
+  int interrupts = 0;
+  std::unique_ptr<BatchIterator> it = Must(BatchIterator::CreateReadAhead(
+      trainer_->manager(), client.AsSource(), [&interrupts](const absl::Status&) { ++interrupts; }));
+  for (int k = 0; k < kBatches; ++k) {
+    const DeviceBatch* batch = Must(it->Next());
+    ASSERT_NE(batch, nullptr);
+    EXPECT_EQ(batch->index, k);
+    EXPECT_EQ(Must(batch->Find("x")->ToVector<float>())[0], static_cast<float>(k));
+    // "Step k": the reader uploads batch k+1 meanwhile, with no Next from this thread.
+    const std::int64_t want = std::min(k + 2, kBatches);
+    while (it->batches_uploaded() < want) absl::SleepFor(absl::Milliseconds(1));
+    EXPECT_EQ(it->live_batches(), k + 1 < kBatches ? 2 : 1) << k;
+    const std::uint64_t held = it->live_batches() * kBatchBytes;
+    EXPECT_GE(PoolBytes() - base, held) << k;
+    EXPECT_LT(PoolBytes() - base, held + kBatchBytes) << k;
+    // Bounded: the reader waits for batch k to go before it pulls batch k+2.
+    EXPECT_LE(client.pulls(), k + 2) << k;
+  }
+  EXPECT_EQ(Must(it->Next()), nullptr);
+  EXPECT_EQ(it->peak_live_batches(), 2);
+  EXPECT_EQ(it->live_batches(), 0);
+  EXPECT_EQ(PoolBytes(), base);
+  it.reset();
+  // The reader ended on the client's half-close: nothing to interrupt.
+  EXPECT_EQ(interrupts, 0);
+}
+
+// A client that sends batch k+1 only after step k's result: the reader waits for it, the
+// steps do not (no deadlock), and each step holds only its own batch.
+TEST_F(BatchIteratorTest, ReadingAheadServesAClientThatWaitsForEachResult) {
+  constexpr int kBatches = 5;
+  BlockingBatchSource client;
+  std::unique_ptr<BatchIterator> it = Must(BatchIterator::CreateReadAhead(
+      trainer_->manager(), client.AsSource(), [](const absl::Status&) {}));
+  for (int k = 0; k < kBatches; ++k) {
+    client.Push(MakeBatch(k));
+    const DeviceBatch* batch = Must(it->Next());
+    ASSERT_NE(batch, nullptr);
+    EXPECT_EQ(batch->index, k);
+    // The reader is already waiting for batch k+1, which the client has not sent.
+    client.AwaitPulls(k + 2);
+    EXPECT_EQ(it->live_batches(), 1);
+  }
+  client.Close();
+  EXPECT_EQ(Must(it->Next()), nullptr);
+  EXPECT_EQ(it->peak_live_batches(), 1);
+}
+
+// A step that fails while the reader waits for a client that waits for the step's result:
+// Stop interrupts the pull with the step's status, joins the reader and frees every
+// batch; when the reader is not in a pull, nothing is interrupted.
+TEST_F(BatchIteratorTest, StoppingInterruptsAPendingPullJoinsTheReaderAndFreesEveryByte) {
+  const std::uint64_t base = PoolBytes();
+  BlockingBatchSource client;
+  std::vector<absl::Status> interrupted;
+  std::unique_ptr<BatchIterator> it = Must(BatchIterator::CreateReadAhead(
+      trainer_->manager(), client.AsSource(), [&](const absl::Status& why) {
+        interrupted.push_back(why);
+        client.Close(absl::CancelledError("cancelled"));  // what gRPC's Read then does
+      }));
+  client.Push(MakeBatch(0));
+  ASSERT_NE(Must(it->Next()), nullptr);
+  client.AwaitPulls(2);
+  EXPECT_GT(PoolBytes(), base);
+  it->Stop(absl::InvalidArgumentError("step 1 failed"));
+  ASSERT_EQ(interrupted.size(), 1u);
+  EXPECT_TRUE(absl::IsInvalidArgument(interrupted[0])) << interrupted[0];
+  EXPECT_EQ(it->live_batches(), 0);
+  EXPECT_EQ(PoolBytes(), base);
+  EXPECT_EQ(Must(it->Next()), nullptr);
+  it.reset();
+  EXPECT_EQ(interrupted.size(), 1u);
+
+  // A client that sent ahead: the reader holds two batches and waits for room, not in
+  // a pull; destroying the iterator stops it without an interrupt.
+  BlockingBatchSource ahead;
+  for (int k = 0; k < 4; ++k) ahead.Push(MakeBatch(k));
+  int interrupts = 0;
+  it = Must(BatchIterator::CreateReadAhead(trainer_->manager(), ahead.AsSource(),
+                                           [&interrupts](const absl::Status&) { ++interrupts; }));
+  ASSERT_NE(Must(it->Next()), nullptr);
+  while (it->batches_uploaded() < 2) absl::SleepFor(absl::Milliseconds(1));
+  it.reset();
+  EXPECT_EQ(interrupts, 0);
+  EXPECT_EQ(ahead.pulls(), 2);
+  EXPECT_EQ(PoolBytes(), base);
+}
+
+// The reader's errors (a bad tensor, the source's own) come out of Next after the batches
+// read before them, and end the iteration.
+TEST_F(BatchIteratorTest, ReadingAheadReportsTheReadersErrorAfterTheBatchesBeforeIt) {
+  const std::uint64_t base = PoolBytes();
+  BlockingBatchSource client;
+  client.Push(MakeBatch(0));
+  HostBatch bad = MakeBatch(1);
+  bad[0].bytes.pop_back();
+  client.Push(std::move(bad));
+  std::unique_ptr<BatchIterator> it = Must(BatchIterator::CreateReadAhead(
+      trainer_->manager(), client.AsSource(), [](const absl::Status&) {}));
+  ASSERT_NE(Must(it->Next()), nullptr);
+  absl::StatusOr<const DeviceBatch*> failed = it->Next();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(failed.status())) << failed.status();
+  EXPECT_NE(failed.status().message().find("'x'"), std::string::npos) << failed.status();
+  EXPECT_EQ(Must(it->Next()), nullptr);
+  EXPECT_EQ(PoolBytes(), base);
+
+  BlockingBatchSource lost;
+  lost.Push(MakeBatch(0));
+  lost.Close(absl::DataLossError("client went away"));
+  it = Must(BatchIterator::CreateReadAhead(trainer_->manager(), lost.AsSource(),
+                                           [](const absl::Status&) {}));
+  ASSERT_NE(Must(it->Next()), nullptr);
+  EXPECT_TRUE(absl::IsDataLoss(it->Next().status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      BatchIterator::CreateReadAhead(trainer_->manager(), lost.AsSource(), nullptr).status()));
 }
 
 }  // namespace

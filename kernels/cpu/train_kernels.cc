@@ -1,0 +1,219 @@
+// The CPU training math (kernels/train_kernels.h): plain loops and OpenBLAS, the
+// reference the CUDA table is checked against (tests/unit/kernels/train_kernels_test.cc).
+#include "kernels/train_kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+void Put(float* dst, float value, bool accumulate) { *dst = accumulate ? *dst + value : value; }
+
+absl::Status Gemm(const KernelContext&, bool trans_a, bool trans_b, std::int64_t m,
+                  std::int64_t n, std::int64_t k, float alpha, const float* a, const float* b,
+                  float beta, float* c) {
+  if (m < 0 || n < 0 || k < 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("training Gemm: dimensions ", m, "x", n, "x", k, " out of range"));
+  }
+  if (m == 0 || n == 0) return absl::OkStatus();
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), alpha, a, static_cast<int>(trans_a ? m : k), b,
+              static_cast<int>(trans_b ? k : n), beta, c, static_cast<int>(n));
+  return absl::OkStatus();
+}
+
+absl::Status ActivationBackward(const KernelContext&, ActivationKind kind, const float* saved,
+                                const float* dy, float* dx, std::int64_t n, bool accumulate) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float s = saved[i];
+    float d = 0.0f;
+    switch (kind) {
+      case ActivationKind::kRelu:
+        d = s > 0.0f ? dy[i] : 0.0f;
+        break;
+      case ActivationKind::kSigmoid:
+        d = dy[i] * s * (1.0f - s);
+        break;
+      case ActivationKind::kTanh:
+        d = dy[i] * (1.0f - s * s);
+        break;
+    }
+    Put(dx + i, d, accumulate);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SoftmaxBackward(const KernelContext&, bool log, const float* y, const float* dy,
+                             float* dx, std::int64_t rows, std::int64_t cols, bool accumulate) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* yr = y + r * cols;
+    const float* gr = dy + r * cols;
+    float* dr = dx + r * cols;
+    float dot = 0.0f;
+    for (std::int64_t j = 0; j < cols; ++j) dot += log ? gr[j] : gr[j] * yr[j];
+    for (std::int64_t j = 0; j < cols; ++j) {
+      Put(dr + j, log ? gr[j] - std::exp(yr[j]) * dot : yr[j] * (gr[j] - dot), accumulate);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Loss(const KernelContext&, TrainLossKind kind, const float* x, const void* labels,
+                  std::int64_t rows, std::int64_t cols, float* loss, float* grad) {
+  double total = 0.0;
+  if (kind == TrainLossKind::kCrossEntropy) {
+    const auto* ids = static_cast<const std::int64_t*>(labels);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (ids[r] < 0 || ids[r] >= cols) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("CrossEntropyLoss: label ", ids[r], " outside [0, ", cols, ")"));
+      }
+      const float* xr = x + r * cols;
+      const float mx = *std::max_element(xr, xr + cols);
+      float sum = 0.0f;
+      for (std::int64_t j = 0; j < cols; ++j) sum += std::exp(xr[j] - mx);
+      const float lse = mx + std::log(sum);
+      total += lse - xr[ids[r]];
+      for (std::int64_t j = 0; j < cols; ++j) {
+        grad[r * cols + j] =
+            (std::exp(xr[j] - lse) - (j == ids[r] ? 1.0f : 0.0f)) / static_cast<float>(rows);
+      }
+    }
+    *loss = rows == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(rows));
+    return absl::OkStatus();
+  }
+  const auto* t = static_cast<const float*>(labels);
+  const std::int64_t n = rows * cols;
+  for (std::int64_t e = 0; e < n; ++e) {
+    if (kind == TrainLossKind::kBceWithLogits) {
+      total += std::max(x[e], 0.0f) - x[e] * t[e] + std::log1p(std::exp(-std::fabs(x[e])));
+      grad[e] = (1.0f / (1.0f + std::exp(-x[e])) - t[e]) / static_cast<float>(n);
+    } else {
+      const float diff = x[e] - t[e];
+      total += static_cast<double>(diff) * diff;
+      grad[e] = 2.0f * diff / static_cast<float>(n);
+    }
+  }
+  *loss = n == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(n));
+  return absl::OkStatus();
+}
+
+absl::Status SumRows(const KernelContext&, const float* src, std::int64_t rows, std::int64_t cols,
+                     float* dst, bool accumulate) {
+  if (!accumulate) std::fill(dst, dst + cols, 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < cols; ++j) dst[j] += src[r * cols + j];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddRows(const KernelContext&, const std::int64_t* ids, std::int64_t count,
+                     const float* grad, std::int64_t width, float* table_grad,
+                     std::int64_t table_rows) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (ids[i] < 0 || ids[i] >= table_rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Gather: index ", ids[i], " outside [0, ", table_rows, ")"));
+    }
+  }
+  for (std::int64_t i = 0; i < count; ++i) {
+    float* dst = table_grad + ids[i] * width;
+    for (std::int64_t j = 0; j < width; ++j) dst[j] += grad[i * width + j];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LayerNormBackward(const KernelContext&, const float* xhat, const float* scale,
+                               const float* inv_std, const float* dy, std::int64_t rows,
+                               std::int64_t cols, float* dx, float* dscale, float* dbias,
+                               bool accumulate) {
+  if (!accumulate) {
+    if (dscale != nullptr) std::fill(dscale, dscale + cols, 0.0f);
+    if (dbias != nullptr) std::fill(dbias, dbias + cols, 0.0f);
+  }
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* hr = xhat + r * cols;
+    const float* gr = dy + r * cols;
+    if (dx != nullptr) {
+      float sum_g = 0.0f, sum_gh = 0.0f;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const float g = gr[j] * scale[j];
+        sum_g += g;
+        sum_gh += g * hr[j];
+      }
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const float g = gr[j] * scale[j];
+        Put(dx + r * cols + j, inv_std[r] * (g - inv_cols * sum_g - hr[j] * inv_cols * sum_gh),
+            accumulate);
+      }
+    }
+    for (std::int64_t j = 0; j < cols; ++j) {
+      if (dscale != nullptr) dscale[j] += gr[j] * hr[j];
+      if (dbias != nullptr) dbias[j] += gr[j];
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SgdUpdate(const KernelContext&, const SgdStep& o, float* w, const float* g,
+                       float* buf, std::int64_t n) {
+  if (o.momentum > 0.0f && buf == nullptr) {
+    return absl::InvalidArgumentError("SGD with momentum needs its buffer");
+  }
+  for (std::int64_t j = 0; j < n; ++j) {
+    float d = g[j] + o.weight_decay * w[j];
+    if (o.momentum > 0.0f) {
+      buf[j] = o.first_step ? d : o.momentum * buf[j] + d;
+      d = o.nesterov ? d + o.momentum * buf[j] : buf[j];
+    }
+    w[j] -= o.lr * d;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdamUpdate(const KernelContext&, const AdamStep& o, float* w, const float* g,
+                        float* m, float* v, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float d = g[j] + o.weight_decay * w[j];
+    m[j] = o.beta1 * m[j] + (1.0f - o.beta1) * d;
+    v[j] = o.beta2 * v[j] + (1.0f - o.beta2) * d * d;
+    w[j] -= o.step_size * m[j] / (std::sqrt(v[j]) / o.sqrt_c2 + o.epsilon);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SumSquares(const KernelContext&, const float* x, std::int64_t n, float* out,
+                        bool accumulate) {
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  Put(out, static_cast<float>(sum), accumulate);
+  return absl::OkStatus();
+}
+
+constexpr TrainKernels kTable = {
+    .gemm = Gemm,
+    .activation_backward = ActivationBackward,
+    .softmax_backward = SoftmaxBackward,
+    .loss = Loss,
+    .sum_rows = SumRows,
+    .add_rows = AddRows,
+    .layer_norm_backward = LayerNormBackward,
+    .sgd_update = SgdUpdate,
+    .adam_update = AdamUpdate,
+    .sum_squares = SumSquares,
+};
+
+}  // namespace
+
+const TrainKernels& TrainKernelTable() { return kTable; }
+
+}  // namespace ndserve::kernels::cpu

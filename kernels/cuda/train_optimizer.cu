@@ -1,0 +1,56 @@
+// Optimizer updates for training (kernels/train_kernels.h), elementwise in place; the
+// rules are torch.optim's, as train/optimizer.cc's CPU loops.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/train_launchers.h"
+
+namespace ndserve::kernels::gpu {
+namespace {
+
+__global__ void SgdKernel(float lr, float momentum, float weight_decay, bool nesterov,
+                          bool first_step, float* w, const float* g, float* buf, int64_t n) {
+  for (int64_t j = GlobalThread(); j < n; j += GridThreads()) {
+    float d = g[j] + weight_decay * w[j];
+    if (momentum > 0.0f) {
+      buf[j] = first_step ? d : momentum * buf[j] + d;
+      d = nesterov ? d + momentum * buf[j] : buf[j];
+    }
+    w[j] -= lr * d;
+  }
+}
+
+__global__ void AdamKernel(float step_size, float sqrt_c2, float beta1, float beta2, float epsilon,
+                           float weight_decay, float* w, const float* g, float* m, float* v,
+                           int64_t n) {
+  for (int64_t j = GlobalThread(); j < n; j += GridThreads()) {
+    const float d = g[j] + weight_decay * w[j];
+    m[j] = beta1 * m[j] + (1.0f - beta1) * d;
+    v[j] = beta2 * v[j] + (1.0f - beta2) * d * d;
+    w[j] -= step_size * m[j] / (sqrtf(v[j]) / sqrt_c2 + epsilon);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchSgdUpdate(float lr, float momentum, float weight_decay, bool nesterov,
+                            bool first_step, float* w, const float* g, float* buf, int64_t n,
+                            cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  SgdKernel<<<GridFor(n), kBlock, 0, stream>>>(lr, momentum, weight_decay, nesterov, first_step, w,
+                                               g, buf, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdamUpdate(float step_size, float sqrt_c2, float beta1, float beta2,
+                             float epsilon, float weight_decay, float* w, const float* g, float* m,
+                             float* v, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  AdamKernel<<<GridFor(n), kBlock, 0, stream>>>(step_size, sqrt_c2, beta1, beta2, epsilon,
+                                                weight_decay, w, g, m, v, n);
+  return cudaGetLastError();
+}
+
+}  // namespace ndserve::kernels::gpu
