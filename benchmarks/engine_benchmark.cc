@@ -15,7 +15,8 @@
 // recsys/1/model.onnx is generated at build time (tools/gen_models.py). The configs
 // allow batch 64; the benchmark loads both models with max_batch_size 256.
 // NDSERVE_BENCH_DEVICE=cuda:0 runs the engine rows on a GPU (the kernels-only baseline
-// stays a CPU measurement and is skipped there).
+// stays a CPU measurement and is skipped there); NDSERVE_BENCH_CUDA_GRAPHS=0 runs them
+// without CUDA graph capture, the baseline of the replayed runs (docs/design.md §4.3).
 
 #include <cstdlib>
 #include <filesystem>
@@ -73,6 +74,10 @@ std::shared_ptr<ServedModel> LoadModel(const std::string& name) {
   spec.config->max_batch_size = 256;
   spec.device = BenchDevice();
   if (const char* n = std::getenv("NDSERVE_BENCH_INSTANCES")) spec.instance_count = std::atoi(n);
+  // NDSERVE_BENCH_CUDA_GRAPHS=0: the plain GPU run, the baseline of the graph replay.
+  if (const char* g = std::getenv("NDSERVE_BENCH_CUDA_GRAPHS")) {
+    spec.config->cuda_graphs = std::string(g) != "0";
+  }
   absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, BenchMemory());
   if (!served.ok()) {
     LOG(ERROR) << served.status();

@@ -282,6 +282,7 @@ absl::StatusOr<VersionPolicy> ToVersionPolicy(const inference::ModelVersionPolic
 }
 
 constexpr absl::string_view kCudaGraphsParameter = "cuda_graphs";
+constexpr absl::string_view kTf32Parameter = "tf32";
 
 // A free-form parameter that is a switch: true or false, in any case.
 absl::StatusOr<bool> ParseBoolParameter(absl::string_view key, absl::string_view value,
@@ -331,6 +332,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
       it != proto.parameters().end()) {
     NDS_ASSIGN_OR_RETURN(config.cuda_graphs,
                          ParseBoolParameter(kCudaGraphsParameter, it->second.string_value(), what));
+  }
+  if (auto it = proto.parameters().find(std::string(kTf32Parameter));
+      it != proto.parameters().end()) {
+    NDS_ASSIGN_OR_RETURN(config.tf32,
+                         ParseBoolParameter(kTf32Parameter, it->second.string_value(), what));
   }
   return config;
 }
@@ -414,6 +420,9 @@ std::string ModelConfigToText(const ModelConfig& config) {
   }
   if (!config.cuda_graphs) {
     (*proto.mutable_parameters())[std::string(kCudaGraphsParameter)].set_string_value("false");
+  }
+  if (config.tf32) {
+    (*proto.mutable_parameters())[std::string(kTf32Parameter)].set_string_value("true");
   }
   std::string text;
   google::protobuf::TextFormat::PrintToString(proto, &text);

@@ -83,6 +83,9 @@ struct ModelConfig {
   // parameters { key: "cuda_graphs" value: { string_value: "false" } }: whether a GPU
   // predictor may capture its runs as CUDA graphs (docs/design.md §4.3).
   bool cuda_graphs = true;
+  // parameters { key: "tf32" value: { string_value: "true" } }: whether a GPU predictor's
+  // FP32 GEMMs may use TF32 tensor cores (10-bit mantissa products, FP32 accumulation).
+  bool tf32 = false;
 
   // The model file name inside a version directory.
   std::string ModelFilename() const {
@@ -99,8 +102,8 @@ struct ModelConfig {
 // kMaxNameBytes or not UTF-8, and values out of range (max_batch_size outside
 // [0, kMaxBatchSizeLimit], an instance_group count outside [0, kMaxInstanceCount] or
 // counts summing past it, a negative gpu, max_queue_delay_microseconds past one hour,
-// a preferred_batch_size outside [1, max_batch_size], a `cuda_graphs` parameter other
-// than true or false) are INVALID_ARGUMENT naming `what` and the field. Other
+// a preferred_batch_size outside [1, max_batch_size], a `cuda_graphs` or `tf32`
+// parameter other than true or false) are INVALID_ARGUMENT naming `what` and the field. Other
 // `parameters` are ignored. Thread-safe.
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view what);
 

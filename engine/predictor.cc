@@ -1,13 +1,53 @@
 #include "engine/predictor.h"
 
+#include <cstring>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "engine/predictor_context.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
+#include "engine/pinned_staging.h"
+#include "engine/predictor_context.h"
+#include "memory/memory_system.h"
 
 namespace ndserve::engine {
+
+// A captured run (docs/design.md §4.3): the instantiated graph and the device buffers it
+// reads and writes, which live in `manager` (a child of the predictor's manager) for as
+// long as the graph does.
+struct Predictor::CapturedRun {
+  std::shared_ptr<NDManager> manager;
+  void* exec = nullptr;                                 // cudaGraphExec_t
+  std::vector<PredictorContext::DeviceBuffer> inputs;   // per model input
+  std::vector<PredictorContext::DeviceBuffer> outputs;  // per model output
+  uint64_t peak_bytes = 0;
+};
+
+namespace {
+
+// The cache's deleter; runs only while the predictor's stream is idle (every run
+// synchronizes before it returns), so the buffers may go back to the pool.
+void DeleteCapturedRun(void* handle) {
+  auto* run = static_cast<Predictor::CapturedRun*>(handle);
+  kernels::GpuResources::DestroyGraph(run->exec);
+  if (run->manager != nullptr) {
+    absl::Status closed = run->manager->Close();
+    if (!closed.ok()) LOG(ERROR) << "closing a CUDA graph's buffers: " << closed;
+  }
+  delete run;
+}
+
+// Host code between kernels on per-request host buffers cannot be replayed.
+bool Capturable(const Graph& graph) {
+  for (const Node& node : graph.nodes()) {
+    if (node.on_host || node.has_dynamic_attrs()) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(std::shared_ptr<const Model> model,
                                                              int index) {
@@ -24,8 +64,12 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(std::shared_ptr<con
     p->kernels_.push_back(*fn);
   }
   if (m.device().is_cuda()) {
-    NDS_ASSIGN_OR_RETURN(p->gpu_, kernels::GpuResources::Create(m.device()));
+    // One error flag per node, read after the run's one synchronization.
+    NDS_ASSIGN_OR_RETURN(p->gpu_, kernels::GpuResources::Create(
+                                      m.device(), static_cast<int>(m.graph().nodes().size())));
     p->kernel_context_ = p->gpu_->context();
+    NDS_RETURN_IF_ERROR(p->gpu_->SetTf32(m.config().tf32));
+    NDS_ASSIGN_OR_RETURN(p->pinned_, m.memory()->GetPool(Device::CudaHost(m.device().ordinal)));
   } else {
     p->kernel_context_ = kernels::KernelContext::Cpu();
     p->kernel_context_.device = m.device();
@@ -34,6 +78,18 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(std::shared_ptr<con
       p->manager_,
       m.manager()->NewSubManager(ManagerLevel::kPredictor, absl::StrCat("predictor/", m.name(), ":",
                                                                         m.version(), "#", index)));
+  if (p->gpu_ != nullptr) {
+    // Before the cap: the workspace belongs to the predictor, so cuBLAS never allocates
+    // on the request path (nor inside a graph capture).
+    const int64_t bytes = kCublasWorkspaceBytes;
+    NDS_ASSIGN_OR_RETURN(NDArray workspace, p->manager_->Create(absl::MakeConstSpan(&bytes, 1),
+                                                                DType::kUint8, "cublas_workspace"));
+    NDS_ASSIGN_OR_RETURN(void* data, workspace.Data());
+    NDS_RETURN_IF_ERROR(p->gpu_->SetCublasWorkspace(data, static_cast<std::size_t>(bytes)));
+    if (m.config().cuda_graphs && Capturable(m.graph())) {
+      p->graphs_ = std::make_unique<CudaGraphCache>(CudaGraphCache::Options{}, &DeleteCapturedRun);
+    }
+  }
   return p;
 }
 
@@ -41,12 +97,33 @@ Predictor::~Predictor() { Close().IgnoreError(); }
 
 absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& request,
                                                      const ValidatedRequest& plan) {
+  if (graphs_ != nullptr) {
+    CudaGraphKey key;
+    key.version = model_->version();
+    key.input_shapes.reserve(plan.input_tensor.size());
+    for (int t : plan.input_tensor) key.input_shapes.push_back(request.inputs[t].shape);
+    const CudaGraphCache::Decision decision = graphs_->Decide(key);
+    if (decision.action == CudaGraphCache::Action::kReplay) {
+      return Replay(*static_cast<CapturedRun*>(decision.graph), request, plan);
+    }
+    if (decision.action == CudaGraphCache::Action::kCapture) {
+      NDS_ASSIGN_OR_RETURN(std::optional<InferenceResponse> captured,
+                           CaptureAndRun(key, request, plan));
+      if (captured.has_value()) return *std::move(captured);
+    }
+  }
+  return RunPlain(request, plan);
+}
+
+absl::StatusOr<InferenceResponse> Predictor::RunPlain(const InferenceRequest& request,
+                                                      const ValidatedRequest& plan) {
   const absl::Time start = absl::Now();
   NDS_ASSIGN_OR_RETURN(
       std::shared_ptr<NDManager> ctx_manager,
       manager_->NewSubManager(ManagerLevel::kContext,
                               absl::StrCat("ctx/", manager_->name(), "/", ++requests_)));
-  PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), std::move(ctx_manager));
+  PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), std::move(ctx_manager),
+                       pinned_);
   for (int i = 0; i < static_cast<int>(plan.input_tensor.size()); ++i) {
     const InferInputTensor& t = request.inputs[plan.input_tensor[i]];
     NDS_RETURN_IF_ERROR(ctx.SetInput(i, t.shape, t.data));
@@ -58,11 +135,7 @@ absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& req
   response.model_name = model_->name();
   response.model_version = model_->version();
   response.id = request.id;
-  response.outputs.reserve(plan.outputs.size());
-  for (int o : plan.outputs) {
-    NDS_ASSIGN_OR_RETURN(InferOutputTensor out, ctx.CopyOutput(o));
-    response.outputs.push_back(std::move(out));
-  }
+  NDS_ASSIGN_OR_RETURN(response.outputs, ctx.FetchOutputs(plan.outputs));
   response.timings.context_peak_bytes = ctx.peak_bytes();
   response.timings.context_output_bytes = ctx.output_bytes();
   NDS_RETURN_IF_ERROR(ctx.Close());
@@ -73,6 +146,138 @@ absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& req
   return response;
 }
 
+absl::StatusOr<std::optional<InferenceResponse>> Predictor::CaptureAndRun(
+    const CudaGraphKey& key, const InferenceRequest& request, const ValidatedRequest& plan) {
+  const absl::Time start = absl::Now();
+  // The graph's buffers: a predictor-level scope of their own, not the request's (a
+  // request scope closes with its response, and a replay would write freed memory).
+  NDS_ASSIGN_OR_RETURN(
+      std::shared_ptr<NDManager> graph_manager,
+      manager_->NewSubManager(ManagerLevel::kPredictor,
+                              absl::StrCat("graph/", manager_->name(), "/", ++graphs_made_)));
+  auto run = std::make_unique<CapturedRun>();
+  run->manager = graph_manager;
+  PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), graph_manager, pinned_);
+  // Input errors are the request's: answered without marking the key.
+  for (int i = 0; i < static_cast<int>(plan.input_tensor.size()); ++i) {
+    const InferInputTensor& t = request.inputs[plan.input_tensor[i]];
+    NDS_RETURN_IF_ERROR(ctx.SetInput(i, t.shape, t.data));
+  }
+  const absl::Time uploaded = absl::Now();
+  auto failed = [&](const absl::Status& why) -> absl::StatusOr<std::optional<InferenceResponse>> {
+    gpu_->AbortCapture();
+    ctx.Close().IgnoreError();  // waits for the input copies, frees the buffers
+    if (why.code() == absl::StatusCode::kCancelled) return why;
+    LOG(WARNING) << "model " << model_->name() << ":" << model_->version()
+                 << ": CUDA graph capture failed, these shapes run without one: " << why;
+    graphs_->CaptureFailed(key);
+    return std::optional<InferenceResponse>();
+  };
+  if (absl::Status s = gpu_->BeginCapture(); !s.ok()) return failed(s);
+  if (absl::Status s = ctx.Run(request.cancel); !s.ok()) return failed(s);
+  absl::StatusOr<void*> exec = gpu_->EndCapture();
+  if (!exec.ok()) return failed(exec.status());
+  run->exec = *exec;
+  for (int i = 0; i < static_cast<int>(model_->graph().inputs().size()); ++i) {
+    absl::StatusOr<PredictorContext::DeviceBuffer> b = ctx.InputBuffer(i);
+    if (!b.ok()) {
+      kernels::GpuResources::DestroyGraph(run->exec);
+      return failed(b.status());
+    }
+    run->inputs.push_back(*std::move(b));
+  }
+  for (int o = 0; o < static_cast<int>(model_->graph().outputs().size()); ++o) {
+    absl::StatusOr<PredictorContext::DeviceBuffer> b = ctx.OutputBuffer(o);
+    if (!b.ok()) {
+      kernels::GpuResources::DestroyGraph(run->exec);
+      return failed(b.status());
+    }
+    run->outputs.push_back(*std::move(b));
+  }
+  run->peak_bytes = ctx.peak_bytes();
+  CapturedRun& kept = *run;
+  graphs_->Insert(key, run.release());  // the cache owns it from here
+  const absl::Time captured = absl::Now();
+  InferenceResponse response;
+  absl::Status launched = LaunchAndFetch(kept, plan, response);
+  if (!launched.ok()) gpu_->Synchronize().IgnoreError();  // before the pinned inputs go back
+  NDS_RETURN_IF_ERROR(ctx.Detach());
+  NDS_RETURN_IF_ERROR(launched);
+  response.id = request.id;
+  response.timings.context_output_bytes = ctx.output_bytes();
+  const absl::Time done = absl::Now();
+  response.timings.compute_input_ns = absl::ToInt64Nanoseconds(uploaded - start);
+  response.timings.compute_infer_ns = absl::ToInt64Nanoseconds(captured - uploaded);
+  response.timings.compute_output_ns = absl::ToInt64Nanoseconds(done - captured);
+  return std::optional<InferenceResponse>(std::move(response));
+}
+
+absl::StatusOr<InferenceResponse> Predictor::Replay(CapturedRun& run,
+                                                    const InferenceRequest& request,
+                                                    const ValidatedRequest& plan) {
+  const absl::Time start = absl::Now();
+  ++requests_;
+  PinnedStaging staging(pinned_);
+  InferenceResponse response;
+  // Every error after the first queued copy waits for the stream before the pinned
+  // blocks go back (the staging destructor).
+  auto queued = [&]() -> absl::Status {
+    for (int i = 0; i < static_cast<int>(plan.input_tensor.size()); ++i) {
+      const InferInputTensor& t = request.inputs[plan.input_tensor[i]];
+      const PredictorContext::DeviceBuffer& dst = run.inputs[i];
+      if (t.data.size() != dst.bytes) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", t.name, "' has ", t.data.size(),
+                                                       " bytes, its shape needs ", dst.bytes));
+      }
+      NDS_ASSIGN_OR_RETURN(void* staged, staging.Take(dst.bytes));
+      if (dst.bytes > 0) std::memcpy(staged, t.data.data(), dst.bytes);
+      NDS_RETURN_IF_ERROR(gpu_->CopyToDevice(dst.data, staged, dst.bytes));
+    }
+    return LaunchAndFetch(run, plan, response);
+  }();
+  if (!queued.ok()) {
+    gpu_->Synchronize().IgnoreError();
+    return queued;
+  }
+  response.id = request.id;
+  response.timings.compute_infer_ns = absl::ToInt64Nanoseconds(absl::Now() - start);
+  return response;
+}
+
+absl::Status Predictor::LaunchAndFetch(CapturedRun& run, const ValidatedRequest& plan,
+                                       InferenceResponse& response) {
+  PinnedStaging staging(pinned_);
+  response.model_name = model_->name();
+  response.model_version = model_->version();
+  response.timings.context_peak_bytes = run.peak_bytes;
+  // Nothing queued can write a flag: the previous run synchronized before returning.
+  gpu_->ClearErrorFlags();
+  NDS_RETURN_IF_ERROR(gpu_->LaunchGraph(run.exec));
+  response.outputs.resize(plan.outputs.size());
+  absl::InlinedVector<const void*, 4> staged(plan.outputs.size(), nullptr);
+  for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
+    const PredictorContext::DeviceBuffer& src = run.outputs[plan.outputs[i]];
+    InferOutputTensor& out = response.outputs[i];
+    out.name = model_->graph().outputs()[plan.outputs[i]].name;
+    out.dtype = src.dtype;
+    out.shape = src.shape;
+    out.data.resize(src.bytes);
+    NDS_ASSIGN_OR_RETURN(void* dst, staging.Take(src.bytes));
+    staged[i] = dst;
+    NDS_RETURN_IF_ERROR(gpu_->CopyToHost(dst, src.data, src.bytes));
+  }
+  NDS_RETURN_IF_ERROR(gpu_->Synchronize());
+  if (int slot = gpu_->FirstRaisedErrorFlag(); slot >= 0) {
+    return PredictorContext::DeviceError(*model_, slot);
+  }
+  for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
+    if (staged[i] != nullptr) {
+      std::memcpy(response.outputs[i].data.data(), staged[i], response.outputs[i].data.size());
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Predictor::WarmUp(const std::atomic<bool>* cancel) {
   const ModelSignature& sig = model_->signature();
   {
@@ -80,7 +285,8 @@ absl::Status Predictor::WarmUp(const std::atomic<bool>* cancel) {
         std::shared_ptr<NDManager> ctx_manager,
         manager_->NewSubManager(ManagerLevel::kContext,
                                 absl::StrCat("ctx/", manager_->name(), "/warmup")));
-    PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), std::move(ctx_manager));
+    PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), std::move(ctx_manager),
+                         pinned_);
     bool runnable = true;
     for (int i = 0; i < static_cast<int>(sig.inputs.size()); ++i) {
       const TensorSpec& spec = sig.inputs[i];
@@ -100,9 +306,9 @@ absl::Status Predictor::WarmUp(const std::atomic<bool>* cancel) {
         return absl::Status(status.code(), absl::StrCat("warm-up with zero-filled inputs failed: ",
                                                         status.message()));
       }
-      for (int o = 0; o < static_cast<int>(sig.outputs.size()); ++o) {
-        NDS_RETURN_IF_ERROR(ctx.CopyOutput(o).status());
-      }
+      std::vector<int> outputs(sig.outputs.size());
+      for (int o = 0; o < static_cast<int>(outputs.size()); ++o) outputs[o] = o;
+      NDS_RETURN_IF_ERROR(ctx.FetchOutputs(outputs).status());
     }
     NDS_RETURN_IF_ERROR(ctx.Close());
   }
@@ -112,6 +318,10 @@ absl::Status Predictor::WarmUp(const std::atomic<bool>* cancel) {
 
 absl::Status Predictor::Close() {
   absl::Status status;
+  // The stream is idle between runs; the graphs' buffers go back before the manager
+  // closes, and the handle that uses the workspace is destroyed right after.
+  if (gpu_ != nullptr) gpu_->Synchronize().IgnoreError();
+  graphs_.reset();
   if (manager_ != nullptr) status = manager_->Close();
   gpu_.reset();  // synchronizes its stream first
   return status;

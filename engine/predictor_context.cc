@@ -1,6 +1,7 @@
 #include "engine/predictor_context.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -10,7 +11,6 @@
 #include "base/status_macros.h"
 #include "kernels/node_attrs.h"
 #include "kernels/shape_inference.h"
-#include "memory/device_copy.h"
 
 namespace ndserve::engine {
 namespace {
@@ -35,19 +35,27 @@ absl::StatusOr<kernels::TensorView> ViewOf(const NDArray& array, kernels::ShapeS
 
 PredictorContext::PredictorContext(const Model& model, absl::Span<const kernels::KernelFn> kernels,
                                    const kernels::KernelContext& kernel_context,
-                                   kernels::GpuResources* gpu, std::shared_ptr<NDManager> manager)
+                                   kernels::GpuResources* gpu, std::shared_ptr<NDManager> manager,
+                                   Pool* pinned)
     : model_(model),
       kernels_(kernels),
       gpu_(gpu),
       manager_(std::move(manager)),
       slots_(model.graph().values().size()),
       node_context_(kernel_context),
-      host_context_(kernels::KernelContext::Cpu()) {
+      host_context_(kernels::KernelContext::Cpu()),
+      pinned_(gpu == nullptr ? nullptr : pinned),
+      staging_(pinned_) {
   node_context_.scratch = this;
   host_context_.device = Device::Cpu();
   host_context_.scratch = this;
   scratch_manager_ = manager_.get();
   if (gpu_ == nullptr) host_manager_ = manager_;
+  // With a flag slot per node the run needs no synchronization inside (GpuResources made
+  // by a predictor has them; one made for a single kernel call may not).
+  defer_errors_ =
+      gpu_ != nullptr && gpu_->error_slots() >= static_cast<int>(model.graph().nodes().size());
+  node_context_.defer_error_check = defer_errors_;
   // Parameters are read in place from the (capped) model manager: a slot only holds a
   // handle, nothing is attached to this context for them.
   const Graph& graph = model.graph();
@@ -78,8 +86,16 @@ absl::Status PredictorContext::SetInput(int input, absl::Span<const int64_t> sha
                                                      " bytes, its shape needs ", array.nbytes()));
     }
     NDS_ASSIGN_OR_RETURN(void* data, array.Data());
-    NDS_RETURN_IF_ERROR(CopyHostToDeviceOnStream(array.device(), data, bytes.data(), bytes.size(),
-                                                 gpu_->context().cuda_stream));
+    const void* src = bytes.data();
+    if (pinned_ != nullptr) {
+      // DMA from a pinned block: the copy is queued and the host moves on, where a
+      // pageable source would make the driver stage it and block.
+      NDS_ASSIGN_OR_RETURN(void* staged, staging_.Take(bytes.size()));
+      if (!bytes.empty()) std::memcpy(staged, bytes.data(), bytes.size());
+      src = staged;
+    }
+    queued_ = true;
+    NDS_RETURN_IF_ERROR(gpu_->CopyToDevice(data, src, bytes.size()));
   } else {
     NDS_ASSIGN_OR_RETURN(array, manager_->FromHost(shape, dtype, bytes, name));
   }
@@ -91,8 +107,17 @@ absl::Status PredictorContext::SetInput(int input, absl::Span<const int64_t> sha
 absl::Status PredictorContext::SetZeroInput(int input, absl::Span<const int64_t> shape) {
   const int value = model_.graph().input_values()[input];
   const std::string& name = model_.graph().values()[value].name;
-  NDS_ASSIGN_OR_RETURN(NDArray array,
-                       manager_->Zeros(shape, model_.graph().inputs()[input].dtype, name));
+  const DType dtype = model_.graph().inputs()[input].dtype;
+  NDArray array;
+  if (gpu_ != nullptr) {
+    // On the predictor's stream: Zeros would fill on the legacy default stream.
+    NDS_ASSIGN_OR_RETURN(array, manager_->Create(shape, dtype, name));
+    NDS_ASSIGN_OR_RETURN(void* data, array.Data());
+    queued_ = true;
+    NDS_RETURN_IF_ERROR(gpu_->FillZero(data, array.nbytes()));
+  } else {
+    NDS_ASSIGN_OR_RETURN(array, manager_->Zeros(shape, dtype, name));
+  }
   slots_[value] = Slot{std::move(array), kernels::Shape(shape.begin(), shape.end())};
   NotePeak();
   return absl::OkStatus();
@@ -169,8 +194,8 @@ absl::StatusOr<kernels::TensorView> PredictorContext::DeviceView(int value) {
     NDS_ASSIGN_OR_RETURN(void* dst, slot.uploaded.Data());
     NDS_ASSIGN_OR_RETURN(void* src, slot.array.Data());
     // The host buffer stays until Close, which waits for the stream first.
-    NDS_RETURN_IF_ERROR(CopyHostToDeviceOnStream(slot.uploaded.device(), dst, src,
-                                                 slot.array.nbytes(), gpu_->context().cuda_stream));
+    queued_ = true;
+    NDS_RETURN_IF_ERROR(gpu_->CopyToDevice(dst, src, slot.array.nbytes()));
     NotePeak();
   }
   return ViewOf(slot.uploaded, slot.shape);
@@ -271,6 +296,7 @@ absl::Status PredictorContext::RunNode(int n) {
   scratch_on_host_ = on_host;
   kernels::KernelContext ctx = on_host ? host_context_ : node_context_;
   if (!on_host) ctx.packed_weight = model_.packed_weight(n);
+  if (defer_errors_ && !on_host) ctx.error_flag = gpu_->error_flag(n);
   absl::Status ran = kernels_[n](ctx, inputs, outputs, attrs);
   ReleaseScratch();
   NDS_RETURN_IF_ERROR(ran);
@@ -284,6 +310,12 @@ absl::Status PredictorContext::Run(const std::atomic<bool>* cancel) {
   const Graph& graph = model_.graph();
   const bool release_early = gpu_ == nullptr;
   const int nodes = static_cast<int>(graph.nodes().size());
+  if (gpu_ != nullptr) {
+    // Nothing queued can write a flag: the previous run synchronized before it returned
+    // (only this run's input copies are queued).
+    if (defer_errors_) gpu_->ClearErrorFlags();
+    queued_ = true;
+  }
   for (int n = 0; n < nodes; ++n) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
       return absl::CancelledError(absl::StrCat("request cancelled before node '",
@@ -300,28 +332,98 @@ absl::Status PredictorContext::Run(const std::atomic<bool>* cancel) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<InferOutputTensor> PredictorContext::CopyOutput(int output) const {
+absl::Status PredictorContext::DeviceError(const Model& model, int slot) {
+  const Node& node = model.graph().nodes()[slot];
+  return absl::InvalidArgumentError(absl::StrCat(
+      "node '", node.name, "' (", kernels::OpKindName(node.op), "): ", kernels::OpKindName(node.op),
+      ": an index is out of range (rows read as zeros)"));
+}
+
+absl::StatusOr<std::vector<InferOutputTensor>> PredictorContext::FetchOutputs(
+    absl::Span<const int> outputs) {
   const Graph& graph = model_.graph();
-  const int value = graph.output_values()[output];
+  std::vector<InferOutputTensor> result(outputs.size());
+  // Pinned blocks the D2H copies land in, copied into the reply after the sync.
+  absl::InlinedVector<const void*, 4> staged(outputs.size(), nullptr);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const int output = outputs[i];
+    const int value = graph.output_values()[output];
+    const Slot& slot = slots_[value];
+    if (slot.array.is_null()) {
+      return absl::InternalError(
+          absl::StrCat("output '", graph.outputs()[output].name, "' was never computed"));
+    }
+    InferOutputTensor& out = result[i];
+    out.name = graph.outputs()[output].name;
+    out.dtype = slot.array.dtype();
+    out.shape.assign(slot.shape.begin(), slot.shape.end());
+    out.data.resize(slot.array.nbytes());
+    if (gpu_ != nullptr && !slot.host) {
+      NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
+      void* dst = out.data.data();
+      if (pinned_ != nullptr) {
+        NDS_ASSIGN_OR_RETURN(dst, staging_.Take(out.data.size()));
+        staged[i] = dst;
+      }
+      queued_ = true;
+      NDS_RETURN_IF_ERROR(gpu_->CopyToHost(dst, data, out.data.size()));
+    } else {
+      NDS_RETURN_IF_ERROR(slot.array.CopyToHost(absl::MakeSpan(out.data)));
+    }
+  }
+  if (gpu_ == nullptr) return result;
+  // The run's one synchronization: the kernels, the copies back, and the error flags.
+  queued_ = false;
+  NDS_RETURN_IF_ERROR(gpu_->Synchronize());
+  if (defer_errors_) {
+    if (int slot = gpu_->FirstRaisedErrorFlag(); slot >= 0) return DeviceError(model_, slot);
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (staged[i] != nullptr) std::memcpy(result[i].data.data(), staged[i], result[i].data.size());
+  }
+  staging_.Release();
+  return result;
+}
+
+absl::StatusOr<InferOutputTensor> PredictorContext::CopyOutput(int output) {
+  NDS_ASSIGN_OR_RETURN(std::vector<InferOutputTensor> out,
+                       FetchOutputs(absl::MakeConstSpan(&output, 1)));
+  return std::move(out[0]);
+}
+
+absl::StatusOr<PredictorContext::DeviceBuffer> PredictorContext::InputBuffer(int input) const {
+  const int value = model_.graph().input_values()[input];
   const Slot& slot = slots_[value];
-  if (slot.array.is_null()) {
-    return absl::InternalError(
-        absl::StrCat("output '", graph.outputs()[output].name, "' was never computed"));
+  if (slot.array.is_null() || slot.host) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("input '", model_.graph().values()[value].name, "' has no device buffer"));
   }
-  InferOutputTensor out;
-  out.name = graph.outputs()[output].name;
-  out.dtype = slot.array.dtype();
-  out.shape.assign(slot.shape.begin(), slot.shape.end());
-  out.data.resize(slot.array.nbytes());
-  if (gpu_ != nullptr && !slot.host) {
-    // Ordered after this request's kernels on its stream, and back when it returns.
-    NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
-    NDS_RETURN_IF_ERROR(CopyDeviceToHostOnStream(slot.array.device(), out.data.data(), data,
-                                                 out.data.size(), gpu_->context().cuda_stream));
-  } else {
-    NDS_RETURN_IF_ERROR(slot.array.CopyToHost(absl::MakeSpan(out.data)));
+  NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
+  return DeviceBuffer{data, slot.array.nbytes(), slot.array.dtype(),
+                      std::vector<int64_t>(slot.shape.begin(), slot.shape.end())};
+}
+
+absl::StatusOr<PredictorContext::DeviceBuffer> PredictorContext::OutputBuffer(int output) const {
+  const int value = model_.graph().output_values()[output];
+  const Slot& slot = slots_[value];
+  if (slot.array.is_null() || slot.host) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("output '", model_.graph().outputs()[output].name, "' has no device buffer"));
   }
-  return out;
+  NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
+  return DeviceBuffer{data, slot.array.nbytes(), slot.array.dtype(),
+                      std::vector<int64_t>(slot.shape.begin(), slot.shape.end())};
+}
+
+absl::Status PredictorContext::Detach() {
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  queued_ = false;
+  staging_.Release();
+  slots_.clear();
+  scratch_.clear();
+  if (host_manager_ != nullptr && host_manager_ != manager_) return host_manager_->Close();
+  return absl::OkStatus();
 }
 
 absl::Status PredictorContext::Close() {
@@ -330,7 +432,9 @@ absl::Status PredictorContext::Close() {
   absl::Status status;
   // The pool is not stream-ordered: nothing may go back to it while a kernel can still
   // read or write it (or an upload still read a host buffer).
-  if (gpu_ != nullptr) status = gpu_->Synchronize();
+  if (gpu_ != nullptr && queued_) status = gpu_->Synchronize();
+  queued_ = false;
+  staging_.Release();
   // Drop the handles first so that nothing of this request is referenced afterwards.
   slots_.clear();
   scratch_.clear();

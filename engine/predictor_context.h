@@ -11,12 +11,14 @@
 #include "absl/types/span.h"
 #include "engine/inference_request.h"
 #include "engine/model.h"
+#include "engine/pinned_staging.h"
 #include "kernels/dispatch.h"
 #include "kernels/gpu_resources.h"
 #include "kernels/kernel_context.h"
 #include "kernels/tensor_view.h"
 #include "memory/nd_array.h"
 #include "memory/nd_manager.h"
+#include "memory/pool.h"
 
 namespace ndserve::engine {
 
@@ -39,16 +41,25 @@ namespace ndserve::engine {
 // manager. On a GPU they live in a host-side context manager of their own, and a host
 // value that a device node reads as data is uploaded once, on the predictor's stream.
 //
+// On a GPU with a pinned pool (docs/design.md §4.3) inputs are staged through pinned
+// blocks (one host memcpy, one asynchronous H2D copy each), FetchOutputs queues one D2H
+// copy per output into pinned blocks and then synchronizes the stream once, and a
+// kernel's device-side error flag (Gather's out-of-range index) is read after that one
+// synchronization instead of inside the kernel (KernelContext::defer_error_check), each
+// node with its own flag slot so the error still names the node.
+//
 // Ownership: owns the context manager (closed by Close or the destructor, after the
-// stream has drained). Borrows the model, the kernel table and the GPU resources, which
-// must outlive it. Not thread-safe: one request on one thread.
+// stream has drained; Detach leaves it open for a captured CUDA graph) and its pinned
+// blocks. Borrows the model, the kernel table, the GPU resources and the pinned pool,
+// which must outlive it. Not thread-safe: one request on one thread.
 class PredictorContext : private kernels::ScratchAllocator {
  public:
   // `kernels` holds the kernel of each graph node: the CPU one for host-placed nodes,
-  // else the one of this device; `gpu` is null on CPU.
+  // else the one of this device; `gpu` is null on CPU. `pinned` (optional, GPU only) is
+  // the pinned-host pool of the GPU; without it copies go from and to pageable memory.
   PredictorContext(const Model& model, absl::Span<const kernels::KernelFn> kernels,
                    const kernels::KernelContext& kernel_context, kernels::GpuResources* gpu,
-                   std::shared_ptr<NDManager> manager);
+                   std::shared_ptr<NDManager> manager, Pool* pinned = nullptr);
   ~PredictorContext();
   PredictorContext(const PredictorContext&) = delete;
   PredictorContext& operator=(const PredictorContext&) = delete;
@@ -65,8 +76,28 @@ class PredictorContext : private kernels::ScratchAllocator {
   // On a GPU it returns once the kernels are queued; CopyOutput and Close wait for them
   // (an error of a queued kernel surfaces there).
   absl::Status Run(const std::atomic<bool>* cancel = nullptr);
-  // Copies graph output `output` (index into the model's outputs) to host memory.
-  absl::StatusOr<InferOutputTensor> CopyOutput(int output) const;
+  // Copies graph outputs `outputs` (indices into the model's outputs) to host memory. On
+  // a GPU: one D2H copy each, then the run's one stream synchronization, then the
+  // device-side error flags (INVALID_ARGUMENT naming the node that raised one).
+  absl::StatusOr<std::vector<InferOutputTensor>> FetchOutputs(absl::Span<const int> outputs);
+  // FetchOutputs of one output.
+  absl::StatusOr<InferOutputTensor> CopyOutput(int output);
+
+  // Where graph input `input` / output `output` lives on the device, for a CUDA graph
+  // that replays this run with other bytes (predictor.cc). FAILED_PRECONDITION when the
+  // value is not a device buffer of its own.
+  struct DeviceBuffer {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    DType dtype = DType::kFp32;
+    std::vector<int64_t> shape;
+  };
+  absl::StatusOr<DeviceBuffer> InputBuffer(int input) const;
+  absl::StatusOr<DeviceBuffer> OutputBuffer(int output) const;
+
+  // The status of a device-side error raised in flag slot `slot` (a node index) of a run
+  // of `model`: INVALID_ARGUMENT naming the node.
+  static absl::Status DeviceError(const Model& model, int slot);
 
   // The most bytes the context held at once so far.
   uint64_t peak_bytes() const { return peak_bytes_; }
@@ -79,6 +110,10 @@ class PredictorContext : private kernels::ScratchAllocator {
 
   // Waits for queued GPU work, then closes the context manager. Idempotent.
   absl::Status Close();
+  // Ends the context without closing its manager, whose arrays a captured CUDA graph
+  // keeps using: drops the handles, returns the pinned blocks, closes the host-side
+  // manager. The caller must have synchronized the stream after the last queued work.
+  absl::Status Detach();
 
  private:
   struct Slot {
@@ -124,6 +159,12 @@ class PredictorContext : private kernels::ScratchAllocator {
   NDManager* scratch_manager_ = nullptr;  // where Allocate takes blocks from now
   bool scratch_on_host_ = false;
   std::vector<NDArray> scratch_;  // blocks to free after the current node
+  Pool* const pinned_;
+  PinnedStaging staging_;
+  // Work was queued on the stream since its last synchronization.
+  bool queued_ = false;
+  // Device error flags are read after the run (one slot per node), not inside kernels.
+  bool defer_errors_ = false;
   uint64_t peak_bytes_ = 0;
   uint64_t output_bytes_ = 0;
   bool closed_ = false;

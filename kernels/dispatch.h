@@ -17,7 +17,8 @@
 //  - CUDA kernels are queued on ctx.cuda_stream and return before running, with any
 //    launch error as a Status. Exception: Gather synchronizes the stream to read
 //    ctx.error_flag and return INVALID_ARGUMENT for an out-of-range index (device code
-//    writes zeros for such rows instead of reading out of bounds).
+//    writes zeros for such rows instead of reading out of bounds), unless
+//    ctx.defer_error_check: then the caller reads the flag after its own synchronization.
 //  - No CUDA or cuBLAS call is made unless a CUDA kernel is called, which needs a CUDA
 //    context (GpuResources) and therefore a device.
 // Thread-safety: the table is immutable; kernels are reentrant. Concurrent calls may

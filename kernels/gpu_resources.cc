@@ -1,5 +1,8 @@
 #include "kernels/gpu_resources.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "memory/cuda_runtime.h"
 #ifdef NDSERVE_WITH_CUDA
@@ -13,17 +16,33 @@ namespace ndserve::kernels {
 namespace {
 
 absl::Status CudaError(cudaError_t err, absl::string_view what) {
+  if (err == cudaErrorMemoryAllocation) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
+  }
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
+}
+
+absl::Status CublasError(cublasStatus_t st, absl::string_view what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  if (st == CUBLAS_STATUS_ALLOC_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, " failed with status ", st));
+  }
+  return absl::InternalError(absl::StrCat(what, " failed with status ", st));
+}
+
+cudaStream_t StreamOf(const KernelContext& ctx) {
+  return static_cast<cudaStream_t>(ctx.cuda_stream);
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GpuResources>> GpuResources::Create(Device device) {
+absl::StatusOr<std::unique_ptr<GpuResources>> GpuResources::Create(Device device, int error_slots) {
   if (!device.is_cuda() || device.ordinal < 0 || device.ordinal >= CudaDeviceCount()) {
     return absl::FailedPreconditionError(
         absl::StrCat("no CUDA device ", device.ToString(), " (", CudaDeviceCount(), " present)"));
   }
   std::unique_ptr<GpuResources> r(new GpuResources(device));
+  r->error_slots_ = std::max(error_slots, 1);
   if (cudaError_t err = cudaSetDevice(device.ordinal); err != cudaSuccess) {
     return CudaError(err, "cudaSetDevice");
   }
@@ -34,26 +53,27 @@ absl::StatusOr<std::unique_ptr<GpuResources>> GpuResources::Create(Device device
   }
   r->context_.cuda_stream = stream;
   void* flag = nullptr;
-  if (cudaError_t err = cudaHostAlloc(&flag, sizeof(int32_t), cudaHostAllocMapped);
+  if (cudaError_t err =
+          cudaHostAlloc(&flag, sizeof(int32_t) * r->error_slots_, cudaHostAllocMapped);
       err != cudaSuccess) {
-    return CudaError(err, "cudaHostAlloc(error flag)");
+    return CudaError(err, "cudaHostAlloc(error flags)");
   }
   r->context_.error_flag = static_cast<int32_t*>(flag);
-  *r->context_.error_flag = 0;
+  r->ClearErrorFlags();
   cublasHandle_t handle = nullptr;
   if (cublasStatus_t st = cublasCreate(&handle); st != CUBLAS_STATUS_SUCCESS) {
-    return absl::InternalError(absl::StrCat("cublasCreate failed with status ", st));
+    return CublasError(st, "cublasCreate");
   }
   r->context_.cublas_handle = handle;
   if (cublasStatus_t st = cublasSetStream(handle, stream); st != CUBLAS_STATUS_SUCCESS) {
-    return absl::InternalError(absl::StrCat("cublasSetStream failed with status ", st));
+    return CublasError(st, "cublasSetStream");
   }
   return r;
 }
 
 GpuResources::~GpuResources() {
   cudaSetDevice(context_.device.ordinal);
-  auto stream = static_cast<cudaStream_t>(context_.cuda_stream);
+  auto stream = StreamOf(context_);
   if (stream != nullptr) cudaStreamSynchronize(stream);
   if (context_.cublas_handle != nullptr) {
     cublasDestroy(static_cast<cublasHandle_t>(context_.cublas_handle));
@@ -62,25 +82,152 @@ GpuResources::~GpuResources() {
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
+void GpuResources::ClearErrorFlags() {
+  std::memset(context_.error_flag, 0, sizeof(int32_t) * error_slots_);
+}
+
+int GpuResources::FirstRaisedErrorFlag() const {
+  const volatile int32_t* flags = context_.error_flag;
+  for (int i = 0; i < error_slots_; ++i) {
+    if (flags[i] != 0) return i;
+  }
+  return -1;
+}
+
 absl::Status GpuResources::Synchronize() {
+  ++counters_.syncs;
   cudaSetDevice(context_.device.ordinal);
-  if (cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(context_.cuda_stream));
-      err != cudaSuccess) {
+  if (cudaError_t err = cudaStreamSynchronize(StreamOf(context_)); err != cudaSuccess) {
     return CudaError(err, "cudaStreamSynchronize");
   }
   return absl::OkStatus();
 }
 
+absl::Status GpuResources::CopyToDevice(void* device_dst, const void* host_src, std::size_t bytes) {
+  ++counters_.h2d_copies;
+  if (bytes == 0) return absl::OkStatus();
+  if (cudaError_t err =
+          cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, StreamOf(context_));
+      err != cudaSuccess) {
+    return CudaError(err, "cudaMemcpyAsync(host to device)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuResources::CopyToHost(void* host_dst, const void* device_src, std::size_t bytes) {
+  ++counters_.d2h_copies;
+  if (bytes == 0) return absl::OkStatus();
+  if (cudaError_t err =
+          cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, StreamOf(context_));
+      err != cudaSuccess) {
+    return CudaError(err, "cudaMemcpyAsync(device to host)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuResources::FillZero(void* device_dst, std::size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  if (cudaError_t err = cudaMemsetAsync(device_dst, 0, bytes, StreamOf(context_));
+      err != cudaSuccess) {
+    return CudaError(err, "cudaMemsetAsync");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuResources::SetCublasWorkspace(void* ptr, std::size_t bytes) {
+  return CublasError(
+      cublasSetWorkspace(static_cast<cublasHandle_t>(context_.cublas_handle), ptr, bytes),
+      "cublasSetWorkspace");
+}
+
+absl::Status GpuResources::SetTf32(bool on) {
+  return CublasError(cublasSetMathMode(static_cast<cublasHandle_t>(context_.cublas_handle),
+                                       on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                     "cublasSetMathMode");
+}
+
+absl::Status GpuResources::BeginCapture() {
+  cudaSetDevice(context_.device.ordinal);
+  if (cudaError_t err =
+          cudaStreamBeginCapture(StreamOf(context_), cudaStreamCaptureModeThreadLocal);
+      err != cudaSuccess) {
+    cudaGetLastError();
+    return CudaError(err, "cudaStreamBeginCapture");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> GpuResources::EndCapture() {
+  cudaGraph_t graph = nullptr;
+  cudaError_t err = cudaStreamEndCapture(StreamOf(context_), &graph);
+  if (err != cudaSuccess || graph == nullptr) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // an invalidated capture is not a sticky error; clear it
+    return CudaError(err == cudaSuccess ? cudaErrorStreamCaptureInvalidated : err,
+                     "cudaStreamEndCapture");
+  }
+  cudaGraphExec_t exec = nullptr;
+  err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);  // the executable graph keeps what it needs
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return CudaError(err, "cudaGraphInstantiate");
+  }
+  return static_cast<void*>(exec);
+}
+
+void GpuResources::AbortCapture() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(StreamOf(context_), &status) == cudaSuccess &&
+      status == cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return;
+  }
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(StreamOf(context_), &graph);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaGetLastError();
+}
+
+absl::Status GpuResources::LaunchGraph(void* graph) {
+  ++counters_.graph_launches;
+  if (cudaError_t err = cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), StreamOf(context_));
+      err != cudaSuccess) {
+    return CudaError(err, "cudaGraphLaunch");
+  }
+  return absl::OkStatus();
+}
+
+void GpuResources::DestroyGraph(void* graph) {
+  if (graph != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+}
+
 #else  // !NDSERVE_WITH_CUDA
 
-absl::StatusOr<std::unique_ptr<GpuResources>> GpuResources::Create(Device device) {
+absl::StatusOr<std::unique_ptr<GpuResources>> GpuResources::Create(Device device, int) {
   return absl::FailedPreconditionError(
       absl::StrCat("cannot use ", device.ToString(), ": built without the CUDA backend"));
 }
 
 GpuResources::~GpuResources() = default;
 
+namespace {
+absl::Status NoCuda() { return absl::FailedPreconditionError("built without the CUDA backend"); }
+}  // namespace
+
+void GpuResources::ClearErrorFlags() {}
+int GpuResources::FirstRaisedErrorFlag() const { return -1; }
 absl::Status GpuResources::Synchronize() { return absl::OkStatus(); }
+absl::Status GpuResources::CopyToDevice(void*, const void*, std::size_t) { return NoCuda(); }
+absl::Status GpuResources::CopyToHost(void*, const void*, std::size_t) { return NoCuda(); }
+absl::Status GpuResources::FillZero(void*, std::size_t) { return NoCuda(); }
+absl::Status GpuResources::SetCublasWorkspace(void*, std::size_t) { return NoCuda(); }
+absl::Status GpuResources::SetTf32(bool) { return NoCuda(); }
+absl::Status GpuResources::BeginCapture() { return NoCuda(); }
+absl::StatusOr<void*> GpuResources::EndCapture() { return NoCuda(); }
+void GpuResources::AbortCapture() {}
+absl::Status GpuResources::LaunchGraph(void*) { return NoCuda(); }
+void GpuResources::DestroyGraph(void*) {}
 
 #endif  // NDSERVE_WITH_CUDA
 

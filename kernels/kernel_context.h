@@ -41,6 +41,11 @@ struct KernelContext {
   // Host-mapped pinned int32 that device code sets when it meets bad input it cannot
   // report otherwise (an out-of-range Gather index). Required by CUDA Gather.
   int32_t* error_flag = nullptr;
+  // When set, a kernel that raises `error_flag` neither clears it first nor synchronizes
+  // to read it: whoever runs the graph clears the flags before the run and reads them
+  // after its one synchronization (docs/design.md §4.3), so a run has no sync inside
+  // and can be captured as a CUDA graph.
+  bool defer_error_check = false;
   // Where kernels take working space; a kernel that needs some fails with
   // FAILED_PRECONDITION when it is null.
   ScratchAllocator* scratch = nullptr;

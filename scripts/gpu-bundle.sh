@@ -15,7 +15,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 bins=()
-for b in tests/gpu_memory_tests tests/memory_tests tests/kernels_tests tests/engine_tests \
+for b in tests/gpu_memory_tests tests/gpu_engine_tests tests/memory_tests tests/kernels_tests tests/engine_tests \
          benchmarks/pool_benchmark benchmarks/engine_benchmark benchmarks/manager_benchmark \
          server/ndserved server/ndserve-cli loadtest/ndserve-loadtest loadtest/ndserve-echo; do
   [[ -x "$BUILD_DIR/$b" ]] && bins+=("$BUILD_DIR/$b")

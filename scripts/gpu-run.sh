@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
 # docs/design.md §8, step 2 (on the GPU machine, from the repo root with .gpu/ carried):
-# the GPU tests (gpu_memory_tests and the CUDA cases of kernels_tests and engine_tests),
-# the pool, scope and engine benchmarks on cuda:0, and a short load test of the daemon on
-# cuda:0 next to the bare echo server. Output goes to $OUT when set (the device tool
-# brings it back), else to .gpu/out. The recsys example model is not in git; it is
-# generated here with the machine's python3 (onnx + numpy).
+# everything issue 15's figures need, in one go, in under ~8 minutes on one H100:
+#   1. the GPU tests: gpu_engine_tests (pinned staging, one sync per run, no device
+#      allocation after warm-up, CUDA graph replay = plain run, TF32 against FP32, memory
+#      given back to the driver), gpu_memory_tests, and the CUDA cases of kernels_tests
+#      and engine_tests;
+#   2. the pool and scope benchmarks on cuda:0, and the engine benchmark on cuda:0 with
+#      CUDA graphs on and off (the same run, the plain run as the baseline);
+#   3. the load test of the daemon on cuda:0 next to the bare echo server (mlp batch 1 and
+#      recsys batch 16 at concurrency 1, 8 and 64).
+# nvidia-smi's memory.used is recorded before and after each part (memory.txt).
+# Output goes to $OUT when set (the device tool brings it back), else to .gpu/out:
+#   machine.txt  tests.txt (full logs; one summary line per binary at the top of each
+#   section)  gpu_figures.txt (the lines the GPU tests print for the README)
+#   benchmarks_cuda.txt  loadtest.md  loadtest.log  ndserved.log  memory.txt  times.txt
+# Knobs: ONLY_LOADTEST=1 reruns only the load test; SKIP_LOADTEST=1 skips it;
+# DURATION_S (10) per load-test case; BENCH_INSTANCES (4); LOADTEST_INSTANCES (unset).
+# The recsys example model is not in git; it is generated here with the machine's
+# python3 (onnx + numpy).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.gpu/out}
@@ -17,44 +30,69 @@ export NDSERVE_SOURCE_DIR="$PWD"
 { nvidia-smi; echo "cuBLAS from: $cuda_libs"; nproc; } 2>&1 | tee "$OUT/machine.txt"
 [[ -f examples/models/recsys/1/model.onnx ]] ||
   python3 tools/gen_models.py --only examples --out . 2>&1 | tail -2
+t0=$SECONDS
+mark() {  # mark <what>: the driver's view of used memory and the elapsed time
+  echo "$1: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>&1 | head -1)" \
+    >>"$OUT/memory.txt"
+  echo "$1: $((SECONDS - t0)) s" >>"$OUT/times.txt"
+}
 rc=0
-# ONLY_LOADTEST=1 skips the tests and benchmarks (a quick rerun of the load test).
+mark start
 if [[ ${ONLY_LOADTEST:-0} != 1 ]]; then
-for t in gpu_memory_tests kernels_tests engine_tests; do
-  "$G/bin/$t" --gtest_brief=1 >"/tmp/$t.txt" 2>&1 || rc=1
-  { echo "== $t: $(grep -E '^\[  (PASSED|FAILED) ' "/tmp/$t.txt" | tr '\n' ' ')"; cat "/tmp/$t.txt"; } >>"$OUT/tests.txt"
+# The GPU binaries whole; of the mixed ones only the CUDA cases (their CPU cases ran in
+# CI). Each under a time limit so one hang cannot eat the session.
+run_tests() {  # run_tests <binary> <limit s> [gtest args...]
+  local t=$1 limit=$2
+  shift 2
+  timeout "$limit" "$G/bin/$t" --gtest_brief=1 "$@" >"/tmp/$t.txt" 2>&1 || rc=1
+  { echo "== $t: $(grep -E '^\[  (PASSED|FAILED) ' "/tmp/$t.txt" | tr '\n' ' ')"
+    cat "/tmp/$t.txt"; } >>"$OUT/tests.txt"
   grep -E '^\[  (PASSED|FAILED|SKIPPED)' "/tmp/$t.txt" | head -20
-done
+  grep -hE 'max abs diff|driver-visible' "/tmp/$t.txt" >>"$OUT/gpu_figures.txt"
+}
+run_tests gpu_engine_tests 240
+mark "after gpu_engine_tests"
+run_tests gpu_memory_tests 60
+run_tests kernels_tests 120 --gtest_filter='*cuda*:*Cuda*:*CUDA*:*Gpu*:*GPU*'
+run_tests engine_tests 120 --gtest_filter='*cuda*:*Cuda*:*CUDA*:*Gpu*:*GPU*'
+mark "after tests"
 # Pools over the CUDA allocator against raw cudaMalloc/cudaFree, the scope benchmark,
-# and the engine on cuda:0 (one predictor, then NDSERVE_BENCH_INSTANCES of them), same
-# run, all into one file.
+# and the engine on cuda:0: one predictor with graphs on, then off (same run: the
+# replay's baseline), then BENCH_INSTANCES predictors with graphs on.
 {
-  NDSERVE_BENCH_DEVICE=cuda:0 "$G/bin/pool_benchmark" --benchmark_min_time=0.2 \
+  NDSERVE_BENCH_DEVICE=cuda:0 timeout 60 "$G/bin/pool_benchmark" --benchmark_min_time=0.1 \
     --benchmark_filter="${POOL_FILTER:-.}"
-  NDSERVE_BENCH_DEVICE=cuda:0 "$G/bin/manager_benchmark" --benchmark_min_time=0.2
-  for n in 1 ${BENCH_INSTANCES:-4}; do
-    echo "== engine on cuda:0, $n predictor(s) per model"
-    NDSERVE_BENCH_DEVICE=cuda:0 NDSERVE_BENCH_INSTANCES=$n "$G/bin/engine_benchmark" \
-      --benchmark_min_time=0.2 --benchmark_filter='engine/'
+  NDSERVE_BENCH_DEVICE=cuda:0 timeout 60 "$G/bin/manager_benchmark" --benchmark_min_time=0.1
+  for run in "1 1" "1 0" "${BENCH_INSTANCES:-4} 1"; do
+    read -r n graphs <<<"$run"
+    echo "== engine on cuda:0, $n predictor(s) per model, CUDA graphs $([[ $graphs == 1 ]] && echo on || echo off)"
+    NDSERVE_BENCH_DEVICE=cuda:0 NDSERVE_BENCH_INSTANCES=$n NDSERVE_BENCH_CUDA_GRAPHS=$graphs \
+      timeout 90 "$G/bin/engine_benchmark" --benchmark_min_time=0.2 --benchmark_filter='engine/'
   done
 } 2>&1 | grep -v '^I' | tee "$OUT/benchmarks_cuda.txt"
+mark "after benchmarks"
 fi
 # Load test: scripts/loadtest-bench.sh with the bundle's binaries, the daemon on cuda:0,
 # against the bare echo server on the same machine in the same run.
+if [[ ${SKIP_LOADTEST:-0} != 1 ]]; then
 BIN_DIR=$G/bin MODEL_REPOSITORY=examples/models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt \
-  REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} bash scripts/loadtest-bench.sh "$OUT/loadtest.md" \
-  >"$OUT/loadtest.log" 2>&1 || rc=1
+  REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} timeout 300 bash scripts/loadtest-bench.sh \
+  "$OUT/loadtest.md" >"$OUT/loadtest.log" 2>&1 || rc=1
 cp /tmp/ndserve-lt/ndserved.log "$OUT/" 2>/dev/null
+mark "after load test"
 # The same load with LOADTEST_INSTANCES predictors per model (the example configs
 # have one), when set: does a GPU serve more requests with more instances?
 if [[ -n ${LOADTEST_INSTANCES:-} ]]; then
   rm -rf /tmp/ndserve-models && cp -r examples/models /tmp/ndserve-models
   sed -i "s/count: 1/count: $LOADTEST_INSTANCES/" /tmp/ndserve-models/*/config.pbtxt
   BIN_DIR=$G/bin MODEL_REPOSITORY=/tmp/ndserve-models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt2 \
-    REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} bash scripts/loadtest-bench.sh \
+    REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} timeout 300 bash scripts/loadtest-bench.sh \
     "$OUT/loadtest_instances.md" >>"$OUT/loadtest.log" 2>&1 || rc=1
   cp /tmp/ndserve-lt2/ndserved.log "$OUT/ndserved_instances.log" 2>/dev/null
   cat "$OUT/loadtest_instances.md"
 fi
 cat "$OUT/loadtest.md"
+fi
+mark end
+cat "$OUT/memory.txt" "$OUT/times.txt" "$OUT/gpu_figures.txt" 2>/dev/null
 exit $rc

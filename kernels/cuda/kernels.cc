@@ -124,13 +124,14 @@ absl::Status Gather(const KernelContext& ctx, absl::Span<const TensorView> in,
       *NormalizeAxis(std::get<GatherAttrs>(attrs).axis, in[0].shape.size(), "Gather");
   const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
   // The stream is idle after each Gather (we synchronize below), so no earlier kernel can
-  // still be writing the flag when it is cleared.
-  *ctx.error_flag = 0;
+  // still be writing the flag when it is cleared. Deferred: the caller cleared it.
+  if (!ctx.defer_error_check) *ctx.error_flag = 0;
   NDS_RETURN_IF_ERROR(
       CudaStatus(LaunchGather(in[0].data, static_cast<int>(DTypeSize(in[0].dtype)), in[1].data,
                               in[1].dtype == DType::kInt64, out[0].data, p.outer, p.axis_dim,
                               p.inner, in[1].numel(), ctx.error_flag, StreamOf(ctx)),
                  "Gather launch"));
+  if (ctx.defer_error_check) return absl::OkStatus();
   // Synchronous so bad indices come back as INVALID_ARGUMENT for this request; the cost
   // is one stream sync per Gather node.
   NDS_RETURN_IF_ERROR(

@@ -1,5 +1,5 @@
 // The model parameters ndserve reads from config.pbtxt's free-form `parameters` map:
-// `cuda_graphs` (docs/design.md §4.3).
+// `cuda_graphs` and `tf32` (docs/design.md §4.3).
 #include <string>
 
 #include "engine/model_config.h"
@@ -52,6 +52,34 @@ TEST(ModelParametersTest, CudaGraphsOffSurvivesTheRoundTrip) {
   EXPECT_FALSE(again->cuda_graphs);
   // On, the default, prints nothing: configs without the parameter print as before.
   EXPECT_THAT(ModelConfigToText(ModelConfig{}), ::testing::Not(HasSubstr("cuda_graphs")));
+}
+
+std::string Tf32(const std::string& value) {
+  return "parameters { key: \"tf32\" value: { string_value: \"" + value + "\" } }";
+}
+
+TEST(ModelParametersTest, Tf32IsOffByDefaultAndSwitchesOn) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig("max_batch_size: 4", "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->tf32);
+  c = ParseModelConfig(Tf32("True"), "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->tf32);
+  EXPECT_TRUE(c->cuda_graphs) << "one parameter leaves the other alone";
+  c = ParseModelConfig(Tf32("yes"), "models/m/config.pbtxt");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("parameter 'tf32' must be \"true\" or \"false\", not \"yes\""));
+}
+
+TEST(ModelParametersTest, Tf32OnSurvivesTheRoundTrip) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(Tf32("true") + "\n" + CudaGraphs("false"), "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<ModelConfig> again = ParseModelConfig(ModelConfigToText(*c), "round trip");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->tf32);
+  EXPECT_FALSE(again->cuda_graphs);
+  EXPECT_THAT(ModelConfigToText(ModelConfig{}), ::testing::Not(HasSubstr("tf32")));
 }
 
 }  // namespace
