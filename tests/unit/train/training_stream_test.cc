@@ -197,15 +197,21 @@ TEST_F(TrainingStreamTest, AClientErrorOrAnAbortEndsTheStreamWithEveryBatchFreed
   EXPECT_TRUE(interrupted[0].ok());
   EXPECT_EQ(PoolBytes(), before);
 
-  // The session is aborted while batches are read ahead: NOT_FOUND, and the trainer
-  // scope's close took the batches with it.
+  // The session is aborted while the reader waits for the client's next batch (an
+  // Abort closes the trainer scope, so it must not race an upload into it): the batch
+  // that then comes has no scope to go to, and the stream ends NOT_FOUND.
   BlockingBatchSource ahead;
-  for (int k = 0; k < 4; ++k) ahead.Push(MlpBatch(k));
-  ahead.Close();
+  ahead.Push(MlpBatch(0));
+  ahead.Push(MlpBatch(1));
   results = 0;
   const absl::Status aborted = runs_->StreamReadingAhead(
       session_, ahead.AsSource(), [](const absl::Status&) {}, [&](const StepResult&) {
-        if (++results == 2) EXPECT_TRUE(runs_->Abort(session_).ok());
+        if (++results == 2) {
+          ahead.AwaitPulls(3);  // batch 2: not sent yet
+          EXPECT_TRUE(runs_->Abort(session_).ok());
+          ahead.Push(MlpBatch(2));
+          ahead.Close();
+        }
         return true;
       });
   EXPECT_TRUE(absl::IsNotFound(aborted)) << aborted;
