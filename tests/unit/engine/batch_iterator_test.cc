@@ -248,7 +248,9 @@ TEST_F(BatchIteratorTest, ReadingAheadServesAClientThatWaitsForEachResult) {
   }
   client.Close();
   EXPECT_EQ(Must(it->Next()), nullptr);
-  EXPECT_EQ(it->peak_live_batches(), 1);
+  // A batch sent once the previous result is out may be uploaded before the previous
+  // batch is freed (the next Next frees it): two at most, as ever.
+  EXPECT_LE(it->peak_live_batches(), 2);
 }
 
 // A step that fails while the reader waits for a client that waits for the step's result:
