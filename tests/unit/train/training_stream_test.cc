@@ -131,7 +131,7 @@ TEST_F(TrainingStreamTest, AClientThatWaitsForEachResultTrainsAsHostStepsDo) {
   EXPECT_EQ(interrupts, 0);
 }
 
-TEST_F(TrainingStreamTest, AFailedStepInterruptsTheWaitingReaderWithItsErrorAndFreesTheBatches) {
+TEST_F(TrainingStreamTest, AFailedStepEndsTheStreamWithItsErrorAndFreesTheBatches) {
   WarmUp();
   const std::uint64_t before = PoolBytes();
   BlockingBatchSource client;
@@ -152,9 +152,11 @@ TEST_F(TrainingStreamTest, AFailedStepInterruptsTheWaitingReaderWithItsErrorAndF
   EXPECT_TRUE(absl::IsInvalidArgument(streamed)) << streamed;
   EXPECT_NE(streamed.message().find("inptu"), absl::string_view::npos) << streamed;
   EXPECT_EQ(results, 1);
-  // The reader was waiting for batch 2: the interrupt got the step's error.
-  ASSERT_EQ(interrupted.size(), 1u);
-  EXPECT_EQ(interrupted[0], streamed);
+  // If the reader had started waiting for batch 2 when step 1 failed, the interrupt got
+  // the step's error (else the reader saw the stop first and pulled nothing); joined and
+  // freed either way. (BatchIteratorTest covers the interrupt deterministically.)
+  ASSERT_LE(interrupted.size(), 1u);
+  if (!interrupted.empty()) EXPECT_EQ(interrupted[0], streamed);
   EXPECT_EQ(PoolBytes(), before);
   // The session goes on.
   engine::HostBatch b = MlpBatch(2);
