@@ -13,9 +13,9 @@
 #include "absl/time/time.h"
 #include "engine/training_scopes.h"
 #include "gtest/gtest.h"
+#include "memory/memory_system.h"
 #include "tests/unit/engine/blocking_batch_source.h"
 #include "tests/unit/memory/nd_manager_test_util.h"
-#include "memory/memory_system.h"
 
 namespace ndserve::engine {
 namespace {
@@ -204,8 +204,9 @@ TEST_F(BatchIteratorTest, ReadingAheadUploadsBatchKPlusOneOnTheReaderThreadWhile
   client.Close();
   const std::uint64_t base = PoolBytes();
   int interrupts = 0;
-  std::unique_ptr<BatchIterator> it = Must(BatchIterator::CreateReadAhead(
-      trainer_->manager(), client.AsSource(), [&interrupts](const absl::Status&) { ++interrupts; }));
+  std::unique_ptr<BatchIterator> it =
+      Must(BatchIterator::CreateReadAhead(trainer_->manager(), client.AsSource(),
+                                          [&interrupts](const absl::Status&) { ++interrupts; }));
   for (int k = 0; k < kBatches; ++k) {
     const DeviceBatch* batch = Must(it->Next());
     ASSERT_NE(batch, nullptr);

@@ -172,7 +172,8 @@ TEST_F(TrainingStreamTest, AClientErrorOrAnAbortEndsTheStreamWithEveryBatchFreed
   lost.Close(absl::DataLossError("client went away"));
   int results = 0;
   const absl::Status failed = runs_->StreamReadingAhead(
-      session_, lost.AsSource(), [](const absl::Status&) {}, [&](const StepResult&) {
+      session_, lost.AsSource(), [](const absl::Status&) {},
+      [&](const StepResult&) {
         ++results;
         return true;
       });
@@ -207,7 +208,8 @@ TEST_F(TrainingStreamTest, AClientErrorOrAnAbortEndsTheStreamWithEveryBatchFreed
   ahead.Push(MlpBatch(1));
   results = 0;
   const absl::Status aborted = runs_->StreamReadingAhead(
-      session_, ahead.AsSource(), [](const absl::Status&) {}, [&](const StepResult&) {
+      session_, ahead.AsSource(), [](const absl::Status&) {},
+      [&](const StepResult&) {
         if (++results == 2) {
           ahead.AwaitPulls(3);  // batch 2: not sent yet
           EXPECT_TRUE(runs_->Abort(session_).ok());
