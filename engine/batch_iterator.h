@@ -2,8 +2,8 @@
 #define NDSERVE_ENGINE_BATCH_ITERATOR_H_
 
 #include <cstdint>
-#include <memory>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -114,8 +114,8 @@ class BatchIterator {
   std::int64_t batches_uploaded() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  BatchIterator(std::shared_ptr<NDManager> parent, Source source, Ready ready,
-                Interrupt interrupt, std::unique_ptr<kernels::GpuResources> gpu);
+  BatchIterator(std::shared_ptr<NDManager> parent, Source source, Ready ready, Interrupt interrupt,
+                std::unique_ptr<kernels::GpuResources> gpu);
 
   // Pulls one host batch from the source and queues its upload: nullopt at the end.
   absl::StatusOr<std::optional<DeviceBatch>> StartUpload();

@@ -58,8 +58,8 @@ struct TrainKernels {
   // Softmax (or LogSoftmax, `log`) over the last axis of [rows, cols] with output y:
   // dx (+)= y (dy - sum(dy y)), or dy - exp(y) sum(dy).
   absl::Status (*softmax_backward)(const KernelContext& ctx, bool log, const float* y,
-                                   const float* dy, float* dx, std::int64_t rows,
-                                   std::int64_t cols, bool accumulate);
+                                   const float* dy, float* dx, std::int64_t rows, std::int64_t cols,
+                                   bool accumulate);
   // The mean loss (one float written at `loss`) and d loss / d prediction (written at
   // `grad`, prediction's shape). Cross-entropy: prediction [rows, cols] logits, labels
   // INT64 [rows] class ids; the others: labels FP32 of prediction's shape, the mean over

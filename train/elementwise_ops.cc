@@ -149,23 +149,24 @@ absl::StatusOr<Variable> Unary(UnaryKind kind, NDManager& scope, const Variable&
   }
   // Each backward is written in terms of the output, which the node keeps; the loop is
   // the training math table's (kernels/train_kernels.h, docs/design.md §10.2).
-  auto creator = Record(name, {x}, [kind, out](BackwardContext& ctx, const NDArray& g) -> absl::Status {
-    if (g.device().is_cuda()) {
-      return absl::UnimplementedError("activation backward on CUDA arrays is not wired yet");
-    }
-    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
-                         kernels::LookupTrainKernels(DeviceKind::kCpu));
-    NDS_ASSIGN_OR_RETURN(GradSlot slot, ctx.Slot(0));
-    NDS_ASSIGN_OR_RETURN(float* dst, F32(slot.array));
-    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-    NDS_ASSIGN_OR_RETURN(const float* py, F32(out));
-    const kernels::ActivationKind activation =
-        kind == UnaryKind::kRelu      ? kernels::ActivationKind::kRelu
-        : kind == UnaryKind::kSigmoid ? kernels::ActivationKind::kSigmoid
-                                      : kernels::ActivationKind::kTanh;
-    return math->activation_backward(kernels::KernelContext::Cpu(), activation, py, pg, dst,
-                                     g.num_elements(), slot.accumulate);
-  });
+  auto creator =
+      Record(name, {x}, [kind, out](BackwardContext& ctx, const NDArray& g) -> absl::Status {
+        if (g.device().is_cuda()) {
+          return absl::UnimplementedError("activation backward on CUDA arrays is not wired yet");
+        }
+        NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
+                             kernels::LookupTrainKernels(DeviceKind::kCpu));
+        NDS_ASSIGN_OR_RETURN(GradSlot slot, ctx.Slot(0));
+        NDS_ASSIGN_OR_RETURN(float* dst, F32(slot.array));
+        NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
+        NDS_ASSIGN_OR_RETURN(const float* py, F32(out));
+        const kernels::ActivationKind activation =
+            kind == UnaryKind::kRelu      ? kernels::ActivationKind::kRelu
+            : kind == UnaryKind::kSigmoid ? kernels::ActivationKind::kSigmoid
+                                          : kernels::ActivationKind::kTanh;
+        return math->activation_backward(kernels::KernelContext::Cpu(), activation, py, pg, dst,
+                                         g.num_elements(), slot.accumulate);
+      });
   return Variable::FromOp(std::move(out), std::move(creator));
 }
 

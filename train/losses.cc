@@ -72,8 +72,8 @@ absl::StatusOr<Variable> CrossEntropyLoss(NDManager& scope, const Variable& logi
   // table (kernels/train_kernels.h), which refuses a label outside [0, C).
   NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor(logits.value()));
   float loss = 0.0f;
-  NDS_RETURN_IF_ERROR(math->loss(kernels::KernelContext::Cpu(), kernels::TrainLossKind::kCrossEntropy,
-                                 px, pl, n, c, &loss, d));
+  NDS_RETURN_IF_ERROR(math->loss(kernels::KernelContext::Cpu(),
+                                 kernels::TrainLossKind::kCrossEntropy, px, pl, n, c, &loss, d));
   NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, loss));
   auto creator = Record("CrossEntropyLoss", {logits, labels},
                         [grad](BackwardContext& ctx, const NDArray& g) {

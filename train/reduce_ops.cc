@@ -215,7 +215,8 @@ absl::StatusOr<Variable> LayerNorm(NDManager& scope, const Variable& x, const Va
     NDS_ASSIGN_OR_RETURN(const float* pr, F32(rstd));
     NDS_ASSIGN_OR_RETURN(const float* pw, F32(ctx.node().inputs[1].value()));
     if (g.device().is_cuda()) {
-      return absl::UnimplementedError("LayerNormalization backward on CUDA arrays is not wired yet");
+      return absl::UnimplementedError(
+          "LayerNormalization backward on CUDA arrays is not wired yet");
     }
     // The math is the training table's (kernels/train_kernels.h, docs/design.md §10.2);
     // each wanted gradient is one call, so each gets its own slot's accumulate flag.

@@ -92,11 +92,11 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
           absl::StrCat("training on ", device.ToString(), " is not supported yet"));
     }
     const engine::Node& first = graph->nodes().front();
-    return absl::UnimplementedError(absl::StrCat(
-        "training on ", device.ToString(), " is not supported yet: op ",
-        kernels::OpKindName(first.op), " (node '", first.name,
-        "') has no CUDA training path; the CUDA backward math exists "
-        "(kernels/train_kernels.h) but train/ runs its ops on host memory"));
+    return absl::UnimplementedError(
+        absl::StrCat("training on ", device.ToString(), " is not supported yet: op ",
+                     kernels::OpKindName(first.op), " (node '", first.name,
+                     "') has no CUDA training path; the CUDA backward math exists "
+                     "(kernels/train_kernels.h) but train/ runs its ops on host memory"));
   }
   if (options.target_output.empty()) {
     if (graph->outputs().empty()) return absl::InvalidArgumentError("the model has no outputs");

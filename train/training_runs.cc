@@ -99,8 +99,8 @@ absl::Status TrainingRuns::StreamReadingAhead(absl::string_view id,
   NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
   NDS_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::BatchIterator> batches,
-      engine::BatchIterator::CreateReadAhead(entry->session->trainer().manager(),
-                                             std::move(source), std::move(interrupt)));
+      engine::BatchIterator::CreateReadAhead(entry->session->trainer().manager(), std::move(source),
+                                             std::move(interrupt)));
   entry.reset();
   absl::Status status = RunStream(id, *batches, sink);
   // The reader must not outlive the stream it reads (a gRPC call ends with this).

@@ -15,9 +15,9 @@ namespace {
 
 void Put(float* dst, float value, bool accumulate) { *dst = accumulate ? *dst + value : value; }
 
-absl::Status Gemm(const KernelContext&, bool trans_a, bool trans_b, std::int64_t m,
-                  std::int64_t n, std::int64_t k, float alpha, const float* a, const float* b,
-                  float beta, float* c) {
+absl::Status Gemm(const KernelContext&, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+                  std::int64_t k, float alpha, const float* a, const float* b, float beta,
+                  float* c) {
   if (m < 0 || n < 0 || k < 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX) {
     return absl::InvalidArgumentError(
         absl::StrCat("training Gemm: dimensions ", m, "x", n, "x", k, " out of range"));
@@ -164,8 +164,8 @@ absl::Status LayerNormBackward(const KernelContext&, const float* xhat, const fl
   return absl::OkStatus();
 }
 
-absl::Status SgdUpdate(const KernelContext&, const SgdStep& o, float* w, const float* g,
-                       float* buf, std::int64_t n) {
+absl::Status SgdUpdate(const KernelContext&, const SgdStep& o, float* w, const float* g, float* buf,
+                       std::int64_t n) {
   if (o.momentum > 0.0f && buf == nullptr) {
     return absl::InvalidArgumentError("SGD with momentum needs its buffer");
   }
@@ -180,8 +180,8 @@ absl::Status SgdUpdate(const KernelContext&, const SgdStep& o, float* w, const f
   return absl::OkStatus();
 }
 
-absl::Status AdamUpdate(const KernelContext&, const AdamStep& o, float* w, const float* g,
-                        float* m, float* v, std::int64_t n) {
+absl::Status AdamUpdate(const KernelContext&, const AdamStep& o, float* w, const float* g, float* m,
+                        float* v, std::int64_t n) {
   for (std::int64_t j = 0; j < n; ++j) {
     const float d = g[j] + o.weight_decay * w[j];
     m[j] = o.beta1 * m[j] + (1.0f - o.beta1) * d;

@@ -1,6 +1,8 @@
 // The CUDA training math (kernels/train_kernels.h): validation, cuBLAS for the products
 // and the launches of train_backward.cu / train_optimizer.cu. Every CUDA and cuBLAS
 // return code becomes a Status (allocation failures RESOURCE_EXHAUSTED); nothing aborts.
+#include "kernels/train_kernels.h"
+
 #include <cublas_v2.h>
 
 #include <initializer_list>
@@ -10,15 +12,13 @@
 #include "kernels/cuda/cublas_util.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/train_launchers.h"
-#include "kernels/train_kernels.h"
 
 namespace ndserve::kernels::gpu {
 namespace {
 
 absl::Status Launched(cudaError_t err, absl::string_view what) {
   if (err == cudaErrorMemoryAllocation) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("CUDA ", what, ": ", cudaGetErrorString(err)));
+    return absl::ResourceExhaustedError(absl::StrCat("CUDA ", what, ": ", cudaGetErrorString(err)));
   }
   return CudaStatus(err, what);
 }
@@ -61,12 +61,13 @@ absl::Status Gemm(const KernelContext& ctx, bool trans_a, bool trans_b, std::int
   if (k == 0) {
     // No product: c = beta c (cuBLAS is not asked with k = 0).
     if (beta == 0.0f) {
-      return Launched(cudaMemsetAsync(c, 0, static_cast<std::size_t>(m * n) * sizeof(float),
-                                      StreamOf(ctx)),
-                      "training Gemm cudaMemsetAsync");
+      return Launched(
+          cudaMemsetAsync(c, 0, static_cast<std::size_t>(m * n) * sizeof(float), StreamOf(ctx)),
+          "training Gemm cudaMemsetAsync");
     }
     const int count = static_cast<int>(m * n);
-    if (m * n > INT_MAX) return absl::UnimplementedError("training Gemm: C exceeds the cuBLAS range");
+    if (m * n > INT_MAX)
+      return absl::UnimplementedError("training Gemm: C exceeds the cuBLAS range");
     const cublasStatus_t st = cublasSscal(handle, count, &beta, c, 1);
     if (st == CUBLAS_STATUS_ALLOC_FAILED) {
       return absl::ResourceExhaustedError("cuBLAS training Gemm cublasSscal: allocation failed");
@@ -74,11 +75,11 @@ absl::Status Gemm(const KernelContext& ctx, bool trans_a, bool trans_b, std::int
     return CublasStatus(st, "training Gemm cublasSscal");
   }
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-  const cublasStatus_t st = cublasSgemm(
-      handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
-      static_cast<int>(trans_b ? k : n), a, static_cast<int>(trans_a ? m : k), &beta, c,
-      static_cast<int>(n));
+  const cublasStatus_t st =
+      cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                  static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                  static_cast<int>(trans_b ? k : n), a, static_cast<int>(trans_a ? m : k), &beta, c,
+                  static_cast<int>(n));
   if (st == CUBLAS_STATUS_ALLOC_FAILED) {
     return absl::ResourceExhaustedError("cuBLAS training Gemm cublasSgemm: allocation failed");
   }
@@ -88,9 +89,9 @@ absl::Status Gemm(const KernelContext& ctx, bool trans_a, bool trans_b, std::int
 absl::Status ActivationBackward(const KernelContext& ctx, ActivationKind kind, const float* saved,
                                 const float* dy, float* dx, std::int64_t n, bool accumulate) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "activation backward", {n}, {saved, dy, dx}));
-  return Launched(LaunchActivationBackward(static_cast<int>(kind), saved, dy, dx, n, accumulate,
-                                           StreamOf(ctx)),
-                  "activation backward launch");
+  return Launched(
+      LaunchActivationBackward(static_cast<int>(kind), saved, dy, dx, n, accumulate, StreamOf(ctx)),
+      "activation backward launch");
 }
 
 absl::Status SoftmaxBackward(const KernelContext& ctx, bool log, const float* y, const float* dy,
@@ -123,8 +124,7 @@ absl::Status SumRows(const KernelContext& ctx, const float* src, std::int64_t ro
                      std::int64_t cols, float* dst, bool accumulate) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "row sum", {cols}, {dst}));
   if (rows > 0 && src == nullptr) return absl::InvalidArgumentError("row sum: a buffer is null");
-  return Launched(LaunchSumRows(src, rows, cols, dst, accumulate, StreamOf(ctx)),
-                  "row sum launch");
+  return Launched(LaunchSumRows(src, rows, cols, dst, accumulate, StreamOf(ctx)), "row sum launch");
 }
 
 absl::Status AddRows(const KernelContext& ctx, const std::int64_t* ids, std::int64_t count,
@@ -132,17 +132,17 @@ absl::Status AddRows(const KernelContext& ctx, const std::int64_t* ids, std::int
                      std::int64_t table_rows) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "Gather backward", {count, width}, {ids, grad, table_grad}));
   NDS_RETURN_IF_ERROR(NeedsFlag(ctx, "Gather backward"));
-  return Launched(LaunchAddRows(ids, count, grad, width, table_grad, table_rows, ctx.error_flag,
-                                StreamOf(ctx)),
-                  "Gather backward launch");
+  return Launched(
+      LaunchAddRows(ids, count, grad, width, table_grad, table_rows, ctx.error_flag, StreamOf(ctx)),
+      "Gather backward launch");
 }
 
 absl::Status LayerNormBackward(const KernelContext& ctx, const float* xhat, const float* scale,
                                const float* inv_std, const float* dy, std::int64_t rows,
                                std::int64_t cols, float* dx, float* dscale, float* dbias,
                                bool accumulate) {
-  NDS_RETURN_IF_ERROR(Prepare(ctx, "LayerNormalization backward", {rows, cols},
-                              {xhat, scale, inv_std, dy}));
+  NDS_RETURN_IF_ERROR(
+      Prepare(ctx, "LayerNormalization backward", {rows, cols}, {xhat, scale, inv_std, dy}));
   return Launched(LaunchLayerNormBackward(xhat, scale, inv_std, dy, rows, cols, dx, dscale, dbias,
                                           accumulate, StreamOf(ctx)),
                   "LayerNormalization backward launch");

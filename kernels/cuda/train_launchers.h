@@ -15,8 +15,7 @@ namespace ndserve::kernels::gpu {
 cudaError_t LaunchActivationBackward(int kind, const float* saved, const float* dy, float* dx,
                                      int64_t n, bool accumulate, cudaStream_t stream);
 cudaError_t LaunchSoftmaxBackward(bool log, const float* y, const float* dy, float* dx,
-                                  int64_t rows, int64_t cols, bool accumulate,
-                                  cudaStream_t stream);
+                                  int64_t rows, int64_t cols, bool accumulate, cudaStream_t stream);
 // *loss must be zero before (the launcher's caller clears it on the stream); rows of
 // cross-entropy add their share atomically. Bad labels set *error_flag.
 cudaError_t LaunchCrossEntropy(const float* x, const int64_t* labels, int64_t rows, int64_t cols,

@@ -13,9 +13,9 @@
 #include "absl/time/time.h"
 #include "engine/training_scopes.h"
 #include "gtest/gtest.h"
+#include "memory/memory_system.h"
 #include "tests/unit/engine/blocking_batch_source.h"
 #include "tests/unit/memory/nd_manager_test_util.h"
-#include "memory/memory_system.h"
 
 namespace ndserve::engine {
 namespace {
@@ -204,8 +204,9 @@ TEST_F(BatchIteratorTest, ReadingAheadUploadsBatchKPlusOneOnTheReaderThreadWhile
   client.Close();
   const std::uint64_t base = PoolBytes();
   int interrupts = 0;
-  std::unique_ptr<BatchIterator> it = Must(BatchIterator::CreateReadAhead(
-      trainer_->manager(), client.AsSource(), [&interrupts](const absl::Status&) { ++interrupts; }));
+  std::unique_ptr<BatchIterator> it =
+      Must(BatchIterator::CreateReadAhead(trainer_->manager(), client.AsSource(),
+                                          [&interrupts](const absl::Status&) { ++interrupts; }));
   for (int k = 0; k < kBatches; ++k) {
     const DeviceBatch* batch = Must(it->Next());
     ASSERT_NE(batch, nullptr);
@@ -248,7 +249,9 @@ TEST_F(BatchIteratorTest, ReadingAheadServesAClientThatWaitsForEachResult) {
   }
   client.Close();
   EXPECT_EQ(Must(it->Next()), nullptr);
-  EXPECT_EQ(it->peak_live_batches(), 1);
+  // A batch sent once the previous result is out may be uploaded before the previous
+  // batch is freed (the next Next frees it): two at most, as ever.
+  EXPECT_LE(it->peak_live_batches(), 2);
 }
 
 // A step that fails while the reader waits for a client that waits for the step's result:

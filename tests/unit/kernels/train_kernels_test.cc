@@ -71,18 +71,22 @@ TEST(TrainKernelsCpuTest, LossGradientsMatchFiniteDifferences) {
   for (TrainLossKind kind :
        {TrainLossKind::kCrossEntropy, TrainLossKind::kBceWithLogits, TrainLossKind::kMse}) {
     const void* labels = kind == TrainLossKind::kCrossEntropy ? static_cast<const void*>(ids.data())
-                                                                : targets.data();
+                                                              : targets.data();
     auto f = [&](const std::vector<float>& at) {
       float loss = 0.0f;
       std::vector<float> grad(at.size());
-      EXPECT_TRUE(Cpu().loss(KernelContext::Cpu(), kind, at.data(), labels, rows, cols, &loss,
-                             grad.data()).ok());
+      EXPECT_TRUE(
+          Cpu()
+              .loss(KernelContext::Cpu(), kind, at.data(), labels, rows, cols, &loss, grad.data())
+              .ok());
       return static_cast<double>(loss);
     };
     float loss = 0.0f;
     std::vector<float> grad(x.size());
     ASSERT_TRUE(
-        Cpu().loss(KernelContext::Cpu(), kind, x.data(), labels, rows, cols, &loss, grad.data()).ok());
+        Cpu()
+            .loss(KernelContext::Cpu(), kind, x.data(), labels, rows, cols, &loss, grad.data())
+            .ok());
     ExpectNear(grad, NumericGrad(f, x), 2e-3, "loss gradient");
   }
   const std::vector<std::int64_t> bad = {0, 5, 1, 1};
@@ -109,27 +113,37 @@ TEST(TrainKernelsCpuTest, SoftmaxActivationAndLayerNormBackwardMatchFiniteDiffer
       }
     }
     std::vector<float> dx(n);
-    ASSERT_TRUE(Cpu().softmax_backward(KernelContext::Cpu(), log, y.data(), dy.data(), dx.data(),
-                                       rows, cols, false).ok());
-    ExpectNear(dx,
-               NumericGrad([&](const std::vector<float>& at) { return Softmax(at, rows, cols, log, dy); },
-                           x),
-               2e-3, log ? "LogSoftmax" : "Softmax");
+    ASSERT_TRUE(Cpu()
+                    .softmax_backward(KernelContext::Cpu(), log, y.data(), dy.data(), dx.data(),
+                                      rows, cols, false)
+                    .ok());
+    ExpectNear(
+        dx,
+        NumericGrad([&](const std::vector<float>& at) { return Softmax(at, rows, cols, log, dy); },
+                    x),
+        2e-3, log ? "LogSoftmax" : "Softmax");
   }
   for (ActivationKind kind : {ActivationKind::kSigmoid, ActivationKind::kTanh}) {
-    auto act = [kind](double v) { return kind == ActivationKind::kTanh ? std::tanh(v) : 1.0 / (1.0 + std::exp(-v)); };
+    auto act = [kind](double v) {
+      return kind == ActivationKind::kTanh ? std::tanh(v) : 1.0 / (1.0 + std::exp(-v));
+    };
     std::vector<float> y(n);
     for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(act(x[i]));
     std::vector<float> dx(n, 1.0f);
     // Accumulating adds onto what the gradient held (1 here).
-    ASSERT_TRUE(Cpu().activation_backward(KernelContext::Cpu(), kind, y.data(), dy.data(),
-                                          dx.data(), n, true).ok());
+    ASSERT_TRUE(Cpu()
+                    .activation_backward(KernelContext::Cpu(), kind, y.data(), dy.data(), dx.data(),
+                                         n, true)
+                    .ok());
     for (float& v : dx) v -= 1.0f;
-    ExpectNear(dx, NumericGrad([&](const std::vector<float>& at) {
-                 double s = 0.0;
-                 for (std::int64_t i = 0; i < n; ++i) s += dy[i] * act(at[i]);
-                 return s;
-               }, x),
+    ExpectNear(dx,
+               NumericGrad(
+                   [&](const std::vector<float>& at) {
+                     double s = 0.0;
+                     for (std::int64_t i = 0; i < n; ++i) s += dy[i] * act(at[i]);
+                     return s;
+                   },
+                   x),
                2e-3, "activation");
   }
   // LayerNorm: L = sum dy * ((x - mean) inv_std * scale + bias), per row.
@@ -141,11 +155,13 @@ TEST(TrainKernelsCpuTest, SoftmaxActivationAndLayerNormBackwardMatchFiniteDiffer
       double mu = 0.0, var = 0.0;
       for (std::int64_t j = 0; j < cols; ++j) mu += at[r * cols + j];
       mu /= cols;
-      for (std::int64_t j = 0; j < cols; ++j) var += (at[r * cols + j] - mu) * (at[r * cols + j] - mu);
+      for (std::int64_t j = 0; j < cols; ++j)
+        var += (at[r * cols + j] - mu) * (at[r * cols + j] - mu);
       const double is = 1.0 / std::sqrt(var / cols + 1e-5);
       if (mean != nullptr) (*mean)[r] = static_cast<float>(mu);
       if (inv_std != nullptr) (*inv_std)[r] = static_cast<float>(is);
-      for (std::int64_t j = 0; j < cols; ++j) total += dy[r * cols + j] * (at[r * cols + j] - mu) * is * scale[j];
+      for (std::int64_t j = 0; j < cols; ++j)
+        total += dy[r * cols + j] * (at[r * cols + j] - mu) * is * scale[j];
     }
     return total;
   };
@@ -153,10 +169,14 @@ TEST(TrainKernelsCpuTest, SoftmaxActivationAndLayerNormBackwardMatchFiniteDiffer
   layer_norm(x, &mean, &inv_std);
   std::vector<float> xhat(n);
   for (std::int64_t e = 0; e < n; ++e) xhat[e] = (x[e] - mean[e / cols]) * inv_std[e / cols];
-  ASSERT_TRUE(Cpu().layer_norm_backward(KernelContext::Cpu(), xhat.data(), scale.data(),
-                                        inv_std.data(), dy.data(), rows, cols, dx.data(),
-                                        dscale.data(), dbias.data(), false).ok());
-  ExpectNear(dx, NumericGrad([&](const std::vector<float>& at) { return layer_norm(at, nullptr, nullptr); }, x),
+  ASSERT_TRUE(Cpu()
+                  .layer_norm_backward(KernelContext::Cpu(), xhat.data(), scale.data(),
+                                       inv_std.data(), dy.data(), rows, cols, dx.data(),
+                                       dscale.data(), dbias.data(), false)
+                  .ok());
+  ExpectNear(dx,
+             NumericGrad(
+                 [&](const std::vector<float>& at) { return layer_norm(at, nullptr, nullptr); }, x),
              2e-3, "LayerNorm dx");
   for (std::int64_t j = 0; j < cols; ++j) {
     double ds = 0.0, db = 0.0;
@@ -173,7 +193,8 @@ TEST(TrainKernelsCpuTest, RowScatterRefusesAnIdOutsideTheTable) {
   const std::vector<std::int64_t> ids = {1, 3, 1};
   const std::vector<float> grad = {1, 2, 3, 4, 5, 6};
   std::vector<float> table(8, 0.0f);
-  ASSERT_TRUE(Cpu().add_rows(KernelContext::Cpu(), ids.data(), 3, grad.data(), 2, table.data(), 4).ok());
+  ASSERT_TRUE(
+      Cpu().add_rows(KernelContext::Cpu(), ids.data(), 3, grad.data(), 2, table.data(), 4).ok());
   EXPECT_EQ(table, (std::vector<float>{0, 0, 6, 8, 0, 0, 3, 4}));
   const std::vector<std::int64_t> bad = {4};
   const absl::Status refused =
@@ -230,10 +251,13 @@ TEST_F(TrainKernelsCudaTest, GemmForEveryTransposeMatchesTheCpu) {
     for (bool tb : {false, true}) {
       const std::vector<float> a = Random(m * k, 10), b = Random(k * n, 11), c = Random(m * n, 12);
       std::vector<float> want = c;
-      ASSERT_TRUE(Cpu().gemm(KernelContext::Cpu(), ta, tb, m, n, k, 0.5f, a.data(), b.data(), 1.0f,
-                             want.data()).ok());
+      ASSERT_TRUE(Cpu()
+                      .gemm(KernelContext::Cpu(), ta, tb, m, n, k, 0.5f, a.data(), b.data(), 1.0f,
+                            want.data())
+                      .ok());
       float* dc = Up(c);
-      ASSERT_TRUE(table_->gemm(runner_->context(), ta, tb, m, n, k, 0.5f, Up(a), Up(b), 1.0f, dc).ok());
+      ASSERT_TRUE(
+          table_->gemm(runner_->context(), ta, tb, m, n, k, 0.5f, Up(a), Up(b), 1.0f, dc).ok());
       ExpectClose(Down(dc, c.size()), want, "Gemm");
     }
   }
@@ -242,23 +266,31 @@ TEST_F(TrainKernelsCudaTest, GemmForEveryTransposeMatchesTheCpu) {
 TEST_F(TrainKernelsCudaTest, ElementwiseSoftmaxAndLayerNormBackwardMatchTheCpu) {
   const std::int64_t rows = 33, cols = 300, n = rows * cols;
   const std::vector<float> x = Random(n, 20), dy = Random(n, 21), base = Random(n, 22);
-  for (ActivationKind kind : {ActivationKind::kRelu, ActivationKind::kSigmoid, ActivationKind::kTanh}) {
+  for (ActivationKind kind :
+       {ActivationKind::kRelu, ActivationKind::kSigmoid, ActivationKind::kTanh}) {
     for (bool accumulate : {false, true}) {
       std::vector<float> want = base;
-      ASSERT_TRUE(Cpu().activation_backward(KernelContext::Cpu(), kind, x.data(), dy.data(),
-                                            want.data(), n, accumulate).ok());
+      ASSERT_TRUE(Cpu()
+                      .activation_backward(KernelContext::Cpu(), kind, x.data(), dy.data(),
+                                           want.data(), n, accumulate)
+                      .ok());
       float* dx = Up(base);
-      ASSERT_TRUE(table_->activation_backward(runner_->context(), kind, Up(x), Up(dy), dx, n,
-                                              accumulate).ok());
+      ASSERT_TRUE(
+          table_->activation_backward(runner_->context(), kind, Up(x), Up(dy), dx, n, accumulate)
+              .ok());
       ExpectClose(Down(dx, n), want, "activation backward");
     }
   }
   for (bool log : {false, true}) {
     std::vector<float> want = base;
-    ASSERT_TRUE(Cpu().softmax_backward(KernelContext::Cpu(), log, x.data(), dy.data(), want.data(),
-                                       rows, cols, true).ok());
+    ASSERT_TRUE(Cpu()
+                    .softmax_backward(KernelContext::Cpu(), log, x.data(), dy.data(), want.data(),
+                                      rows, cols, true)
+                    .ok());
     float* dx = Up(base);
-    ASSERT_TRUE(table_->softmax_backward(runner_->context(), log, Up(x), Up(dy), dx, rows, cols, true).ok());
+    ASSERT_TRUE(
+        table_->softmax_backward(runner_->context(), log, Up(x), Up(dy), dx, rows, cols, true)
+            .ok());
     ExpectClose(Down(dx, n), want, "softmax backward");
   }
   const std::vector<float> scale = Random(cols, 23);
@@ -266,20 +298,25 @@ TEST_F(TrainKernelsCudaTest, ElementwiseSoftmaxAndLayerNormBackwardMatchTheCpu) 
   std::vector<float> want_dx = base, want_ds = Random(cols, 26), want_db = Random(cols, 27);
   const std::vector<float> ds0 = want_ds, db0 = want_db;
   // x stands in for the forward's xhat.
-  ASSERT_TRUE(Cpu().layer_norm_backward(KernelContext::Cpu(), x.data(), scale.data(),
-                                        inv_std.data(), dy.data(), rows, cols, want_dx.data(),
-                                        want_ds.data(), want_db.data(), true).ok());
+  ASSERT_TRUE(Cpu()
+                  .layer_norm_backward(KernelContext::Cpu(), x.data(), scale.data(), inv_std.data(),
+                                       dy.data(), rows, cols, want_dx.data(), want_ds.data(),
+                                       want_db.data(), true)
+                  .ok());
   float* dx = Up(base);
   float* ds = Up(ds0);
   float* db = Up(db0);
-  ASSERT_TRUE(table_->layer_norm_backward(runner_->context(), Up(x), Up(scale), Up(inv_std),
-                                          Up(dy), rows, cols, dx, ds, db, true).ok());
+  ASSERT_TRUE(table_
+                  ->layer_norm_backward(runner_->context(), Up(x), Up(scale), Up(inv_std), Up(dy),
+                                        rows, cols, dx, ds, db, true)
+                  .ok());
   ExpectClose(Down(dx, n), want_dx, "LayerNorm dx");
   ExpectClose(Down(ds, cols), want_ds, "LayerNorm dscale");
   ExpectClose(Down(db, cols), want_db, "LayerNorm dbias");
   std::vector<float> want_sum = Random(cols, 28);
   const std::vector<float> sum0 = want_sum;
-  ASSERT_TRUE(Cpu().sum_rows(KernelContext::Cpu(), dy.data(), rows, cols, want_sum.data(), true).ok());
+  ASSERT_TRUE(
+      Cpu().sum_rows(KernelContext::Cpu(), dy.data(), rows, cols, want_sum.data(), true).ok());
   float* sum = Up(sum0);
   ASSERT_TRUE(table_->sum_rows(runner_->context(), Up(dy), rows, cols, sum, true).ok());
   ExpectClose(Down(sum, cols), want_sum, "row sum");
@@ -296,9 +333,11 @@ TEST_F(TrainKernelsCudaTest, LossesRowScatterAndGradNormMatchTheCpu) {
     const bool ce = kind == TrainLossKind::kCrossEntropy;
     float want_loss = 0.0f;
     std::vector<float> want_grad(x.size());
-    ASSERT_TRUE(Cpu().loss(KernelContext::Cpu(), kind, x.data(),
-                           ce ? static_cast<const void*>(ids.data()) : targets.data(), rows, cols,
-                           &want_loss, want_grad.data()).ok());
+    ASSERT_TRUE(Cpu()
+                    .loss(KernelContext::Cpu(), kind, x.data(),
+                          ce ? static_cast<const void*>(ids.data()) : targets.data(), rows, cols,
+                          &want_loss, want_grad.data())
+                    .ok());
     float* grad = Up(std::vector<float>(x.size()));
     float* loss = Up(std::vector<float>{123.0f});
     const void* labels = ce ? static_cast<const void*>(Up(ids)) : Up(targets);
@@ -314,11 +353,14 @@ TEST_F(TrainKernelsCudaTest, LossesRowScatterAndGradNormMatchTheCpu) {
   for (std::int64_t i = 0; i < count; ++i) rows_ids[i] = (i * 3) % table_rows;
   const std::vector<float> g = Random(count * width, 32), t0 = Random(table_rows * width, 33);
   std::vector<float> want = t0;
-  ASSERT_TRUE(Cpu().add_rows(KernelContext::Cpu(), rows_ids.data(), count, g.data(), width,
-                             want.data(), table_rows).ok());
+  ASSERT_TRUE(Cpu()
+                  .add_rows(KernelContext::Cpu(), rows_ids.data(), count, g.data(), width,
+                            want.data(), table_rows)
+                  .ok());
   float* table = Up(t0);
-  ASSERT_TRUE(table_->add_rows(runner_->context(), Up(rows_ids), count, Up(g), width, table,
-                               table_rows).ok());
+  ASSERT_TRUE(
+      table_->add_rows(runner_->context(), Up(rows_ids), count, Up(g), width, table, table_rows)
+          .ok());
   ExpectClose(Down(table, want.size()), want, "Gather backward");
   EXPECT_EQ(Flag(), 0);
 
@@ -349,13 +391,19 @@ TEST_F(TrainKernelsCudaTest, SgdMomentumAndAdamUpdatesMatchTheCpuOverFiveSteps) 
         o.nesterov = variant == 2;
         o.weight_decay = variant == 2 ? 0.01f : 0.0f;
         o.first_step = s == 0;
-        ASSERT_TRUE(Cpu().sgd_update(KernelContext::Cpu(), o, w.data(), grads[s].data(), buf.data(), n).ok());
+        ASSERT_TRUE(
+            Cpu()
+                .sgd_update(KernelContext::Cpu(), o, w.data(), grads[s].data(), buf.data(), n)
+                .ok());
         ASSERT_TRUE(table_->sgd_update(runner_->context(), o, dw, dg, dbuf, n).ok());
       } else {
         AdamStep o;
         o.step_size = static_cast<float>(1e-3 / (1.0 - std::pow(0.9, s + 1)));
         o.sqrt_c2 = static_cast<float>(std::sqrt(1.0 - std::pow(0.999, s + 1)));
-        ASSERT_TRUE(Cpu().adam_update(KernelContext::Cpu(), o, w.data(), grads[s].data(), m.data(), v.data(), n).ok());
+        ASSERT_TRUE(Cpu()
+                        .adam_update(KernelContext::Cpu(), o, w.data(), grads[s].data(), m.data(),
+                                     v.data(), n)
+                        .ok());
         ASSERT_TRUE(table_->adam_update(runner_->context(), o, dw, dg, dm, dv, n).ok());
       }
     }
@@ -365,17 +413,16 @@ TEST_F(TrainKernelsCudaTest, SgdMomentumAndAdamUpdatesMatchTheCpuOverFiveSteps) 
 
 TEST_F(TrainKernelsCudaTest, BadCallsAreStatusesNotCrashes) {
   KernelContext cpu = KernelContext::Cpu();
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      table_->sum_squares(cpu, nullptr, 0, nullptr, false)));
+  EXPECT_TRUE(absl::IsInvalidArgument(table_->sum_squares(cpu, nullptr, 0, nullptr, false)));
   float* out = Up(std::vector<float>{0.0f});
-  EXPECT_TRUE(absl::IsInvalidArgument(table_->sum_squares(runner_->context(), nullptr, 4, out, false)));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      table_->activation_backward(runner_->context(), ActivationKind::kRelu, out, out, out, -1, false)));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(table_->sum_squares(runner_->context(), nullptr, 4, out, false)));
+  EXPECT_TRUE(absl::IsInvalidArgument(table_->activation_backward(
+      runner_->context(), ActivationKind::kRelu, out, out, out, -1, false)));
   KernelContext no_flag = runner_->context();
   no_flag.error_flag = nullptr;
   const std::vector<std::int64_t> ids = {0};
-  EXPECT_TRUE(absl::IsFailedPrecondition(
-      table_->add_rows(no_flag, Up(ids), 1, out, 1, out, 1)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(table_->add_rows(no_flag, Up(ids), 1, out, 1, out, 1)));
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ TEST_F(TrainingStreamTest, AClientThatWaitsForEachResultTrainsAsHostStepsDo) {
   EXPECT_EQ(interrupts, 0);
 }
 
-TEST_F(TrainingStreamTest, AFailedStepInterruptsTheWaitingReaderWithItsErrorAndFreesTheBatches) {
+TEST_F(TrainingStreamTest, AFailedStepEndsTheStreamWithItsErrorAndFreesTheBatches) {
   WarmUp();
   const std::uint64_t before = PoolBytes();
   BlockingBatchSource client;
@@ -152,9 +152,11 @@ TEST_F(TrainingStreamTest, AFailedStepInterruptsTheWaitingReaderWithItsErrorAndF
   EXPECT_TRUE(absl::IsInvalidArgument(streamed)) << streamed;
   EXPECT_NE(streamed.message().find("inptu"), absl::string_view::npos) << streamed;
   EXPECT_EQ(results, 1);
-  // The reader was waiting for batch 2: the interrupt got the step's error.
-  ASSERT_EQ(interrupted.size(), 1u);
-  EXPECT_EQ(interrupted[0], streamed);
+  // If the reader had started waiting for batch 2 when step 1 failed, the interrupt got
+  // the step's error (else the reader saw the stop first and pulled nothing); joined and
+  // freed either way. (BatchIteratorTest covers the interrupt deterministically.)
+  ASSERT_LE(interrupted.size(), 1u);
+  if (!interrupted.empty()) EXPECT_EQ(interrupted[0], streamed);
   EXPECT_EQ(PoolBytes(), before);
   // The session goes on.
   engine::HostBatch b = MlpBatch(2);
@@ -170,7 +172,8 @@ TEST_F(TrainingStreamTest, AClientErrorOrAnAbortEndsTheStreamWithEveryBatchFreed
   lost.Close(absl::DataLossError("client went away"));
   int results = 0;
   const absl::Status failed = runs_->StreamReadingAhead(
-      session_, lost.AsSource(), [](const absl::Status&) {}, [&](const StepResult&) {
+      session_, lost.AsSource(), [](const absl::Status&) {},
+      [&](const StepResult&) {
         ++results;
         return true;
       });
@@ -197,15 +200,22 @@ TEST_F(TrainingStreamTest, AClientErrorOrAnAbortEndsTheStreamWithEveryBatchFreed
   EXPECT_TRUE(interrupted[0].ok());
   EXPECT_EQ(PoolBytes(), before);
 
-  // The session is aborted while batches are read ahead: NOT_FOUND, and the trainer
-  // scope's close took the batches with it.
+  // The session is aborted while the reader waits for the client's next batch (an
+  // Abort closes the trainer scope, so it must not race an upload into it): the batch
+  // that then comes has no scope to go to, and the stream ends NOT_FOUND.
   BlockingBatchSource ahead;
-  for (int k = 0; k < 4; ++k) ahead.Push(MlpBatch(k));
-  ahead.Close();
+  ahead.Push(MlpBatch(0));
+  ahead.Push(MlpBatch(1));
   results = 0;
   const absl::Status aborted = runs_->StreamReadingAhead(
-      session_, ahead.AsSource(), [](const absl::Status&) {}, [&](const StepResult&) {
-        if (++results == 2) EXPECT_TRUE(runs_->Abort(session_).ok());
+      session_, ahead.AsSource(), [](const absl::Status&) {},
+      [&](const StepResult&) {
+        if (++results == 2) {
+          ahead.AwaitPulls(3);  // batch 2: not sent yet
+          EXPECT_TRUE(runs_->Abort(session_).ok());
+          ahead.Push(MlpBatch(2));
+          ahead.Close();
+        }
         return true;
       });
   EXPECT_TRUE(absl::IsNotFound(aborted)) << aborted;
