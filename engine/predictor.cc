@@ -169,6 +169,7 @@ void Predictor::Capture(const CudaGraphKey& key, const InferenceRequest& request
     gpu_->AbortCapture();
     if (run->exec != nullptr) kernels::GpuResources::DestroyGraph(run->exec);
     ctx.Close().IgnoreError();  // waits for the input copies, frees the buffers
+    run->manager->Close().IgnoreError();  // also after a failed Detach
     if (why.code() == absl::StatusCode::kCancelled) return;  // asked again next time
     LOG(WARNING) << "model " << model_->name() << ":" << model_->version()
                  << ": CUDA graph capture failed, these shapes run without one: " << why;
