@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docs/design.md §8, step 2 (on the GPU machine, from the repo root with .gpu/ carried):
-# everything issue 15's figures need, in one go, in under ~8 minutes on one H100:
+# everything the GPU figures of docs/design.md §4.3 need, in one go, in under ~8 minutes on one H100:
 #   1. the GPU tests: gpu_engine_tests (pinned staging, one sync per run, no device
 #      allocation after warm-up, CUDA graph replay = plain run, TF32 against FP32, memory
 #      given back to the driver), gpu_memory_tests, and the CUDA cases of kernels_tests
