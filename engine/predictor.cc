@@ -107,9 +107,11 @@ absl::StatusOr<InferenceResponse> Predictor::Predict(const InferenceRequest& req
       return Replay(*static_cast<CapturedRun*>(decision.graph), request, plan);
     }
     if (decision.action == CudaGraphCache::Action::kCapture) {
-      NDS_ASSIGN_OR_RETURN(std::optional<InferenceResponse> captured,
-                           CaptureAndRun(key, request, plan));
-      if (captured.has_value()) return *std::move(captured);
+      // Answered by a plain run, then captured: a capture that fails costs the request
+      // nothing but time.
+      NDS_ASSIGN_OR_RETURN(InferenceResponse response, RunPlain(request, plan));
+      Capture(key, request, plan);
+      return response;
     }
   }
   return RunPlain(request, plan);
@@ -146,33 +148,39 @@ absl::StatusOr<InferenceResponse> Predictor::RunPlain(const InferenceRequest& re
   return response;
 }
 
-absl::StatusOr<std::optional<InferenceResponse>> Predictor::CaptureAndRun(
-    const CudaGraphKey& key, const InferenceRequest& request, const ValidatedRequest& plan) {
-  const absl::Time start = absl::Now();
-  // The graph's buffers: a predictor-level scope of their own, not the request's (a
-  // request scope closes with its response, and a replay would write freed memory).
-  NDS_ASSIGN_OR_RETURN(
-      std::shared_ptr<NDManager> graph_manager,
-      manager_->NewSubManager(ManagerLevel::kPredictor,
-                              absl::StrCat("graph/", manager_->name(), "/", ++graphs_made_)));
-  auto run = std::make_unique<CapturedRun>();
-  run->manager = graph_manager;
-  PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), graph_manager, pinned_);
-  // Input errors are the request's: answered without marking the key.
-  for (int i = 0; i < static_cast<int>(plan.input_tensor.size()); ++i) {
-    const InferInputTensor& t = request.inputs[plan.input_tensor[i]];
-    NDS_RETURN_IF_ERROR(ctx.SetInput(i, t.shape, t.data));
+void Predictor::Capture(const CudaGraphKey& key, const InferenceRequest& request,
+                        const ValidatedRequest& plan) {
+  // The plain run of this request just gave its buffers back to the pool on this
+  // thread: the capture's allocations, the same sizes in the same order, find them
+  // cached. A pool miss would call cudaMalloc, which fails a thread-local capture.
+  absl::StatusOr<std::shared_ptr<NDManager>> graph_manager = manager_->NewSubManager(
+      ManagerLevel::kPredictor, absl::StrCat("graph/", manager_->name(), "/", ++graphs_made_));
+  if (!graph_manager.ok()) {
+    LOG(WARNING) << "model " << model_->name() << ":" << model_->version()
+                 << ": no scope for a CUDA graph: " << graph_manager.status();
+    return;  // not the shapes' fault: tried again on the next sighting
   }
-  const absl::Time uploaded = absl::Now();
-  auto failed = [&](const absl::Status& why) -> absl::StatusOr<std::optional<InferenceResponse>> {
+  // The graph's buffers: a predictor-level scope of their own, not a request's (a
+  // request scope closes with its response, and a replay would write freed memory).
+  auto run = std::make_unique<CapturedRun>();
+  run->manager = *graph_manager;
+  PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), run->manager, pinned_);
+  auto failed = [&](const absl::Status& why) {
     gpu_->AbortCapture();
+    if (run->exec != nullptr) kernels::GpuResources::DestroyGraph(run->exec);
     ctx.Close().IgnoreError();  // waits for the input copies, frees the buffers
-    if (why.code() == absl::StatusCode::kCancelled) return why;
+    run->manager->Close().IgnoreError();  // also after a failed Detach
+    if (why.code() == absl::StatusCode::kCancelled) return;  // asked again next time
     LOG(WARNING) << "model " << model_->name() << ":" << model_->version()
                  << ": CUDA graph capture failed, these shapes run without one: " << why;
     graphs_->CaptureFailed(key);
-    return std::optional<InferenceResponse>();
   };
+  // The inputs are copied before the capture starts: a replay copies its own request's
+  // into the same buffers.
+  for (int i = 0; i < static_cast<int>(plan.input_tensor.size()); ++i) {
+    const InferInputTensor& t = request.inputs[plan.input_tensor[i]];
+    if (absl::Status s = ctx.SetInput(i, t.shape, t.data); !s.ok()) return failed(s);
+  }
   if (absl::Status s = gpu_->BeginCapture(); !s.ok()) return failed(s);
   if (absl::Status s = ctx.Run(request.cancel); !s.ok()) return failed(s);
   absl::StatusOr<void*> exec = gpu_->EndCapture();
@@ -180,36 +188,19 @@ absl::StatusOr<std::optional<InferenceResponse>> Predictor::CaptureAndRun(
   run->exec = *exec;
   for (int i = 0; i < static_cast<int>(model_->graph().inputs().size()); ++i) {
     absl::StatusOr<PredictorContext::DeviceBuffer> b = ctx.InputBuffer(i);
-    if (!b.ok()) {
-      kernels::GpuResources::DestroyGraph(run->exec);
-      return failed(b.status());
-    }
+    if (!b.ok()) return failed(b.status());
     run->inputs.push_back(*std::move(b));
   }
   for (int o = 0; o < static_cast<int>(model_->graph().outputs().size()); ++o) {
     absl::StatusOr<PredictorContext::DeviceBuffer> b = ctx.OutputBuffer(o);
-    if (!b.ok()) {
-      kernels::GpuResources::DestroyGraph(run->exec);
-      return failed(b.status());
-    }
+    if (!b.ok()) return failed(b.status());
     run->outputs.push_back(*std::move(b));
   }
   run->peak_bytes = ctx.peak_bytes();
-  CapturedRun& kept = *run;
+  // The input copies must be done before their pinned blocks go back.
+  if (absl::Status s = gpu_->Synchronize(); !s.ok()) return failed(s);
+  if (absl::Status s = ctx.Detach(); !s.ok()) return failed(s);
   graphs_->Insert(key, run.release());  // the cache owns it from here
-  const absl::Time captured = absl::Now();
-  InferenceResponse response;
-  absl::Status launched = LaunchAndFetch(kept, plan, response);
-  if (!launched.ok()) gpu_->Synchronize().IgnoreError();  // before the pinned inputs go back
-  NDS_RETURN_IF_ERROR(ctx.Detach());
-  NDS_RETURN_IF_ERROR(launched);
-  response.id = request.id;
-  response.timings.context_output_bytes = ctx.output_bytes();
-  const absl::Time done = absl::Now();
-  response.timings.compute_input_ns = absl::ToInt64Nanoseconds(uploaded - start);
-  response.timings.compute_infer_ns = absl::ToInt64Nanoseconds(captured - uploaded);
-  response.timings.compute_output_ns = absl::ToInt64Nanoseconds(done - captured);
-  return std::optional<InferenceResponse>(std::move(response));
 }
 
 absl::StatusOr<InferenceResponse> Predictor::Replay(CapturedRun& run,

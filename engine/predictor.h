@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,11 +35,13 @@ namespace ndserve::engine {
 // pool held in the predictor's manager (kCublasWorkspaceBytes) and uses TF32 when the
 // config's `tf32` is on. With `cuda_graphs` on and a graph that can be captured (no
 // host-placed node: those run CPU code on per-request host buffers between kernels), the
-// predictor owns a CudaGraphCache: the run of a key it says to capture is recorded
-// between BeginCapture and EndCapture in a manager of its own under the predictor's
-// ("graph/..."), whose buffers stay for the graph's lifetime, and later runs of that
-// key copy their inputs into those buffers and replay it. A capture that fails falls
-// back to the plain run, and the key is not captured again.
+// predictor owns a CudaGraphCache. The request on which it says to capture a key is
+// answered by a plain run, which leaves that run's buffers cached in the pool on this
+// thread; the same run is then recorded between BeginCapture and EndCapture in a manager
+// of its own under the predictor's ("graph/..."), whose buffers (allocated from that
+// cache, so no cudaMalloc breaks the capture) stay for the graph's lifetime. Later runs
+// of the key copy their inputs into those buffers and replay the graph. A capture that
+// fails is logged, and the key runs plainly from then on.
 class Predictor {
  public:
   // Looks up the kernel of every node on the model's device (UNIMPLEMENTED naming the op
@@ -85,11 +86,10 @@ class Predictor {
 
   absl::StatusOr<InferenceResponse> RunPlain(const InferenceRequest& request,
                                              const ValidatedRequest& plan);
-  // Captures the run of `request`, keeps the graph and launches it; nullopt when the
-  // capture failed (the caller runs it plainly).
-  absl::StatusOr<std::optional<InferenceResponse>> CaptureAndRun(const CudaGraphKey& key,
-                                                                 const InferenceRequest& request,
-                                                                 const ValidatedRequest& plan);
+  // Captures the run of `request` (already answered by RunPlain) into a graph the cache
+  // keeps; a failure is logged and the key marked (CudaGraphCache::CaptureFailed).
+  void Capture(const CudaGraphKey& key, const InferenceRequest& request,
+               const ValidatedRequest& plan);
   absl::StatusOr<InferenceResponse> Replay(CapturedRun& run, const InferenceRequest& request,
                                            const ValidatedRequest& plan);
   // Launches `run` (its inputs already queued), copies the outputs `plan` asks for into

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docs/design.md §8, step 2 (on the GPU machine, from the repo root with .gpu/ carried):
-# everything issue 15's figures need, in one go, in under ~8 minutes on one H100:
+# everything the GPU figures of docs/design.md §4.3 need, in one go, in under ~8 minutes on one H100:
 #   1. the GPU tests: gpu_engine_tests (pinned staging, one sync per run, no device
 #      allocation after warm-up, CUDA graph replay = plain run, TF32 against FP32, memory
 #      given back to the driver), gpu_memory_tests, and the CUDA cases of kernels_tests
@@ -14,6 +14,7 @@
 #   machine.txt  tests.txt (full logs; one summary line per binary at the top of each
 #   section)  gpu_figures.txt (the lines the GPU tests print for the README)
 #   benchmarks_cuda.txt  loadtest.md  loadtest.log  ndserved.log  memory.txt  times.txt
+#   device_allocs.txt (ndserve_memory_device_alloc_total after each load-test case)
 # Knobs: ONLY_LOADTEST=1 reruns only the load test; SKIP_LOADTEST=1 skips it;
 # DURATION_S (10) per load-test case; BENCH_INSTANCES (4); LOADTEST_INSTANCES (unset).
 # The recsys example model is not in git; it is generated here with the machine's
@@ -78,7 +79,7 @@ if [[ ${SKIP_LOADTEST:-0} != 1 ]]; then
 BIN_DIR=$G/bin MODEL_REPOSITORY=examples/models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt \
   REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} timeout 300 bash scripts/loadtest-bench.sh \
   "$OUT/loadtest.md" >"$OUT/loadtest.log" 2>&1 || rc=1
-cp /tmp/ndserve-lt/ndserved.log "$OUT/" 2>/dev/null
+cp /tmp/ndserve-lt/ndserved.log /tmp/ndserve-lt/device_allocs.txt "$OUT/" 2>/dev/null
 mark "after load test"
 # The same load with LOADTEST_INSTANCES predictors per model (the example configs
 # have one), when set: does a GPU serve more requests with more instances?

@@ -128,10 +128,20 @@ echo "loadtest-bench: ndserved at $GRPC_ADDR (device $DEVICE)"
 server_pid=$!
 daemon_flags=(--admin_address="$ADMIN_ADDR" --metrics_address="$METRICS_ADDR"
               --daemon_pid="$server_pid")
+# ndserve_memory_device_alloc_total after each case (device_allocs.txt): once a case's
+# shapes have been seen the series must stay put (no cudaMalloc on the request path).
+scrape_device_allocs() {
+  "$PY" -c 'import sys, urllib.request
+t = urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=5).read().decode()
+print(sys.argv[2] + ": " + " ".join(l for l in t.splitlines()
+                                    if l.startswith("ndserve_memory_device_alloc_total")))' \
+    "$METRICS_ADDR" "$1" >>"$RESULTS_DIR/device_allocs.txt" 2>&1 || true
+}
 for c in "${CASES[@]}"; do
   read -r model batch <<<"$c"
   for conc in "${CONCURRENCY[@]}"; do
     run_case ndserve "$GRPC_ADDR" "$model" "$batch" "$conc" "${daemon_flags[@]}"
+    scrape_device_allocs "after $model b$batch c$conc"
   done
 done
 if [[ $SOAK == 1 ]]; then

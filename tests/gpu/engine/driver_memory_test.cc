@@ -1,4 +1,4 @@
-// Memory given back to the driver (docs/design.md §4.3, issue item 5) on cuda:0,
+// Memory given back to the driver (docs/design.md §4.3) on cuda:0,
 // skipped without a device: what cudaMemGetInfo reports (what nvidia-smi shows) comes
 // back after unloading models and reclaiming the pools, does not grow over 100
 // load/unload cycles, and a memory limit refuses the load that does not fit while the
@@ -20,7 +20,7 @@ using gpu_testing::AddModel;
 using gpu_testing::ReferenceCase;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr uint64_t kSlack = 64 * kMiB;  // the issue's bound
+constexpr uint64_t kSlack = 64 * kMiB;  // the bound docs/design.md §4.3 states
 const std::vector<std::string> kModels = {"mlp", "recsys", "transformer"};
 
 uint64_t DriverUsedBytes() {

@@ -1,8 +1,7 @@
 // The GPU serving path on cuda:0 (docs/design.md §4.3), skipped without a device:
 // staging through the pinned pool with one stream synchronization per run and no device
-// allocation after warm-up (issue item 1), CUDA graph capture and replay giving the
-// plain run's outputs with the cache's counters moving (item 2), and the cuda_graphs
-// switch.
+// allocation after warm-up, CUDA graph capture and replay giving the plain run's
+// outputs with the cache's counters moving, and the cuda_graphs switch.
 #include <cstdio>
 #include <string>
 #include <vector>

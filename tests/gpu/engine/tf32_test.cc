@@ -1,4 +1,4 @@
-// The `tf32` model parameter (docs/design.md §4.3, issue item 4) on cuda:0, skipped
+// The `tf32` model parameter (docs/design.md §4.3) on cuda:0, skipped
 // without a device: mlp's outputs with TF32 GEMMs against exact FP32 on a batch of 64
 // random rows. The difference is printed for the README; the bound is loose on purpose
 // (TF32 keeps 10 mantissa bits of each product, so only a gross error fails it).
