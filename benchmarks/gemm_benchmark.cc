@@ -91,8 +91,9 @@ void FmaLoop(int64_t iters, float* out) {
   V8 x = {1e-3f, 1e-3f, 1e-3f, 1e-3f, 1e-3f, 1e-3f, 1e-3f, 1e-3f}, y = x + 0.5f;
   benchmark::DoNotOptimize(x);
   benchmark::DoNotOptimize(y);
-  V8 a0 = x, a1 = x, a2 = x, a3 = x, a4 = x, a5 = x, a6 = x, a7 = x, a8 = x, a9 = x, a10 = x,
-     a11 = x;
+  // Distinct starting values: equal chains would be merged into one by the compiler.
+  V8 a0 = x, a1 = x + 1, a2 = x + 2, a3 = x + 3, a4 = x + 4, a5 = x + 5, a6 = x + 6, a7 = x + 7;
+  V8 a8 = x + 8, a9 = x + 9, a10 = x + 10, a11 = x + 11;
   for (int64_t i = 0; i < iters; ++i) {  // each line one FMA, each chain independent
     a0 = a0 * y + x, a1 = a1 * y + x, a2 = a2 * y + x, a3 = a3 * y + x;
     a4 = a4 * y + x, a5 = a5 * y + x, a6 = a6 * y + x, a7 = a7 * y + x;
