@@ -114,17 +114,17 @@ void BM_FmaPeak(benchmark::State& state) {
     });
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * 8 * 12 * kIters * threads, benchmark::Counter::kIsIterationInvariantRate,
-                         benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 8 * 12 * kIters * threads,
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
 }
 
 // Conv's call: W [M x K] packed at load, col [K x N] streamed, bias onto C in the epilogue.
 void BM_PackedConvGemm(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   std::vector<float> w = Filled(m * k, 0.5f), col = Filled(k * n, 0.25f), y(m * n);
-  const cpu::PackedMatrix packed =
-      cpu::PackedMatrix::Pack(cpu::PackedMatrix::Side::kA, cpu::MatrixRef{w.data(), k, false}, m, k);
+  const cpu::PackedMatrix packed = cpu::PackedMatrix::Pack(
+      cpu::PackedMatrix::Side::kA, cpu::MatrixRef{w.data(), k, false}, m, k);
   std::vector<float> scratch(cpu::PackedGemmScratchFloats(packed, m, n, k));
   for (auto _ : state) {
     cpu::PackedGemm(packed, cpu::MatrixRef{col.data(), n, false}, m, n, k, y.data(), n, false,

@@ -152,7 +152,7 @@ void BM_Model(benchmark::State& state, const Row& row) {
 
 // Per-node profile of `runs` requests of the row (after as many warm-up ones), printed
 // to stdout. Returns false when the row cannot run.
-bool ProfileRow(const Row& row, int runs) {
+bool ProfileRow(const Row& row, int runs, int top) {
   absl::StatusOr<std::shared_ptr<ServedModel>> model = LoadModel(row.model_dir, row.batch);
   CaseInputs inputs;
   absl::Status status = model.status();
@@ -170,7 +170,7 @@ bool ProfileRow(const Row& row, int runs) {
     return false;
   }
   std::printf("## %s b%lld\n\n%s\n", row.model_dir.filename().c_str(),
-              static_cast<long long>(row.batch), profile.Report(25).c_str());
+              static_cast<long long>(row.batch), profile.Report(top).c_str());
   return true;
 }
 
@@ -181,12 +181,19 @@ int main(int argc, char** argv) {
   ndserve::logging::SetMinSeverity(ndserve::logging::Severity::kWarning);
   std::vector<char*> rest;
   std::vector<ndserve::engine::Row> all_rows;
-  int rows = 0, profile_runs = 0;
+  int rows = 0, profile_runs = 0, profile_nodes = 25;
   for (int i = 0; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (absl::ConsumePrefix(&arg, "--profile=")) {
       if (!absl::SimpleAtoi(arg, &profile_runs) || profile_runs <= 0) {
         std::fprintf(stderr, "bad --profile=%s: want a number of runs\n", std::string(arg).c_str());
+        return 2;
+      }
+      continue;
+    }
+    if (absl::ConsumePrefix(&arg, "--profile_nodes=")) {
+      if (!absl::SimpleAtoi(arg, &profile_nodes) || profile_nodes < 0) {
+        std::fprintf(stderr, "bad --profile_nodes=%s\n", std::string(arg).c_str());
         return 2;
       }
       continue;
@@ -214,15 +221,15 @@ int main(int argc, char** argv) {
   }
   if (rows == 0) {
     std::fprintf(stderr,
-                 "usage: %s [--profile=<runs>] --row=<repo>/<model>,<case dir>,<batch> ... "
-                 "[flags]\n",
+                 "usage: %s [--profile=<runs> [--profile_nodes=N]] "
+                 "--row=<repo>/<model>,<case dir>,<batch> ... [flags]\n",
                  argv[0]);
     return 2;
   }
   if (profile_runs > 0) {
     bool ok = true;
     for (const ndserve::engine::Row& row : all_rows) {
-      ok = ndserve::engine::ProfileRow(row, profile_runs) && ok;
+      ok = ndserve::engine::ProfileRow(row, profile_runs, profile_nodes) && ok;
     }
     return ok ? 0 : 1;
   }

@@ -44,7 +44,8 @@ double NodeFlops(kernels::OpKind op, absl::Span<const kernels::ShapeSpan> inputs
 void RunProfile::RecordNode(const Node& node, absl::Span<const kernels::ShapeSpan> inputs,
                             absl::Span<const kernels::ShapeSpan> outputs, double seconds) {
   std::string shapes;
-  for (kernels::ShapeSpan s : inputs) absl::StrAppend(&shapes, shapes.empty() ? "" : " ", ShapeText(s));
+  for (kernels::ShapeSpan s : inputs)
+    absl::StrAppend(&shapes, shapes.empty() ? "" : " ", ShapeText(s));
   absl::StrAppend(&shapes, " ->");
   for (kernels::ShapeSpan s : outputs) absl::StrAppend(&shapes, " ", ShapeText(s));
   const std::string key = absl::StrCat(node.name, "|", shapes);
@@ -105,7 +106,8 @@ std::string RunProfile::Report(int top) const {
             [](const auto& x, const auto& y) { return x.second.seconds > y.second.seconds; });
   std::string out = absl::StrFormat("%d runs, %.3f ms per run; nodes %.1f %% of it\n\n", runs,
                                     per_run * 1e3, 100 * node_seconds / run_seconds);
-  absl::StrAppend(&out, "| op | nodes | ms per run | share | GFLOP/s |\n|---|---:|---:|---:|---:|\n");
+  absl::StrAppend(&out,
+                  "| op | nodes | ms per run | share | GFLOP/s |\n|---|---:|---:|---:|---:|\n");
   for (const auto& [op, k] : by_kind) {
     absl::StrAppendFormat(&out, "| %s | %d | %.3f | %.1f %% | %s |\n", op, k.nodes,
                           k.seconds / runs * 1e3, 100 * k.seconds / run_seconds,
@@ -117,10 +119,10 @@ std::string RunProfile::Report(int top) const {
   absl::StrAppend(&out, "\n| node | op | shapes | ms per run | share | GFLOP/s |\n",
                   "|---|---|---|---:|---:|---:|\n");
   for (const NodeStat& n : nodes) {
-    absl::StrAppendFormat(&out, "| %s | %s | %s | %.3f | %.1f %% | %s |\n", n.name, n.op, n.shapes,
-                          n.seconds / runs * 1e3, 100 * n.seconds / run_seconds,
-                          n.flops > 0 ? absl::StrFormat("%.1f", n.flops * n.calls / n.seconds * 1e-9)
-                                      : "");
+    absl::StrAppendFormat(
+        &out, "| %s | %s | %s | %.3f | %.1f %% | %s |\n", n.name, n.op, n.shapes,
+        n.seconds / runs * 1e3, 100 * n.seconds / run_seconds,
+        n.flops > 0 ? absl::StrFormat("%.1f", n.flops * n.calls / n.seconds * 1e-9) : "");
   }
   return out;
 }

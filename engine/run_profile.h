@@ -27,9 +27,9 @@ class RunProfile {
   struct NodeStat {
     std::string name;
     std::string op;
-    std::string shapes;   // "1x64x56x56 64x64x3x3 -> 1x64x56x56"
-    double flops = 0;     // per call, for Conv, ConvTranspose, Gemm and MatMul; else 0
-    double seconds = 0;   // summed over calls
+    std::string shapes;  // "1x64x56x56 64x64x3x3 -> 1x64x56x56"
+    double flops = 0;    // per call, for Conv, ConvTranspose, Gemm and MatMul; else 0
+    double seconds = 0;  // summed over calls
     int64_t calls = 0;
   };
 

@@ -12,7 +12,7 @@
 //       else the case's tolerance); prints {"ok", "outputs": [{name, worst_abs_diff, bad}]}
 //       and exits 1 on a mismatch. A check that the fixtures mean what they say.
 //
-//   node ort_bench.js --model M.onnx --case DIR [--batch N] --profile RUNS [--threads 2]
+//   node ort_bench.js --model M.onnx --case DIR [--batch N] --profile RUNS [--nodes 25]
 //       ORT's own profiler (enableProfiling) over RUNS runs after as many warm-up ones:
 //       prints markdown tables of time per run by op kind and the slowest nodes, to set
 //       beside models_benchmark --profile's for the same row.
@@ -145,7 +145,8 @@ async function main() {
     if (!file) throw new Error(`no profile file in ${profileDir}`);
     const events = JSON.parse(fs.readFileSync(path.join(profileDir, file), 'utf8'));
     fs.rmSync(profileDir, {recursive: true, force: true});
-    console.log(profileReport(events, profileRuns, batch, args.model));
+    const nodes = args.nodes !== undefined ? Number(args.nodes) : 25;
+    console.log(profileReport(events, profileRuns, batch, args.model, nodes));
     return;
   }
 
@@ -177,8 +178,8 @@ async function main() {
 }
 
 // ORT's profile events of the last `runs` model runs, as markdown: per op kind and the
-// 25 slowest nodes (kernel time, microseconds in the file).
-function profileReport(events, runs, batch, model) {
+// `top` slowest nodes (kernel time, microseconds in the file).
+function profileReport(events, runs, batch, model, top) {
   const modelRuns = events.filter((e) => e.cat === 'Session' && e.name === 'model_run')
       .sort((a, b) => a.ts - b.ts);
   if (modelRuns.length < runs) throw new Error(`profile has ${modelRuns.length} runs`);
@@ -208,7 +209,7 @@ function profileReport(events, runs, batch, model) {
     lines.push(`| ${op} | ${k.nodes.size} | ${ms(k.us)} | ${pct(k.us)} |`);
   }
   lines.push('', '| node | op | output shapes | ms per run | share |', '|---|---|---|---:|---:|');
-  for (const [name, n] of [...nodes].sort((a, b) => b[1].us - a[1].us).slice(0, 25)) {
+  for (const [name, n] of [...nodes].sort((a, b) => b[1].us - a[1].us).slice(0, top)) {
     lines.push(`| ${name} | ${n.op} | ${n.shapes.replace(/[|]/g, '/')} | ${ms(n.us)} | ${pct(n.us)} |`);
   }
   return lines.join('\n');
