@@ -1,10 +1,17 @@
 // GEMM through the kernel dispatch table (OpenBLAS on the CPU, cuBLAS on a GPU when one is
 // present), reported next to its baseline in the same run: a naive triple loop on the
 // CPU. Shapes: square matrices and the example MLP's layers at batch 64.
+// The packed GEMM (kernels/cpu/packed_gemm.h) at resnet18's conv shapes, W packed as A
+// and the col matrix streamed as B as Conv calls it, next to the machine's FMA peak
+// measured in the same run (a register-only loop of independent FMAs per thread), so
+// its GFLOP/s read as a share of what the cores can do.
 #include <memory>
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/packed_gemm.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/dispatch.h"
 #include "kernels/gpu_resources.h"
 #include "memory/cuda_allocator.h"
@@ -76,6 +83,68 @@ void BM_DispatchGemm(benchmark::State& state, Device device) {
   for (int i = 0; i < 3; ++i) (*alloc)->Deallocate(ptr[i], bytes[i]);
 }
 
+// 12 independent 8-wide accumulators (as many as the packed micro-kernel keeps) and
+// nothing but FMAs, `iters` times: the core's FMA peak.
+NDS_CPU_CLONES
+void FmaLoop(int64_t iters, float* out) {
+  typedef float V8 __attribute__((vector_size(32)));
+  V8 x = {1e-3f, 1e-3f, 1e-3f, 1e-3f, 1e-3f, 1e-3f, 1e-3f, 1e-3f}, y = x + 0.5f;
+  benchmark::DoNotOptimize(x);
+  benchmark::DoNotOptimize(y);
+  // Distinct starting values: equal chains would be merged into one by the compiler.
+  V8 a0 = x, a1 = x + 1, a2 = x + 2, a3 = x + 3, a4 = x + 4, a5 = x + 5, a6 = x + 6, a7 = x + 7;
+  V8 a8 = x + 8, a9 = x + 9, a10 = x + 10, a11 = x + 11;
+  for (int64_t i = 0; i < iters; ++i) {  // each line one FMA, each chain independent
+    a0 = a0 * y + x, a1 = a1 * y + x, a2 = a2 * y + x, a3 = a3 * y + x;
+    a4 = a4 * y + x, a5 = a5 * y + x, a6 = a6 * y + x, a7 = a7 * y + x;
+    a8 = a8 * y + x, a9 = a9 * y + x, a10 = a10 * y + x, a11 = a11 * y + x;
+  }
+  const V8 sum = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
+  *out = sum[0];
+}
+
+// The FMA peak of IntraOpThreads() threads, each running FmaLoop.
+void BM_FmaPeak(benchmark::State& state) {
+  constexpr int64_t kIters = 1 << 16;
+  const int threads = cpu::IntraOpThreads();
+  std::vector<float> out(threads);
+  for (auto _ : state) {
+    cpu::ParallelFor(threads, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) FmaLoop(kIters, &out[t]);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 8 * 12 * kIters * threads,
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+// Conv's call: W [M x K] packed at load, col [K x N] streamed, bias onto C in the epilogue.
+void BM_PackedConvGemm(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  std::vector<float> w = Filled(m * k, 0.5f), col = Filled(k * n, 0.25f), y(m * n);
+  const cpu::PackedMatrix packed = cpu::PackedMatrix::Pack(
+      cpu::PackedMatrix::Side::kA, cpu::MatrixRef{w.data(), k, false}, m, k);
+  std::vector<float> scratch(cpu::PackedGemmScratchFloats(packed, m, n, k));
+  for (auto _ : state) {
+    cpu::PackedGemm(packed, cpu::MatrixRef{col.data(), n, false}, m, n, k, y.data(), n, false,
+                    scratch.data(), [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+                      for (int64_t r = r0; r < r1; ++r) {
+                        for (int64_t c = c0; c < c1; ++c) y[r * n + c] += 1.0f;
+                      }
+                    });
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, m, n, k);
+}
+
+// resnet18's 3x3 convs at batch 1 (M, P, K = C*9) and its 7x7 stem.
+void ConvShapes(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  b->Args({64, 3136, 576})->Args({128, 784, 1152})->Args({256, 196, 2304});
+  b->Args({512, 49, 4608})->Args({64, 12544, 147});
+}
+
 // Real time: OpenBLAS runs its own threads, whose work the calling thread's CPU time misses.
 void Shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
@@ -86,6 +155,8 @@ void Shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_NaiveGemm)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_DispatchGemm, cpu, Device::Cpu())->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_DispatchGemm, cuda, Device::Cuda(0))->Apply(Shapes);
+BENCHMARK(BM_FmaPeak)->UseRealTime();
+BENCHMARK(BM_PackedConvGemm)->Apply(ConvShapes);
 
 }  // namespace
 }  // namespace ndserve::kernels

@@ -26,6 +26,7 @@
 #include "base/logging.h"
 #include "benchmark/benchmark.h"
 #include "engine/repository.h"
+#include "engine/run_profile.h"
 #include "engine/served_model.h"
 #include "memory/memory_system.h"
 
@@ -149,15 +150,54 @@ void BM_Model(benchmark::State& state, const Row& row) {
                                                 benchmark::Counter::kIsRate);
 }
 
+// Per-node profile of `runs` requests of the row (after as many warm-up ones), printed
+// to stdout. Returns false when the row cannot run.
+bool ProfileRow(const Row& row, int runs, int top) {
+  absl::StatusOr<std::shared_ptr<ServedModel>> model = LoadModel(row.model_dir, row.batch);
+  CaseInputs inputs;
+  absl::Status status = model.status();
+  if (status.ok()) status = ReadInputs(row.case_dir, row.batch, &inputs);
+  if (status.ok()) inputs.request.model_name = (*model)->name();
+  RunProfile profile;
+  for (int pass = 0; pass < 2 && status.ok(); ++pass) {
+    if (pass == 1) SetActiveRunProfile(&profile);
+    for (int i = 0; i < runs && status.ok(); ++i) status = (*model)->Infer(inputs.request).status();
+  }
+  SetActiveRunProfile(nullptr);
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s b%lld: %s\n", row.model_dir.filename().c_str(),
+                 static_cast<long long>(row.batch), std::string(status.message()).c_str());
+    return false;
+  }
+  std::printf("## %s b%lld\n\n%s\n", row.model_dir.filename().c_str(),
+              static_cast<long long>(row.batch), profile.Report(top).c_str());
+  return true;
+}
+
 }  // namespace
 }  // namespace ndserve::engine
 
 int main(int argc, char** argv) {
   ndserve::logging::SetMinSeverity(ndserve::logging::Severity::kWarning);
   std::vector<char*> rest;
-  int rows = 0;
+  std::vector<ndserve::engine::Row> all_rows;
+  int rows = 0, profile_runs = 0, profile_nodes = 25;
   for (int i = 0; i < argc; ++i) {
     absl::string_view arg = argv[i];
+    if (absl::ConsumePrefix(&arg, "--profile=")) {
+      if (!absl::SimpleAtoi(arg, &profile_runs) || profile_runs <= 0) {
+        std::fprintf(stderr, "bad --profile=%s: want a number of runs\n", std::string(arg).c_str());
+        return 2;
+      }
+      continue;
+    }
+    if (absl::ConsumePrefix(&arg, "--profile_nodes=")) {
+      if (!absl::SimpleAtoi(arg, &profile_nodes) || profile_nodes < 0) {
+        std::fprintf(stderr, "bad --profile_nodes=%s\n", std::string(arg).c_str());
+        return 2;
+      }
+      continue;
+    }
     if (!absl::ConsumePrefix(&arg, "--row=")) {
       rest.push_back(argv[i]);
       continue;
@@ -171,6 +211,7 @@ int main(int argc, char** argv) {
     }
     row.model_dir = f[0];
     row.case_dir = f[1];
+    all_rows.push_back(row);
     benchmark::RegisterBenchmark(
         absl::StrCat(row.model_dir.filename().string(), "/b", row.batch).c_str(),
         ndserve::engine::BM_Model, row)
@@ -179,9 +220,18 @@ int main(int argc, char** argv) {
     ++rows;
   }
   if (rows == 0) {
-    std::fprintf(stderr, "usage: %s --row=<repo>/<model>,<case dir>,<batch> ... [flags]\n",
+    std::fprintf(stderr,
+                 "usage: %s [--profile=<runs> [--profile_nodes=N]] "
+                 "--row=<repo>/<model>,<case dir>,<batch> ... [flags]\n",
                  argv[0]);
     return 2;
+  }
+  if (profile_runs > 0) {
+    bool ok = true;
+    for (const ndserve::engine::Row& row : all_rows) {
+      ok = ndserve::engine::ProfileRow(row, profile_runs, profile_nodes) && ok;
+    }
+    return ok ? 0 : 1;
   }
   int rest_argc = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_argc, rest.data());

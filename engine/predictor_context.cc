@@ -7,8 +7,11 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "engine/run_profile.h"
 #include "kernels/node_attrs.h"
 #include "kernels/shape_inference.h"
 
@@ -316,19 +319,40 @@ absl::Status PredictorContext::Run(const std::atomic<bool>* cancel) {
     if (defer_errors_) gpu_->ClearErrorFlags();
     queued_ = true;
   }
+  // Null unless a benchmark asked for a per-node profile (run_profile.h).
+  RunProfile* const profile = ActiveRunProfile();
+  const absl::Time run_start = profile != nullptr ? absl::Now() : absl::InfinitePast();
   for (int n = 0; n < nodes; ++n) {
     if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
       return absl::CancelledError(absl::StrCat("request cancelled before node '",
                                                graph.nodes()[n].name, "' (", n, " of ", nodes,
                                                " nodes run)"));
     }
-    NDS_RETURN_IF_ERROR(AtNode(RunNode(n), graph.nodes()[n]));
+    if (profile != nullptr) {
+      NDS_RETURN_IF_ERROR(AtNode(RunNodeProfiled(n, *profile), graph.nodes()[n]));
+    } else {
+      NDS_RETURN_IF_ERROR(AtNode(RunNode(n), graph.nodes()[n]));
+    }
     if (release_early) {
       for (int s : graph.ReleasedAfter(n)) {
         if (slots_[s].array.valid()) NDManager::UnsafeFree(slots_[s].array).IgnoreError();
       }
     }
   }
+  if (profile != nullptr) profile->RecordRun(absl::ToDoubleSeconds(absl::Now() - run_start));
+  return absl::OkStatus();
+}
+
+absl::Status PredictorContext::RunNodeProfiled(int n, RunProfile& profile) {
+  const Node& node = model_.graph().nodes()[n];
+  const absl::Time start = absl::Now();
+  NDS_RETURN_IF_ERROR(RunNode(n));
+  // On a GPU this times the queueing, not the kernels: profile CPU models.
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  absl::InlinedVector<kernels::ShapeSpan, 4> in, out;
+  for (int v : node.inputs) in.push_back(v == kNoValue ? kernels::ShapeSpan() : slots_[v].shape);
+  for (int v : node.outputs) out.push_back(v == kNoValue ? kernels::ShapeSpan() : slots_[v].shape);
+  profile.RecordNode(node, in, out, seconds);
   return absl::OkStatus();
 }
 

@@ -22,6 +22,8 @@
 
 namespace ndserve::engine {
 
+class RunProfile;
+
 // One request's run of a model's graph (docs/design.md §2): every byte it touches lives in a
 // context-level NDManager under the predictor's manager, and Close() frees it all.
 //
@@ -132,6 +134,8 @@ class PredictorContext : private kernels::ScratchAllocator {
   // The attributes of `node` for this request (see Node::has_dynamic_attrs).
   absl::StatusOr<kernels::OpAttrs> RequestAttrs(const Node& node);
   absl::Status RunNode(int n);
+  // RunNode timed into `profile` (run_profile.h).
+  absl::Status RunNodeProfiled(int n, RunProfile& profile);
   absl::Status EnsureHostManager();
 
   // kernels::ScratchAllocator: a byte array in the context manager, so working space is

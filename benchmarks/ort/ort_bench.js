@@ -12,6 +12,11 @@
 //       else the case's tolerance); prints {"ok", "outputs": [{name, worst_abs_diff, bad}]}
 //       and exits 1 on a mismatch. A check that the fixtures mean what they say.
 //
+//   node ort_bench.js --model M.onnx --case DIR [--batch N] --profile RUNS [--nodes 25]
+//       ORT's own profiler (enableProfiling) over RUNS runs after as many warm-up ones:
+//       prints markdown tables of time per run by op kind and the slowest nodes, to set
+//       beside models_benchmark --profile's for the same row.
+//
 // --batch N resizes every input to N rows along dimension 0: the case's rows repeated in
 // order, or its first N (as models_benchmark --row=...,N does); by default the case's own
 // batch. rows/s = runs * batch / seconds.
@@ -92,11 +97,14 @@ function readCase(dir) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
+  const profileRuns = args.profile !== undefined ? Number(args.profile) : 0;
+  const profileDir = profileRuns > 0 ? fs.mkdtempSync(path.join(require('os').tmpdir(), 'ortprof-')) : '';
   const session = await ort.InferenceSession.create(args.model, {
     intraOpNumThreads: args.threads,
     interOpNumThreads: 1,
     executionProviders: ['cpu'],
     graphOptimizationLevel: 'all',
+    ...(profileRuns > 0 ? {enableProfiling: true, profileFilePrefix: path.join(profileDir, 'ort')} : {}),
   });
   const c = readCase(args.case);
   if (args.batch !== undefined) {
@@ -130,6 +138,18 @@ async function main() {
     process.exit(ok ? 0 : 1);
   }
 
+  if (profileRuns > 0) {
+    for (let i = 0; i < 2 * profileRuns; ++i) await session.run(c.inputs);
+    session.endProfiling();
+    const file = fs.readdirSync(profileDir).find((f) => f.startsWith('ort') && f.endsWith('.json'));
+    if (!file) throw new Error(`no profile file in ${profileDir}`);
+    const events = JSON.parse(fs.readFileSync(path.join(profileDir, file), 'utf8'));
+    fs.rmSync(profileDir, {recursive: true, force: true});
+    const nodes = args.nodes !== undefined ? Number(args.nodes) : 25;
+    console.log(profileReport(events, profileRuns, batch, args.model, nodes));
+    return;
+  }
+
   // Warm-up: the first runs allocate and pick kernels.
   const warmupEnd = performance.now() + Math.min(1000, args.seconds * 200);
   do {
@@ -155,6 +175,44 @@ async function main() {
     rows_per_s: (runs * batch) / seconds,
     ms_per_run: (seconds * 1000) / runs,
   }));
+}
+
+// ORT's profile events of the last `runs` model runs, as markdown: per op kind and the
+// `top` slowest nodes (kernel time, microseconds in the file).
+function profileReport(events, runs, batch, model, top) {
+  const modelRuns = events.filter((e) => e.cat === 'Session' && e.name === 'model_run')
+      .sort((a, b) => a.ts - b.ts);
+  if (modelRuns.length < runs) throw new Error(`profile has ${modelRuns.length} runs`);
+  const timed = modelRuns.slice(modelRuns.length - runs);
+  const from = timed[0].ts;
+  const runUs = timed.reduce((s, e) => s + e.dur, 0);
+  const kinds = new Map();
+  const nodes = new Map();
+  for (const e of events) {
+    if (e.cat !== 'Node' || e.ts < from || !e.name.endsWith('_kernel_time')) continue;
+    const op = e.args.op_name;
+    const name = e.name.slice(0, -'_kernel_time'.length);
+    const k = kinds.get(op) || {us: 0, nodes: new Set()};
+    k.us += e.dur;
+    k.nodes.add(name);
+    kinds.set(op, k);
+    const n = nodes.get(name) || {op, us: 0, shapes: JSON.stringify(e.args.output_type_shape || '')};
+    n.us += e.dur;
+    nodes.set(name, n);
+  }
+  const ms = (us) => (us / runs / 1000).toFixed(3);
+  const pct = (us) => `${(100 * us / runUs).toFixed(1)} %`;
+  const lines = [`## ORT ${path.basename(path.dirname(path.dirname(model)))} b${batch}`, '',
+    `${runs} runs, ${ms(runUs)} ms per run`, '',
+    '| op | nodes | ms per run | share |', '|---|---:|---:|---:|'];
+  for (const [op, k] of [...kinds].sort((a, b) => b[1].us - a[1].us)) {
+    lines.push(`| ${op} | ${k.nodes.size} | ${ms(k.us)} | ${pct(k.us)} |`);
+  }
+  lines.push('', '| node | op | output shapes | ms per run | share |', '|---|---|---|---:|---:|');
+  for (const [name, n] of [...nodes].sort((a, b) => b[1].us - a[1].us).slice(0, top)) {
+    lines.push(`| ${name} | ${n.op} | ${n.shapes.replace(/[|]/g, '/')} | ${ms(n.us)} | ${pct(n.us)} |`);
+  }
+  return lines.join('\n');
 }
 
 main().catch((e) => {
