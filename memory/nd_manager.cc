@@ -84,6 +84,20 @@ class BlockBatch {
   };
 };
 
+// internal::Unref for Close's walk, where GCC would not inline it (a call per array):
+// drops the list's reference.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void DropListReference(ArrayState* state) {
+  if (state->refs.load(std::memory_order_acquire) == 1) {
+    internal::DeleteState(state);
+  } else if (__libc_single_threaded) {
+    const std::int32_t left = state->refs.load(std::memory_order_relaxed) - 1;
+    state->refs.store(left, std::memory_order_relaxed);
+    if (left == 0) internal::DeleteState(state);
+  } else if (state->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    internal::DeleteState(state);
+  }
+}
+
 absl::Status ArrayError(const NDArray& array, absl::string_view what) {
   return absl::FailedPreconditionError(absl::StrCat(what, ": array ", array.DebugString()));
 }
@@ -470,7 +484,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
       MarkReleased(state, FreedBy::kManagerClose);
       if (ABSL_PREDICT_FALSE(batch.full())) batch.FlushTo(pool_);
       batch.Add(state->block);
-      internal::Unref(state);
+      DropListReference(state);
     }
     state = next;
   }
