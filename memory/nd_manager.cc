@@ -433,6 +433,26 @@ absl::Status NDManager::Close() {
 
 void NDManager::CloseSystem() { CloseImpl().IgnoreError(); }
 
+// Inline into CloseImpl, its one caller (in this file so that it can be; the rest of
+// the child list is in nd_manager_children.cc).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::shared_ptr<NDManager> NDManager::RemoveChild(
+    NDManager* child) {
+  // The child was added, so the shards exist and stay until this manager is destroyed.
+  ChildShard& shard = child_shards_.load(std::memory_order_acquire)[child->shard_in_parent_];
+  SpinLockHolder lock(&shard.mu);
+  // A closing parent has taken the list already and closes the child itself.
+  if (shard.closed) return nullptr;
+  if (child->prev_sibling_ != nullptr) {
+    child->prev_sibling_->next_sibling_ = child->next_sibling_;
+  } else {
+    shard.head = child->next_sibling_;
+  }
+  if (child->next_sibling_ != nullptr) child->next_sibling_->prev_sibling_ = child->prev_sibling_;
+  child->prev_sibling_ = child->next_sibling_ = nullptr;
+  --shard.count;
+  return std::move(child->parents_reference_);
+}
+
 // Inline into Close (every request scope ends there) and CloseSystem.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
   // The parent's reference to us, taken out of its list below and dropped last: it may

@@ -249,23 +249,6 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NDManager::AddChild(
   return true;
 }
 
-std::shared_ptr<NDManager> NDManager::RemoveChild(NDManager* child) {
-  // The child was added, so the shards exist and stay until this manager is destroyed.
-  ChildShard& shard = child_shards_.load(std::memory_order_acquire)[child->shard_in_parent_];
-  SpinLockHolder lock(&shard.mu);
-  // A closing parent has taken the list already and closes the child itself.
-  if (shard.closed) return nullptr;
-  if (child->prev_sibling_ != nullptr) {
-    child->prev_sibling_->next_sibling_ = child->next_sibling_;
-  } else {
-    shard.head = child->next_sibling_;
-  }
-  if (child->next_sibling_ != nullptr) child->next_sibling_->prev_sibling_ = child->prev_sibling_;
-  child->prev_sibling_ = child->next_sibling_ = nullptr;
-  --shard.count;
-  return std::move(child->parents_reference_);
-}
-
 std::vector<std::shared_ptr<NDManager>> NDManager::TakeChildren(ChildShard* shards) {
   std::vector<std::shared_ptr<NDManager>> children;
   for (int i = 0; i < kChildShards; ++i) {
