@@ -139,9 +139,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NDManager::Reusable(
   return manager->close_state_.load(std::memory_order_acquire) == kClosed;
 }
 
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void NDManager::Reopen(
-    std::uint64_t uid, ManagerLevel level, Device device, Pool* pool,
-    internal::LevelCounters* counters, absl::string_view name, NDManager* parent) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void NDManager::Reopen(std::uint64_t uid, ManagerLevel level,
+                                                           Device device, Pool* pool,
+                                                           internal::LevelCounters* counters,
+                                                           absl::string_view name,
+                                                           NDManager* parent) {
   // Close left the array list empty and the counts at zero, and took this manager out
   // of its parent's list (moving parents_reference_ out); a manager never added to a
   // tree has them at their initial values.
@@ -168,9 +170,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::shared_ptr<NDManager> NDManager::NewChi
     ManagerLevel level, absl::string_view name) {
   // The cold path: a new object.
   auto allocate = [this, level, name]() ABSL_ATTRIBUTE_NOINLINE {
-    return std::allocate_shared<NDManager>(RecyclingAllocator<NDManager>(), PrivateTag{},
-                                           NextUid(), level, device_, pool_, counters_, name,
-                                           this);
+    return std::allocate_shared<NDManager>(RecyclingAllocator<NDManager>(), PrivateTag{}, NextUid(),
+                                           level, device_, pool_, counters_, name, this);
   };
   ManagerRing& ring = tls_manager_ring;
   if (ABSL_PREDICT_TRUE(ring.live) || StartManagerRing()) {
