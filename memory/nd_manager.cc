@@ -84,6 +84,20 @@ class BlockBatch {
   };
 };
 
+// internal::Unref for Close's walk, where GCC would not inline it (a call per array):
+// drops the list's reference.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void DropListReference(ArrayState* state) {
+  if (state->refs.load(std::memory_order_acquire) == 1) {
+    internal::DeleteState(state);
+  } else if (__libc_single_threaded) {
+    const std::int32_t left = state->refs.load(std::memory_order_relaxed) - 1;
+    state->refs.store(left, std::memory_order_relaxed);
+    if (left == 0) internal::DeleteState(state);
+  } else if (state->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    internal::DeleteState(state);
+  }
+}
+
 absl::Status ArrayError(const NDArray& array, absl::string_view what) {
   return absl::FailedPreconditionError(absl::StrCat(what, ": array ", array.DebugString()));
 }
@@ -419,6 +433,26 @@ absl::Status NDManager::Close() {
 
 void NDManager::CloseSystem() { CloseImpl().IgnoreError(); }
 
+// Inline into CloseImpl, its one caller (in this file so that it can be; the rest of
+// the child list is in nd_manager_children.cc).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::shared_ptr<NDManager> NDManager::RemoveChild(
+    NDManager* child) {
+  // The child was added, so the shards exist and stay until this manager is destroyed.
+  ChildShard& shard = child_shards_.load(std::memory_order_acquire)[child->shard_in_parent_];
+  SpinLockHolder lock(&shard.mu);
+  // A closing parent has taken the list already and closes the child itself.
+  if (shard.closed) return nullptr;
+  if (child->prev_sibling_ != nullptr) {
+    child->prev_sibling_->next_sibling_ = child->next_sibling_;
+  } else {
+    shard.head = child->next_sibling_;
+  }
+  if (child->next_sibling_ != nullptr) child->next_sibling_->prev_sibling_ = child->prev_sibling_;
+  child->prev_sibling_ = child->next_sibling_ = nullptr;
+  --shard.count;
+  return std::move(child->parents_reference_);
+}
+
 // Inline into Close (every request scope ends there) and CloseSystem.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
   // The parent's reference to us, taken out of its list below and dropped last: it may
@@ -470,7 +504,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
       MarkReleased(state, FreedBy::kManagerClose);
       if (ABSL_PREDICT_FALSE(batch.full())) batch.FlushTo(pool_);
       batch.Add(state->block);
-      internal::Unref(state);
+      DropListReference(state);
     }
     state = next;
   }

@@ -264,10 +264,21 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   // Adds this subtree's gauges (live managers, arrays, bytes per level): summed when
   // someone asks, so opening a scope or creating an array updates no shared counter.
   void AccumulateLevels(ManagerLevelSnapshot* snapshot) const;
-  // For MemorySystem: the root of `device`'s tree over `pool`, and its close when the
-  // memory system dies (the one Close a system manager takes).
   // Process-wide, unique, increasing per thread.
   static std::uint64_t NextUid();
+  // The object for a new sub-manager of this one, not yet in the tree: a closed one of
+  // this thread's that nobody holds any more, reopened, or a new one (see
+  // nd_manager_children.cc, ManagerRing).
+  std::shared_ptr<NDManager> NewChildObject(ManagerLevel level, absl::string_view name);
+  // Back to a new manager's state with these settings. Only for a closed manager whose
+  // one reference is the caller's: nothing else can reach it.
+  void Reopen(std::uint64_t uid, ManagerLevel level, Device device, Pool* pool,
+              internal::LevelCounters* counters, absl::string_view name,
+              NDManager* parent) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Whether the ring may reopen `manager`: closed, and the caller's reference the only one.
+  static bool Reusable(const std::shared_ptr<NDManager>& manager);
+  // For MemorySystem: the root of `device`'s tree over `pool`, and its close when the
+  // memory system dies (the one Close a system manager takes).
   static std::shared_ptr<NDManager> NewSystemManager(Device device, Pool* pool,
                                                      internal::LevelCounters* counters);
   void CloseSystem();
@@ -277,20 +288,22 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   void MarkReleased(internal::ArrayState* state, internal::FreedBy how);
   void Release(internal::ArrayState* state, internal::FreedBy how);
 
-  const std::uint64_t uid_;
-  const ManagerLevel level_;
-  const Device device_;
-  Pool* const pool_;
+  // Fixed while the manager is open; a sub-manager's object is reused for a later
+  // sub-manager once it is closed and nobody holds it (Reopen), which sets them anew.
+  std::uint64_t uid_;
+  ManagerLevel level_;
+  Device device_;
+  Pool* pool_;
   // The memory system's counters (cap violations), shared by the whole tree.
-  internal::LevelCounters* const counters_;
+  internal::LevelCounters* counters_;
   // Null for a system manager. Not owning: a parent outlives its children's open life
   // and their Close (its own Close closes them, or waits for them, before returning),
   // and a closed child never touches it. Holding no reference keeps the predictor's
   // reference count off every request's path.
-  NDManager* const parent_;
-  const std::string name_;
+  NDManager* parent_;
+  std::string name_;
   // What Close marks each array it frees with (ArrayState::FreedInfo).
-  const std::uint64_t closed_info_;
+  std::uint64_t closed_info_;
   std::atomic<int> close_state_{kOpen};
   // Owned array of kChildShards (see ChildShard), or null. Set once, under mu_.
   std::atomic<ChildShard*> child_shards_{nullptr};

@@ -2,6 +2,7 @@
 // parent closes, dumps and counts (nd_manager.h, ChildShard).
 #include <atomic>
 #include <memory>
+#include <new>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -13,6 +14,9 @@
 namespace ndserve {
 
 namespace {
+
+using internal::ArrayState;
+using internal::FreedBy;
 
 // Each thread adds its children to one shard of any parent, spread round-robin over
 // threads, so that two request threads never share a shard (and its cache line) while
@@ -80,7 +84,109 @@ thread_local typename RecyclingAllocator<T>::FreeList RecyclingAllocator<T>::fre
 template <typename T>
 thread_local typename RecyclingAllocator<T>::Reaper RecyclingAllocator<T>::reaper_;
 
+// The sub-managers this thread opened last, kept after they close so that the next
+// ones reuse their objects: a request's context costs no allocation, no construction
+// and no destruction (docs/design.md §2, "Context objects"). A slot is reused only when
+// the manager in it is closed and the ring's reference is the last one, so a handle to
+// a closed manager still works on the manager it names; a manager still held when the
+// ring comes round to its slot (a long-lived scope) leaves the ring, and its holders
+// free it as they would any other. The ring is trivially destructible (its slots are
+// raw storage, constructed when the thread first uses it), so a sub-manager opened
+// during thread or process teardown, after the reaper ran, still finds it, sees `dead`
+// and gets a fresh object.
+struct ManagerRing {
+  static constexpr int kSize = 16;  // a power of two
+  using Slot = std::shared_ptr<NDManager>;
+  alignas(Slot) unsigned char storage[kSize][sizeof(Slot)];
+  int next;
+  bool live;
+  bool dead;
+  Slot& slot(int i) { return *std::launder(reinterpret_cast<Slot*>(storage[i])); }
+};
+thread_local constinit ManagerRing tls_manager_ring = {};
+
+struct ManagerRingReaper {
+  ~ManagerRingReaper() {
+    ManagerRing& ring = tls_manager_ring;
+    ring.live = false;
+    ring.dead = true;
+    for (int i = 0; i < ManagerRing::kSize; ++i) std::destroy_at(&ring.slot(i));
+  }
+};
+thread_local ManagerRingReaper tl_manager_ring_reaper;
+
+ABSL_ATTRIBUTE_NOINLINE bool StartManagerRing() {
+  ManagerRing& ring = tls_manager_ring;
+  if (ring.dead) return false;
+  for (int i = 0; i < ManagerRing::kSize; ++i) new (ring.storage[i]) ManagerRing::Slot();
+  [[maybe_unused]] ManagerRingReaper& reaper = tl_manager_ring_reaper;  // runs at exit
+  ring.live = true;
+  return true;
+}
+
 }  // namespace
+
+// Reusable, Reopen and NewChildObject are inline into NewSubManager, their one caller
+// (every request scope starts there); the allocation is the cold path.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NDManager::Reusable(
+    const std::shared_ptr<NDManager>& manager) {
+  if (manager.use_count() != 1) return false;  // 0 for an empty slot
+  // use_count() is a relaxed load; the fence pairs with the releasing decrement of
+  // whoever dropped the last other reference (on any thread), so their last use of the
+  // object happens before Reopen writes it. close_state_'s acquire does the same for
+  // the thread that closed it.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return manager->close_state_.load(std::memory_order_acquire) == kClosed;
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void NDManager::Reopen(std::uint64_t uid, ManagerLevel level,
+                                                           Device device, Pool* pool,
+                                                           internal::LevelCounters* counters,
+                                                           absl::string_view name,
+                                                           NDManager* parent) {
+  // Close left the array list empty and the counts at zero, and took this manager out
+  // of its parent's list (moving parents_reference_ out); a manager never added to a
+  // tree has them at their initial values.
+  uid_ = uid;
+  level_ = level;
+  device_ = device;
+  pool_ = pool;
+  counters_ = counters;
+  parent_ = parent;
+  if (ABSL_PREDICT_FALSE(!name.empty() || !name_.empty())) name_.assign(name.data(), name.size());
+  closed_info_ = ArrayState::FreedInfo(FreedBy::kManagerClose, level, uid);
+  closed_ = false;
+  capped_ = false;
+  refuses_ = false;
+  if (ChildShard* shards = child_shards_.load(std::memory_order_relaxed);
+      ABSL_PREDICT_FALSE(shards != nullptr)) {
+    // Its children list, kept for the next life: TakeChildren emptied and closed it.
+    for (int i = 0; i < kChildShards; ++i) shards[i].closed = false;
+  }
+  close_state_.store(kOpen, std::memory_order_relaxed);
+}
+
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::shared_ptr<NDManager> NDManager::NewChildObject(
+    ManagerLevel level, absl::string_view name) {
+  // The cold path: a new object.
+  auto allocate = [this, level, name]() ABSL_ATTRIBUTE_NOINLINE {
+    return std::allocate_shared<NDManager>(RecyclingAllocator<NDManager>(), PrivateTag{}, NextUid(),
+                                           level, device_, pool_, counters_, name, this);
+  };
+  ManagerRing& ring = tls_manager_ring;
+  if (ABSL_PREDICT_TRUE(ring.live) || StartManagerRing()) {
+    std::shared_ptr<NDManager>& slot = ring.slot(ring.next);
+    ring.next = (ring.next + 1) & (ManagerRing::kSize - 1);
+    if (ABSL_PREDICT_TRUE(Reusable(slot))) {
+      slot->Reopen(NextUid(), level, device_, pool_, counters_, name, this);
+      return slot;
+    }
+    // Empty, or still held (a long-lived scope): that one leaves the ring.
+    slot = allocate();
+    return slot;
+  }
+  return allocate();
+}
 
 NDManager::ChildShard* NDManager::Shards() {
   ChildShard* shards = child_shards_.load(std::memory_order_acquire);
@@ -110,9 +216,7 @@ absl::StatusOr<std::shared_ptr<NDManager>> NDManager::NewSubManager(
     return absl::InvalidArgumentError(
         "a new manager needs a level other than system (model, predictor, context, ...)");
   }
-  auto child =
-      std::allocate_shared<NDManager>(RecyclingAllocator<NDManager>(), PrivateTag{}, NextUid(),
-                                      child_level, device_, pool_, counters_, name, this);
+  std::shared_ptr<NDManager> child = NewChildObject(child_level, name);
   if (ABSL_PREDICT_FALSE(!AddChild(child))) {
     // Never in the tree: mark it closed so its destructor does nothing.
     {
@@ -144,23 +248,6 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool NDManager::AddChild(
   shard.head = child.get();
   ++shard.count;
   return true;
-}
-
-std::shared_ptr<NDManager> NDManager::RemoveChild(NDManager* child) {
-  // The child was added, so the shards exist and stay until this manager is destroyed.
-  ChildShard& shard = child_shards_.load(std::memory_order_acquire)[child->shard_in_parent_];
-  SpinLockHolder lock(&shard.mu);
-  // A closing parent has taken the list already and closes the child itself.
-  if (shard.closed) return nullptr;
-  if (child->prev_sibling_ != nullptr) {
-    child->prev_sibling_->next_sibling_ = child->next_sibling_;
-  } else {
-    shard.head = child->next_sibling_;
-  }
-  if (child->next_sibling_ != nullptr) child->next_sibling_->prev_sibling_ = child->prev_sibling_;
-  child->prev_sibling_ = child->next_sibling_ = nullptr;
-  --shard.count;
-  return std::move(child->parents_reference_);
 }
 
 std::vector<std::shared_ptr<NDManager>> NDManager::TakeChildren(ChildShard* shards) {
