@@ -41,24 +41,26 @@ const NDArray* DeviceBatch::Find(absl::string_view name) const {
 }
 
 absl::StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::Create(
-    std::shared_ptr<NDManager> parent, Source source, Ready ready) {
+    std::shared_ptr<NDManager> parent, Source source, Ready ready, Guard guard) {
   if (parent == nullptr) return absl::InvalidArgumentError("a batch iterator needs a parent scope");
   if (source == nullptr) return absl::InvalidArgumentError("a batch iterator needs a source");
   std::unique_ptr<kernels::GpuResources> gpu;
   if (parent->device().is_cuda()) {
     NDS_ASSIGN_OR_RETURN(gpu, kernels::GpuResources::Create(parent->device()));
   }
-  return std::unique_ptr<BatchIterator>(new BatchIterator(
+  auto it = std::unique_ptr<BatchIterator>(new BatchIterator(
       std::move(parent), std::move(source), std::move(ready), nullptr, std::move(gpu)));
+  it->guard_ = std::move(guard);
+  return it;
 }
 
 absl::StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::CreateReadAhead(
-    std::shared_ptr<NDManager> parent, Source source, Interrupt interrupt) {
+    std::shared_ptr<NDManager> parent, Source source, Interrupt interrupt, Guard guard) {
   if (interrupt == nullptr) {
     return absl::InvalidArgumentError("a reading-ahead batch iterator needs an interrupt");
   }
   NDS_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> it,
-                       Create(std::move(parent), std::move(source)));
+                       Create(std::move(parent), std::move(source), nullptr, std::move(guard)));
   it->interrupt_ = std::move(interrupt);
   BatchIterator* self = it.get();
   it->reader_ = std::thread([self] { self->ReadAhead(); });
@@ -130,7 +132,11 @@ void BatchIterator::Free(std::optional<DeviceBatch>& batch) {
   changed_.SignalAll();
 }
 
-absl::StatusOr<DeviceBatch> BatchIterator::Upload(const HostBatch& host) {
+absl::StatusOr<DeviceBatch> BatchIterator::Upload(const HostBatch& host,
+                                                  std::shared_ptr<void>* use) {
+  if (guard_ != nullptr) {
+    NDS_ASSIGN_OR_RETURN(*use, guard_());
+  }
   std::int64_t index = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -188,7 +194,10 @@ absl::StatusOr<std::optional<DeviceBatch>> BatchIterator::StartUpload() {
     if (!host.ok()) return host.status();
     return std::optional<DeviceBatch>();
   }
-  NDS_ASSIGN_OR_RETURN(DeviceBatch batch, Upload(**host));
+  absl::StatusOr<DeviceBatch> uploaded = Upload(**host, &next_use_);
+  // On the CPU the bytes landed in Upload; on a GPU they land by FinishUpload.
+  if (!uploaded.ok() || gpu_ == nullptr) next_use_.reset();
+  NDS_ASSIGN_OR_RETURN(DeviceBatch batch, std::move(uploaded));
   // The stream may read the host bytes until FinishUpload.
   next_host_ = **std::move(host);
   return std::optional<DeviceBatch>(std::move(batch));
@@ -197,6 +206,7 @@ absl::StatusOr<std::optional<DeviceBatch>> BatchIterator::StartUpload() {
 absl::Status BatchIterator::FinishUpload() {
   absl::Status status = gpu_ != nullptr ? gpu_->Synchronize() : absl::OkStatus();
   next_host_.clear();
+  next_use_.reset();
   return status;
 }
 
@@ -222,7 +232,8 @@ void BatchIterator::ReadAhead() {
     } else if (!host->has_value()) {
       break;
     } else {
-      absl::StatusOr<DeviceBatch> batch = Upload(**host);
+      std::shared_ptr<void> use;  // held until the bytes landed
+      absl::StatusOr<DeviceBatch> batch = Upload(**host, &use);
       // This thread is the stream's only user in this mode: the step never waits for
       // the copy, and the host bytes live until it is done.
       if (batch.ok() && gpu_ != nullptr) {

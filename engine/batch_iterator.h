@@ -76,19 +76,25 @@ class BatchIterator {
   // service cancels the RPC, with `why` as its status when that is an error), since
   // Stop joins the reader. Not called when the reader is idle or done.
   using Interrupt = absl::AnyInvocable<void(const absl::Status& why)>;
+  // Called before each upload; the upload holds what it returns until its bytes landed
+  // (a training session's use, so that closing the session waits for the upload). An
+  // error ends the iteration with it. Null: no guard.
+  using Guard = absl::AnyInvocable<absl::StatusOr<std::shared_ptr<void>>()>;
 
   // INVALID_ARGUMENT for a null parent or source; FAILED_PRECONDITION when the parent's
   // device is a CUDA device that is not present.
   static absl::StatusOr<std::unique_ptr<BatchIterator>> Create(std::shared_ptr<NDManager> parent,
                                                                Source source,
-                                                               Ready ready = nullptr);
+                                                               Ready ready = nullptr,
+                                                               Guard guard = nullptr);
   // Read-ahead mode: a reader thread pulls `source` and uploads each batch into its
   // batch scope while the steps run, never holding more than two batches (the one the
   // step has and the one after it); it waits for the step to free one before it pulls
   // again. INVALID_ARGUMENT for a null parent, source or interrupt; FAILED_PRECONDITION
   // as Create.
   static absl::StatusOr<std::unique_ptr<BatchIterator>> CreateReadAhead(
-      std::shared_ptr<NDManager> parent, Source source, Interrupt interrupt);
+      std::shared_ptr<NDManager> parent, Source source, Interrupt interrupt,
+      Guard guard = nullptr);
   // Calls Stop(OK).
   ~BatchIterator();
   BatchIterator(const BatchIterator&) = delete;
@@ -119,8 +125,9 @@ class BatchIterator {
 
   // Pulls one host batch from the source and queues its upload: nullopt at the end.
   absl::StatusOr<std::optional<DeviceBatch>> StartUpload();
-  // Queues the upload of `host` (index `uploaded_`) into a new batch scope.
-  absl::StatusOr<DeviceBatch> Upload(const HostBatch& host);
+  // Queues the upload of `host` (index `uploaded_`) into a new batch scope; `use` gets
+  // the guard's token, to hold until the upload finished.
+  absl::StatusOr<DeviceBatch> Upload(const HostBatch& host, std::shared_ptr<void>* use);
   // Waits for the queued upload (CUDA) so that the step sees the bytes.
   absl::Status FinishUpload();
   void Free(std::optional<DeviceBatch>& batch) ABSL_LOCKS_EXCLUDED(mu_);
@@ -132,6 +139,8 @@ class BatchIterator {
   Source source_;
   Ready ready_;                                 // null: always ready
   Interrupt interrupt_;                         // read-ahead mode only
+  Guard guard_;                                 // null: uploads need no guard
+  std::shared_ptr<void> next_use_;              // the guard's token for `next_`'s upload
   std::unique_ptr<kernels::GpuResources> gpu_;  // null on the CPU
   std::optional<DeviceBatch> current_;          // what the last Next returned
   std::optional<DeviceBatch> next_;             // being uploaded

@@ -17,6 +17,38 @@ void TrainingSession::Touch(absl::Time now) {
   if (now > last_used_) last_used_ = now;
 }
 
+absl::StatusOr<std::shared_ptr<void>> TrainingSession::Enter() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) {
+      return absl::NotFoundError(
+          absl::StrCat("training session '", id_, "' is being aborted or has expired"));
+    }
+    ++uses_;
+  }
+  // The release keeps the session alive: a use may outlive every other reference.
+  std::shared_ptr<TrainingSession> self = shared_from_this();
+  return std::shared_ptr<void>(self.get(), [self](void*) {
+    absl::MutexLock lock(&self->mu_);
+    --self->uses_;
+  });
+}
+
+int TrainingSession::uses() const {
+  absl::MutexLock lock(&mu_);
+  return uses_;
+}
+
+absl::Status TrainingSession::CloseWhenUnused() {
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    mu_.Await(absl::Condition(
+        +[](int* uses) { return *uses == 0; }, &uses_));
+  }
+  return trainer_->Close();
+}
+
 TrainingSessionInfo TrainingSession::Info() const {
   TrainingSessionInfo info;
   info.id = id_;
@@ -34,7 +66,7 @@ TrainingSessions::TrainingSessions(Options options) : options_(std::move(options
 TrainingSessions::~TrainingSessions() { AbortAll(); }
 
 void TrainingSessions::Close(std::vector<std::shared_ptr<TrainingSession>> sessions) {
-  for (const std::shared_ptr<TrainingSession>& s : sessions) s->trainer().Close().IgnoreError();
+  for (const std::shared_ptr<TrainingSession>& s : sessions) s->CloseWhenUnused().IgnoreError();
 }
 
 absl::StatusOr<std::shared_ptr<TrainingSession>> TrainingSessions::Start(
@@ -91,7 +123,7 @@ absl::Status TrainingSessions::Abort(absl::string_view id) {
     session = std::move(it->second);
     sessions_.erase(it);
   }
-  return session->trainer().Close();
+  return session->CloseWhenUnused();
 }
 
 int TrainingSessions::ExpireIdle() {
@@ -100,7 +132,8 @@ int TrainingSessions::ExpireIdle() {
     absl::MutexLock lock(&mu_);
     const absl::Time now = Now();
     for (auto it = sessions_.begin(); it != sessions_.end();) {
-      if (now - it->second->last_used() > options_.idle_timeout) {
+      // A session in the middle of a step is not idle, however long the step takes.
+      if (now - it->second->last_used() > options_.idle_timeout && it->second->uses() == 0) {
         expired.push_back(std::move(it->second));
         it = sessions_.erase(it);
       } else {

@@ -31,7 +31,13 @@ struct TrainingSessionInfo {
 };
 
 // One training session: its trainer scope and when it was last used. Thread-safe.
-class TrainingSession {
+//
+// Closing a session (Abort, Commit, expiry) frees its trainer scope, and with it every
+// array a step or an upload may be writing. So the code that writes into the scope holds
+// a use of the session (Enter) while it does, and the close refuses new uses, waits for
+// the held ones to end and only then closes the scope: a step finishes (or an upload
+// lands) before its memory goes, and the next one answers NOT_FOUND.
+class TrainingSession : public std::enable_shared_from_this<TrainingSession> {
  public:
   TrainingSession(std::string id, std::string model, std::int64_t version,
                   std::shared_ptr<TrainerScope> trainer, absl::Time now)
@@ -49,9 +55,18 @@ class TrainingSession {
   absl::Time last_used() const;
   TrainingSessionInfo Info() const;
 
+  // A use of the trainer scope, released by dropping the pointer (from any thread).
+  // NOT_FOUND once the session is closing. A holder must not close the session itself
+  // while it holds a use (the close would wait for it).
+  absl::StatusOr<std::shared_ptr<void>> Enter();
+  // Uses held now; a session in use is not idle.
+  int uses() const;
+
  private:
   friend class TrainingSessions;
   void Touch(absl::Time now);
+  // Refuses new uses, waits until none is held, then closes the trainer scope.
+  absl::Status CloseWhenUnused();
 
   const std::string id_;
   const std::string model_;
@@ -60,6 +75,8 @@ class TrainingSession {
   const absl::Time started_;
   mutable absl::Mutex mu_;
   absl::Time last_used_ ABSL_GUARDED_BY(mu_);
+  int uses_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The open training sessions of an engine (docs/design.md §2.1): at most

@@ -7,6 +7,15 @@
 #include "base/status_macros.h"
 
 namespace ndserve::train {
+namespace {
+
+// The iterator's uploads write into batch scopes under the trainer scope: each holds a
+// use of the session, so an Abort waits for an upload in progress.
+engine::BatchIterator::Guard UseOf(std::shared_ptr<engine::TrainingSession> session) {
+  return [session = std::move(session)] { return session->Enter(); };
+}
+
+}  // namespace
 
 TrainingRuns::TrainingRuns(engine::Engine* engine, engine::TrainingSessions::Options options)
     : engine_(engine), sessions_(std::move(options)) {}
@@ -33,8 +42,11 @@ absl::StatusOr<StartedSession> TrainingRuns::Start(absl::string_view model,
   // reference lets a later Commit retire the version.
   served.reset();
   std::shared_ptr<engine::TrainerScope> scope(session, &session->trainer());
+  absl::StatusOr<std::shared_ptr<void>> use = session->Enter();
+  if (!use.ok()) return use.status();  // aborted while it opened
   absl::StatusOr<std::unique_ptr<TrainingRun>> run =
       TrainingRun::Create(path, std::move(scope), std::move(options));
+  use->reset();  // before an Abort of its own, which would wait for it
   if (!run.ok()) {
     sessions_.Abort(session->id()).IgnoreError();
     return run.status();
@@ -75,6 +87,8 @@ absl::StatusOr<StepResult> TrainingRuns::Step(absl::string_view id,
                                               absl::Span<const engine::HostTensor> inputs,
                                               const engine::HostTensor& labels) {
   NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
+  // Held for the step: an Abort or expiry meanwhile waits for it (training_sessions.h).
+  NDS_ASSIGN_OR_RETURN(std::shared_ptr<void> use, entry->session->Enter());
   absl::MutexLock lock(&entry->mu);
   if (entry->committing) {
     return absl::FailedPreconditionError(absl::StrCat("training session '", id, "' is being committed"));
@@ -88,7 +102,8 @@ absl::Status TrainingRuns::Stream(absl::string_view id, engine::BatchIterator::S
   NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
   NDS_ASSIGN_OR_RETURN(std::unique_ptr<engine::BatchIterator> batches,
                        engine::BatchIterator::Create(entry->session->trainer().manager(),
-                                                     std::move(source), std::move(ready)));
+                                                     std::move(source), std::move(ready),
+                                                     UseOf(entry->session)));
   return RunStream(id, *batches, sink);
 }
 
@@ -100,7 +115,7 @@ absl::Status TrainingRuns::StreamReadingAhead(absl::string_view id,
   NDS_ASSIGN_OR_RETURN(
       std::unique_ptr<engine::BatchIterator> batches,
       engine::BatchIterator::CreateReadAhead(entry->session->trainer().manager(), std::move(source),
-                                             std::move(interrupt)));
+                                             std::move(interrupt), UseOf(entry->session)));
   entry.reset();
   absl::Status status = RunStream(id, *batches, sink);
   // The reader must not outlive the stream it reads (a gRPC call ends with this).
@@ -125,6 +140,7 @@ absl::Status TrainingRuns::RunStream(absl::string_view id, engine::BatchIterator
     NDS_ASSIGN_OR_RETURN(std::shared_ptr<Entry> entry, Find(id));
     StepResult result;
     {
+      NDS_ASSIGN_OR_RETURN(std::shared_ptr<void> use, entry->session->Enter());
       absl::MutexLock lock(&entry->mu);
       if (entry->committing) {
         return absl::FailedPreconditionError(
@@ -143,6 +159,7 @@ absl::StatusOr<CommitResult> TrainingRuns::Commit(absl::string_view id) {
   std::vector<engine::HostTensor> values;
   CommitResult result;
   {
+    NDS_ASSIGN_OR_RETURN(std::shared_ptr<void> use, entry->session->Enter());
     absl::MutexLock lock(&entry->mu);
     if (entry->committing) {
       return absl::FailedPreconditionError(

@@ -324,5 +324,44 @@ TEST_F(BatchIteratorTest, ReadingAheadReportsTheReadersErrorAfterTheBatchesBefor
       BatchIterator::CreateReadAhead(trainer_->manager(), lost.AsSource(), nullptr).status()));
 }
 
+// Each upload holds the guard's token while it writes (a training session's use, so
+// that an Abort waits for it) and lets go once its bytes landed; a refused guard ends
+// the iteration with its error, in both modes.
+TEST_F(BatchIteratorTest, EachUploadHoldsTheGuardWhileItWritesAndARefusalEndsIt) {
+  int taken = 0;
+  std::shared_ptr<int> held = std::make_shared<int>(0);
+  bool refuse = false;
+  auto guard = [&]() -> absl::StatusOr<std::shared_ptr<void>> {
+    if (refuse) return absl::NotFoundError("training session 's' is being aborted");
+    ++taken;
+    ++*held;
+    return std::shared_ptr<void>(held.get(), [held](void*) { --*held; });
+  };
+  int pulled = 0;
+  std::unique_ptr<BatchIterator> it =
+      Must(BatchIterator::Create(trainer_->manager(), CountingSource(3, &pulled), nullptr, guard));
+  ASSERT_NE(Must(it->Next()), nullptr);
+  EXPECT_EQ(*held, 0);  // on the CPU the bytes land inside the upload
+  EXPECT_EQ(taken, 2);  // batch 0, and batch 1 uploaded ahead
+  refuse = true;
+  // Batch 2's upload starts in this Next, and is refused.
+  absl::StatusOr<const DeviceBatch*> refused = it->Next();
+  EXPECT_TRUE(absl::IsNotFound(refused.status())) << refused.status();
+
+  refuse = false;
+  taken = 0;
+  BlockingBatchSource client;
+  client.Push(MakeBatch(0));
+  client.Push(MakeBatch(1));
+  client.Close(absl::OkStatus());
+  it = Must(BatchIterator::CreateReadAhead(trainer_->manager(), client.AsSource(),
+                                           [](const absl::Status&) {}, guard));
+  ASSERT_NE(Must(it->Next()), nullptr);
+  ASSERT_NE(Must(it->Next()), nullptr);
+  EXPECT_EQ(Must(it->Next()), nullptr);
+  EXPECT_EQ(taken, 2);
+  EXPECT_EQ(*held, 0);
+}
+
 }  // namespace
 }  // namespace ndserve::engine

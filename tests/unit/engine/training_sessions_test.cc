@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "tests/unit/memory/nd_manager_test_util.h"
@@ -81,6 +82,48 @@ TEST_F(TrainingSessionsTest, AnIdleSessionIsAbortedAndItsMemoryFreed) {
   EXPECT_EQ(sessions.ExpireIdle(), 1);
   EXPECT_EQ(PoolBytes(), before);
   EXPECT_TRUE(sessions.List().empty());
+}
+
+// A step holds a use of its session; an Abort meanwhile refuses new uses at once but
+// frees the trainer scope only once the step let go, so the step never writes freed
+// memory.
+TEST_F(TrainingSessionsTest, AnAbortWaitsForTheUseInProgressAndRefusesNewOnes) {
+  TrainingSessions sessions(Opts(4, absl::Minutes(5)));
+  auto s = Must(sessions.Start("a", 1, a_));
+  ASSERT_TRUE(s->trainer().Zeros({256}, DType::kFp32, "grad").ok());
+  std::shared_ptr<void> use = Must(s->Enter());
+  EXPECT_EQ(s->uses(), 1);
+  std::thread abort([&] { EXPECT_TRUE(sessions.Abort(s->id()).ok()); });
+  // The abort has begun once new uses are refused.
+  for (;;) {
+    absl::StatusOr<std::shared_ptr<void>> again = s->Enter();
+    if (!again.ok()) {
+      EXPECT_TRUE(absl::IsNotFound(again.status())) << again.status();
+      break;
+    }
+    again->reset();
+    std::this_thread::yield();
+  }
+  // ... and waits: the scope the use writes into is still open.
+  EXPECT_FALSE(s->trainer().manager()->closed());
+  ASSERT_TRUE(s->trainer().Zeros({16}, DType::kFp32, "still.writable").ok());
+  use.reset();
+  abort.join();
+  EXPECT_TRUE(s->trainer().manager()->closed());
+  EXPECT_EQ(s->uses(), 0);
+}
+
+// However long a step runs, its session is not idle while it does.
+TEST_F(TrainingSessionsTest, ASessionInUseDoesNotExpire) {
+  TrainingSessions sessions(Opts(4, absl::Minutes(5)));
+  auto s = Must(sessions.Start("a", 1, a_));
+  std::shared_ptr<void> use = Must(s->Enter());
+  now_ += absl::Minutes(30);
+  EXPECT_EQ(sessions.ExpireIdle(), 0);
+  EXPECT_FALSE(s->trainer().manager()->closed());
+  use.reset();
+  EXPECT_EQ(sessions.ExpireIdle(), 1);
+  EXPECT_TRUE(s->trainer().manager()->closed());
 }
 
 TEST_F(TrainingSessionsTest, ListAndAbort) {
