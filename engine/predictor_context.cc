@@ -415,28 +415,25 @@ absl::StatusOr<InferOutputTensor> PredictorContext::CopyOutput(int output) {
   return std::move(out[0]);
 }
 
-absl::StatusOr<PredictorContext::DeviceBuffer> PredictorContext::InputBuffer(int input) const {
-  const int value = model_.graph().input_values()[input];
+absl::StatusOr<PredictorContext::DeviceBuffer> PredictorContext::BufferOf(
+    int value, absl::string_view what) const {
   const Slot& slot = slots_[value];
   if (slot.array.is_null() || slot.host) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("input '", model_.graph().values()[value].name, "' has no device buffer"));
+    return absl::FailedPreconditionError(absl::StrCat(what, " has no device buffer"));
   }
   NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
   return DeviceBuffer{data, slot.array.nbytes(), slot.array.dtype(),
                       std::vector<int64_t>(slot.shape.begin(), slot.shape.end())};
 }
 
+absl::StatusOr<PredictorContext::DeviceBuffer> PredictorContext::InputBuffer(int input) const {
+  const int value = model_.graph().input_values()[input];
+  return BufferOf(value, absl::StrCat("input '", model_.graph().values()[value].name, "'"));
+}
+
 absl::StatusOr<PredictorContext::DeviceBuffer> PredictorContext::OutputBuffer(int output) const {
-  const int value = model_.graph().output_values()[output];
-  const Slot& slot = slots_[value];
-  if (slot.array.is_null() || slot.host) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("output '", model_.graph().outputs()[output].name, "' has no device buffer"));
-  }
-  NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
-  return DeviceBuffer{data, slot.array.nbytes(), slot.array.dtype(),
-                      std::vector<int64_t>(slot.shape.begin(), slot.shape.end())};
+  return BufferOf(model_.graph().output_values()[output],
+                  absl::StrCat("output '", model_.graph().outputs()[output].name, "'"));
 }
 
 absl::Status PredictorContext::Detach() {

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "engine/inference_request.h"
 #include "engine/model.h"
@@ -136,6 +137,8 @@ class PredictorContext : private kernels::ScratchAllocator {
   absl::Status RunNode(int n);
   // RunNode timed into `profile` (run_profile.h).
   absl::Status RunNodeProfiled(int n, RunProfile& profile);
+  // The device buffer of graph value `value` (`what` names it in the error).
+  absl::StatusOr<DeviceBuffer> BufferOf(int value, absl::string_view what) const;
   absl::Status EnsureHostManager();
 
   // kernels::ScratchAllocator: a byte array in the context manager, so working space is
