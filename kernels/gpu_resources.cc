@@ -8,6 +8,9 @@
 #ifdef NDSERVE_WITH_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+
+#include "kernels/cuda/cublas_util.h"
+#include "kernels/cuda/cuda_util.h"
 #endif
 
 namespace ndserve::kernels {
@@ -15,24 +18,11 @@ namespace ndserve::kernels {
 #ifdef NDSERVE_WITH_CUDA
 namespace {
 
-absl::Status CudaError(cudaError_t err, absl::string_view what) {
-  if (err == cudaErrorMemoryAllocation) {
-    return absl::ResourceExhaustedError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
-  }
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
-}
-
-absl::Status CublasError(cublasStatus_t st, absl::string_view what) {
-  if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  if (st == CUBLAS_STATUS_ALLOC_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat(what, " failed with status ", st));
-  }
-  return absl::InternalError(absl::StrCat(what, " failed with status ", st));
-}
-
-cudaStream_t StreamOf(const KernelContext& ctx) {
-  return static_cast<cudaStream_t>(ctx.cuda_stream);
-}
+// Out of memory is RESOURCE_EXHAUSTED, anything else INTERNAL naming the call: the
+// mapping of every CUDA entry point (kernels/cuda/cuda_util.h, cublas_util.h).
+using gpu::CublasStatus;
+using gpu::CudaStatus;
+using gpu::StreamOf;
 
 }  // namespace
 
@@ -44,29 +34,29 @@ absl::StatusOr<std::unique_ptr<GpuResources>> GpuResources::Create(Device device
   std::unique_ptr<GpuResources> r(new GpuResources(device));
   r->error_slots_ = std::max(error_slots, 1);
   if (cudaError_t err = cudaSetDevice(device.ordinal); err != cudaSuccess) {
-    return CudaError(err, "cudaSetDevice");
+    return CudaStatus(err, "cudaSetDevice");
   }
   cudaStream_t stream = nullptr;
   if (cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
       err != cudaSuccess) {
-    return CudaError(err, "cudaStreamCreate");
+    return CudaStatus(err, "cudaStreamCreate");
   }
   r->context_.cuda_stream = stream;
   void* flag = nullptr;
   if (cudaError_t err =
           cudaHostAlloc(&flag, sizeof(int32_t) * r->error_slots_, cudaHostAllocMapped);
       err != cudaSuccess) {
-    return CudaError(err, "cudaHostAlloc(error flags)");
+    return CudaStatus(err, "cudaHostAlloc(error flags)");
   }
   r->context_.error_flag = static_cast<int32_t*>(flag);
   r->ClearErrorFlags();
   cublasHandle_t handle = nullptr;
   if (cublasStatus_t st = cublasCreate(&handle); st != CUBLAS_STATUS_SUCCESS) {
-    return CublasError(st, "cublasCreate");
+    return CublasStatus(st, "cublasCreate");
   }
   r->context_.cublas_handle = handle;
   if (cublasStatus_t st = cublasSetStream(handle, stream); st != CUBLAS_STATUS_SUCCESS) {
-    return CublasError(st, "cublasSetStream");
+    return CublasStatus(st, "cublasSetStream");
   }
   return r;
 }
@@ -98,7 +88,7 @@ absl::Status GpuResources::Synchronize() {
   ++counters_.syncs;
   cudaSetDevice(context_.device.ordinal);
   if (cudaError_t err = cudaStreamSynchronize(StreamOf(context_)); err != cudaSuccess) {
-    return CudaError(err, "cudaStreamSynchronize");
+    return CudaStatus(err, "cudaStreamSynchronize");
   }
   return absl::OkStatus();
 }
@@ -109,7 +99,7 @@ absl::Status GpuResources::CopyToDevice(void* device_dst, const void* host_src, 
   if (cudaError_t err =
           cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, StreamOf(context_));
       err != cudaSuccess) {
-    return CudaError(err, "cudaMemcpyAsync(host to device)");
+    return CudaStatus(err, "cudaMemcpyAsync(host to device)");
   }
   return absl::OkStatus();
 }
@@ -120,7 +110,7 @@ absl::Status GpuResources::CopyToHost(void* host_dst, const void* device_src, st
   if (cudaError_t err =
           cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, StreamOf(context_));
       err != cudaSuccess) {
-    return CudaError(err, "cudaMemcpyAsync(device to host)");
+    return CudaStatus(err, "cudaMemcpyAsync(device to host)");
   }
   return absl::OkStatus();
 }
@@ -129,19 +119,19 @@ absl::Status GpuResources::FillZero(void* device_dst, std::size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   if (cudaError_t err = cudaMemsetAsync(device_dst, 0, bytes, StreamOf(context_));
       err != cudaSuccess) {
-    return CudaError(err, "cudaMemsetAsync");
+    return CudaStatus(err, "cudaMemsetAsync");
   }
   return absl::OkStatus();
 }
 
 absl::Status GpuResources::SetCublasWorkspace(void* ptr, std::size_t bytes) {
-  return CublasError(
+  return CublasStatus(
       cublasSetWorkspace(static_cast<cublasHandle_t>(context_.cublas_handle), ptr, bytes),
       "cublasSetWorkspace");
 }
 
 absl::Status GpuResources::SetTf32(bool on) {
-  return CublasError(cublasSetMathMode(static_cast<cublasHandle_t>(context_.cublas_handle),
+  return CublasStatus(cublasSetMathMode(static_cast<cublasHandle_t>(context_.cublas_handle),
                                        on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                      "cublasSetMathMode");
 }
@@ -152,7 +142,7 @@ absl::Status GpuResources::BeginCapture() {
           cudaStreamBeginCapture(StreamOf(context_), cudaStreamCaptureModeThreadLocal);
       err != cudaSuccess) {
     cudaGetLastError();
-    return CudaError(err, "cudaStreamBeginCapture");
+    return CudaStatus(err, "cudaStreamBeginCapture");
   }
   return absl::OkStatus();
 }
@@ -163,7 +153,7 @@ absl::StatusOr<void*> GpuResources::EndCapture() {
   if (err != cudaSuccess || graph == nullptr) {
     if (graph != nullptr) cudaGraphDestroy(graph);
     cudaGetLastError();  // an invalidated capture is not a sticky error; clear it
-    return CudaError(err == cudaSuccess ? cudaErrorStreamCaptureInvalidated : err,
+    return CudaStatus(err == cudaSuccess ? cudaErrorStreamCaptureInvalidated : err,
                      "cudaStreamEndCapture");
   }
   cudaGraphExec_t exec = nullptr;
@@ -171,7 +161,7 @@ absl::StatusOr<void*> GpuResources::EndCapture() {
   cudaGraphDestroy(graph);  // the executable graph keeps what it needs
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return CudaError(err, "cudaGraphInstantiate");
+    return CudaStatus(err, "cudaGraphInstantiate");
   }
   return static_cast<void*>(exec);
 }
@@ -193,7 +183,7 @@ absl::Status GpuResources::LaunchGraph(void* graph) {
   ++counters_.graph_launches;
   if (cudaError_t err = cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), StreamOf(context_));
       err != cudaSuccess) {
-    return CudaError(err, "cudaGraphLaunch");
+    return CudaStatus(err, "cudaGraphLaunch");
   }
   return absl::OkStatus();
 }

@@ -17,9 +17,14 @@
 
 namespace ndserve::kernels::gpu {
 
-// INTERNAL naming the call `what` for any cuBLAS failure.
+// RESOURCE_EXHAUSTED when cuBLAS could not allocate, INTERNAL naming the call `what` for
+// any other failure.
 inline absl::Status CublasStatus(cublasStatus_t st, absl::string_view what) {
   if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  if (st == CUBLAS_STATUS_ALLOC_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cuBLAS %s failed with status %d", what, static_cast<int>(st)));
+  }
   return absl::InternalError(
       absl::StrFormat("cuBLAS %s failed with status %d", what, static_cast<int>(st)));
 }

@@ -18,8 +18,13 @@ inline cudaStream_t StreamOf(const KernelContext& ctx) {
   return static_cast<cudaStream_t>(ctx.cuda_stream);
 }
 
+// RESOURCE_EXHAUSTED when the device is out of memory (docs/design.md §9: OOM is never
+// INTERNAL), INTERNAL naming the call for any other failure.
 inline absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
   if (err == cudaSuccess) return absl::OkStatus();
+  if (err == cudaErrorMemoryAllocation) {
+    return absl::ResourceExhaustedError(absl::StrCat("CUDA ", what, ": ", cudaGetErrorString(err)));
+  }
   return absl::InternalError(absl::StrCat("CUDA ", what, ": ", cudaGetErrorString(err)));
 }
 

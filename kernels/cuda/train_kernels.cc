@@ -16,13 +16,6 @@
 namespace ndserve::kernels::gpu {
 namespace {
 
-absl::Status Launched(cudaError_t err, absl::string_view what) {
-  if (err == cudaErrorMemoryAllocation) {
-    return absl::ResourceExhaustedError(absl::StrCat("CUDA ", what, ": ", cudaGetErrorString(err)));
-  }
-  return CudaStatus(err, what);
-}
-
 // The context is a CUDA one, made current; sizes are not negative; a buffer needed for a
 // non-empty call is set.
 absl::Status Prepare(const KernelContext& ctx, absl::string_view op,
@@ -61,7 +54,7 @@ absl::Status Gemm(const KernelContext& ctx, bool trans_a, bool trans_b, std::int
   if (k == 0) {
     // No product: c = beta c (cuBLAS is not asked with k = 0).
     if (beta == 0.0f) {
-      return Launched(
+      return CudaStatus(
           cudaMemsetAsync(c, 0, static_cast<std::size_t>(m * n) * sizeof(float), StreamOf(ctx)),
           "training Gemm cudaMemsetAsync");
     }
@@ -89,7 +82,7 @@ absl::Status Gemm(const KernelContext& ctx, bool trans_a, bool trans_b, std::int
 absl::Status ActivationBackward(const KernelContext& ctx, ActivationKind kind, const float* saved,
                                 const float* dy, float* dx, std::int64_t n, bool accumulate) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "activation backward", {n}, {saved, dy, dx}));
-  return Launched(
+  return CudaStatus(
       LaunchActivationBackward(static_cast<int>(kind), saved, dy, dx, n, accumulate, StreamOf(ctx)),
       "activation backward launch");
 }
@@ -97,7 +90,7 @@ absl::Status ActivationBackward(const KernelContext& ctx, ActivationKind kind, c
 absl::Status SoftmaxBackward(const KernelContext& ctx, bool log, const float* y, const float* dy,
                              float* dx, std::int64_t rows, std::int64_t cols, bool accumulate) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "softmax backward", {rows, cols}, {y, dy, dx}));
-  return Launched(LaunchSoftmaxBackward(log, y, dy, dx, rows, cols, accumulate, StreamOf(ctx)),
+  return CudaStatus(LaunchSoftmaxBackward(log, y, dy, dx, rows, cols, accumulate, StreamOf(ctx)),
                   "softmax backward launch");
 }
 
@@ -106,15 +99,15 @@ absl::Status Loss(const KernelContext& ctx, TrainLossKind kind, const float* x, 
   NDS_RETURN_IF_ERROR(Prepare(ctx, "training loss", {rows, cols}, {x, labels, grad}));
   if (loss == nullptr) return absl::InvalidArgumentError("training loss: the loss buffer is null");
   // The kernels add their shares into *loss.
-  NDS_RETURN_IF_ERROR(Launched(cudaMemsetAsync(loss, 0, sizeof(float), StreamOf(ctx)),
+  NDS_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(loss, 0, sizeof(float), StreamOf(ctx)),
                                "training loss cudaMemsetAsync"));
   if (kind == TrainLossKind::kCrossEntropy) {
     NDS_RETURN_IF_ERROR(NeedsFlag(ctx, "CrossEntropyLoss"));
-    return Launched(LaunchCrossEntropy(x, static_cast<const std::int64_t*>(labels), rows, cols,
+    return CudaStatus(LaunchCrossEntropy(x, static_cast<const std::int64_t*>(labels), rows, cols,
                                        loss, grad, ctx.error_flag, StreamOf(ctx)),
                     "CrossEntropyLoss launch");
   }
-  return Launched(LaunchElementwiseLoss(kind == TrainLossKind::kBceWithLogits ? 1 : 2, x,
+  return CudaStatus(LaunchElementwiseLoss(kind == TrainLossKind::kBceWithLogits ? 1 : 2, x,
                                         static_cast<const float*>(labels), rows * cols, loss, grad,
                                         StreamOf(ctx)),
                   "training loss launch");
@@ -124,7 +117,7 @@ absl::Status SumRows(const KernelContext& ctx, const float* src, std::int64_t ro
                      std::int64_t cols, float* dst, bool accumulate) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "row sum", {cols}, {dst}));
   if (rows > 0 && src == nullptr) return absl::InvalidArgumentError("row sum: a buffer is null");
-  return Launched(LaunchSumRows(src, rows, cols, dst, accumulate, StreamOf(ctx)), "row sum launch");
+  return CudaStatus(LaunchSumRows(src, rows, cols, dst, accumulate, StreamOf(ctx)), "row sum launch");
 }
 
 absl::Status AddRows(const KernelContext& ctx, const std::int64_t* ids, std::int64_t count,
@@ -132,7 +125,7 @@ absl::Status AddRows(const KernelContext& ctx, const std::int64_t* ids, std::int
                      std::int64_t table_rows) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "Gather backward", {count, width}, {ids, grad, table_grad}));
   NDS_RETURN_IF_ERROR(NeedsFlag(ctx, "Gather backward"));
-  return Launched(
+  return CudaStatus(
       LaunchAddRows(ids, count, grad, width, table_grad, table_rows, ctx.error_flag, StreamOf(ctx)),
       "Gather backward launch");
 }
@@ -143,7 +136,7 @@ absl::Status LayerNormBackward(const KernelContext& ctx, const float* xhat, cons
                                bool accumulate) {
   NDS_RETURN_IF_ERROR(
       Prepare(ctx, "LayerNormalization backward", {rows, cols}, {xhat, scale, inv_std, dy}));
-  return Launched(LaunchLayerNormBackward(xhat, scale, inv_std, dy, rows, cols, dx, dscale, dbias,
+  return CudaStatus(LaunchLayerNormBackward(xhat, scale, inv_std, dy, rows, cols, dx, dscale, dbias,
                                           accumulate, StreamOf(ctx)),
                   "LayerNormalization backward launch");
 }
@@ -154,7 +147,7 @@ absl::Status SgdUpdate(const KernelContext& ctx, const SgdStep& o, float* w, con
   if (o.momentum > 0.0f && buf == nullptr && n > 0) {
     return absl::InvalidArgumentError("SGD with momentum needs its buffer");
   }
-  return Launched(LaunchSgdUpdate(o.lr, o.momentum, o.weight_decay, o.nesterov, o.first_step, w, g,
+  return CudaStatus(LaunchSgdUpdate(o.lr, o.momentum, o.weight_decay, o.nesterov, o.first_step, w, g,
                                   buf, n, StreamOf(ctx)),
                   "SGD update launch");
 }
@@ -162,7 +155,7 @@ absl::Status SgdUpdate(const KernelContext& ctx, const SgdStep& o, float* w, con
 absl::Status AdamUpdate(const KernelContext& ctx, const AdamStep& o, float* w, const float* g,
                         float* m, float* v, std::int64_t n) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "Adam update", {n}, {w, g, m, v}));
-  return Launched(LaunchAdamUpdate(o.step_size, o.sqrt_c2, o.beta1, o.beta2, o.epsilon,
+  return CudaStatus(LaunchAdamUpdate(o.step_size, o.sqrt_c2, o.beta1, o.beta2, o.epsilon,
                                    o.weight_decay, w, g, m, v, n, StreamOf(ctx)),
                   "Adam update launch");
 }
@@ -171,7 +164,7 @@ absl::Status SumSquares(const KernelContext& ctx, const float* x, std::int64_t n
                         bool accumulate) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "sum of squares", {n}, {x}));
   if (out == nullptr) return absl::InvalidArgumentError("sum of squares: the output is null");
-  return Launched(LaunchSumSquares(x, n, out, accumulate, StreamOf(ctx)), "sum of squares launch");
+  return CudaStatus(LaunchSumSquares(x, n, out, accumulate, StreamOf(ctx)), "sum of squares launch");
 }
 
 constexpr TrainKernels kTable = {
