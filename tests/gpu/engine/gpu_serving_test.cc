@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
 #include "tests/gpu/engine/gpu_engine_test_util.h"
+#include "tests/unit/engine/recsys_request.h"
 
 namespace ndserve::engine {
 namespace {
@@ -151,19 +152,12 @@ TEST(GpuServingErrorsTest, GatherIndexOutOfRangeInAReplayNamesTheNode) {
   MemorySystem memory;
   Engine engine(options, &memory);
   ASSERT_TRUE(engine.LoadModel("recsys").ok());
-  std::vector<int64_t> ids(4 * 8, 5);
-  std::vector<float> dense(13, 0.5f);
-  InferenceRequest r;
-  r.model_name = "recsys";
-  auto bytes = [](const auto& v) {
-    return absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()),
-                                     v.size() * sizeof(v[0]));
-  };
-  r.inputs.push_back({"sparse_ids", DType::kInt64, {1, 4, 8}, bytes(ids)});
-  r.inputs.push_back({"dense", DType::kFp32, {1, 13}, bytes(dense)});
+  testing::RecsysRequest recsys(7);
+  const InferenceRequest& r = recsys.request;
+  std::vector<int64_t>& ids = recsys.ids;
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(engine.Infer(r).ok());
   EXPECT_EQ(GraphStatsOf(engine, "recsys").replays, 1u);
-  ids[7] = 100000;  // the tables have 100000 rows
+  ids[7] = testing::RecsysRequest::kTableRows;  // one past the last row
   absl::Status s = engine.Infer(r).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("node 'lookup0' (Gather)"));

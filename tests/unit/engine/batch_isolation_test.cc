@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
 #include "tests/unit/engine/batcher_test_util.h"
+#include "tests/unit/engine/recsys_request.h"
 
 namespace ndserve::engine {
 namespace {
@@ -29,32 +30,15 @@ using testing::LoadExample;
 using testing::LoadMlpWithPolicy;
 using testing::MlpRequest;
 using testing::PassInstant;
+using testing::RecsysRequest;
 using testing::Result;
 
-constexpr int64_t kFeatures = 4, kBag = 8, kDense = 13;  // recsys: ids [b,4,8], dense [b,13]
-constexpr int64_t kTableRows = 100000;                    // tools/gen_models.py RECSYS_ROWS
-
-struct RecsysRequest {
-  // One row; `bad_id`, when set, replaces ids[0][2][5].
-  RecsysRequest(uint64_t seed, std::optional<int64_t> bad_id) : ids(kFeatures * kBag), dense(kDense) {
-    std::mt19937_64 rng(seed);
-    for (int64_t& id : ids) id = static_cast<int64_t>(rng() % kTableRows);
-    for (float& x : dense) x = static_cast<float>(rng() % 1000) / 1000.0f;
-    if (bad_id) ids[2 * kBag + 5] = *bad_id;
-    request.model_name = "recsys";
-    request.id = absl::StrCat("recsys-", seed);
-    request.inputs.push_back({"sparse_ids", DType::kInt64, {1, kFeatures, kBag},
-                              absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(ids.data()),
-                                                  ids.size() * sizeof(int64_t))});
-    request.inputs.push_back({"dense", DType::kFp32, {1, kDense},
-                              absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(dense.data()),
-                                                  dense.size() * sizeof(float))});
-  }
-  std::vector<int64_t> ids;
-  std::vector<float> dense;
-  InferenceRequest request;
-};
-
+// A recsys request whose ids[0][2][5], when `bad_id` is set, is that id.
+std::unique_ptr<RecsysRequest> MakeRecsys(uint64_t seed, std::optional<int64_t> bad_id) {
+  auto r = std::make_unique<RecsysRequest>(seed);
+  if (bad_id) r->id(2, 5) = *bad_id;
+  return r;
+}
 
 TEST(BatchIsolationTest, ABadIdFailsOnlyItsOwnRequestAndNamesOnlyItsOwnValue) {
   NDSERVE_REQUIRE_RECSYS();
@@ -64,9 +48,9 @@ TEST(BatchIsolationTest, ABadIdFailsOnlyItsOwnRequestAndNamesOnlyItsOwnValue) {
   auto alone = LoadExample(&memory, "recsys", [](ModelConfig& c) { c.dynamic_batching.reset(); });
   ASSERT_TRUE(batched && alone);
   std::vector<std::unique_ptr<RecsysRequest>> requests;
-  auto bad_id = [](int i) { return kTableRows + 1000 + i * 7; };
+  auto bad_id = [](int i) { return RecsysRequest::kTableRows + 1000 + i * 7; };
   for (int i = 0; i < kRequests; ++i) {
-    requests.push_back(std::make_unique<RecsysRequest>(
+    requests.push_back(MakeRecsys(
         i, i % 3 == 0 ? std::optional<int64_t>(bad_id(i)) : std::nullopt));
   }
   // Submitted from threads at once, as clients would; the batch runs when all nine are in.
@@ -118,7 +102,7 @@ TEST(BatchIsolationTest, AGoodBatchStillRunsAsOne) {
   std::vector<std::unique_ptr<RecsysRequest>> requests;
   std::vector<Result> results(4);
   for (int i = 0; i < 4; ++i) {
-    requests.push_back(std::make_unique<RecsysRequest>(50 + i, std::nullopt));
+    requests.push_back(MakeRecsys(50 + i, std::nullopt));
     batched->InferAsync(requests[i]->request, results[i].Callback());
   }
   for (Result& r : results) ASSERT_TRUE(r.Wait().ok());

@@ -18,6 +18,7 @@
 #include "memory/memory_system.h"
 #include "memory/nd_manager.h"
 #include "tests/unit/engine/engine_test_util.h"
+#include "tests/unit/engine/recsys_request.h"
 
 namespace ndserve::engine {
 namespace {
@@ -41,28 +42,7 @@ std::shared_ptr<ServedModel> LoadRecsys(int instances, MemorySystem* memory) {
   return served.value_or(nullptr);
 }
 
-// One batch-1 recsys request with random ids and dense features.
-struct RecsysRequest {
-  explicit RecsysRequest(std::mt19937_64& rng) : ids(4 * 8), dense(13) {
-    for (int64_t& id : ids) id = static_cast<int64_t>(rng() % 100000);
-    for (float& d : dense) d = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
-    request.model_name = "recsys";
-    request.inputs.push_back(
-        {"sparse_ids",
-         DType::kInt64,
-         {1, 4, 8},
-         absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 8)});
-    request.inputs.push_back(
-        {"dense",
-         DType::kFp32,
-         {1, 13},
-         absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(dense.data()),
-                                   dense.size() * 4)});
-  }
-  std::vector<int64_t> ids;
-  std::vector<float> dense;
-  InferenceRequest request;
-};
+using testing::RecsysRequest;
 
 // Each test's models allocate from a memory system of its own, so pool stats and level
 // counts see that test's models only.
@@ -114,7 +94,7 @@ TEST_F(MemoryInvariantsTest, TenThousandRecsysPredictionsFromTwoThreadsLeaveNoTr
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(t + 1);
       for (int i = 0; i < kPerThread; ++i) {
-        RecsysRequest r(rng);
+        RecsysRequest r(rng());
         absl::StatusOr<InferenceResponse> resp = model->Infer(r.request);
         if (!resp.ok() || resp->outputs.size() != 1 || resp->outputs[0].data.size() != 4) {
           if (failures++ < 3) ADD_FAILURE() << resp.status();
@@ -180,7 +160,7 @@ TEST_F(MemoryInvariantsTest, EmbeddingLeakIsRefusedByTheCappedModelManager) {
   const int64_t resources = model->model().manager()->resource_count();
   std::mt19937_64 rng(7);
   for (int i = 0; i < 100; ++i) {
-    RecsysRequest r(rng);
+    RecsysRequest r(rng());
     ASSERT_TRUE(model->Infer(r.request).ok());
   }
   EXPECT_EQ(model->model().manager()->resource_count(), resources);
@@ -202,7 +182,7 @@ TEST_F(MemoryInvariantsTest, LoadPredictUnloadReclaimHundredTimesReturnsReserved
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(engine.LoadModel("recsys").ok());
-    RecsysRequest r(rng);
+    RecsysRequest r(rng());
     ASSERT_TRUE(engine.Infer(r.request).ok());
     ASSERT_TRUE(engine.UnloadModel("recsys").ok());
     EXPECT_EQ(pool.Stats().allocated_bytes, start.allocated_bytes) << "cycle " << i;

@@ -12,35 +12,14 @@
 #include "memory/memory_config.h"
 #include "memory/memory_system.h"
 #include "tests/unit/engine/engine_test_util.h"
+#include "tests/unit/engine/recsys_request.h"
 
 namespace ndserve::engine {
 namespace {
 
 using testing::SourceDir;
 
-// One batch-1 recsys request.
-struct RecsysRequest {
-  explicit RecsysRequest(std::uint64_t seed) : ids(4 * 8), dense(13) {
-    std::mt19937_64 rng(seed);
-    for (int64_t& id : ids) id = static_cast<int64_t>(rng() % 100000);
-    for (float& d : dense) d = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
-    request.model_name = "recsys";
-    request.inputs.push_back(
-        {"sparse_ids",
-         DType::kInt64,
-         {1, 4, 8},
-         absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 8)});
-    request.inputs.push_back(
-        {"dense",
-         DType::kFp32,
-         {1, 13},
-         absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(dense.data()),
-                                   dense.size() * 4)});
-  }
-  std::vector<int64_t> ids;
-  std::vector<float> dense;
-  InferenceRequest request;
-};
+using testing::RecsysRequest;
 
 // An mlp request of `rows` rows.
 struct MlpRequest {

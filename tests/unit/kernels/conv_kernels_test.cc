@@ -58,20 +58,7 @@ class ConvKernelsTest : public ::testing::TestWithParam<Device> {
  protected:
   std::vector<HostTensor> Run(OpKind op, const std::vector<HostTensor>& inputs,
                               const OpAttrs& attrs, int num_outputs = 1) {
-    DeviceRunner runner(GetParam());
-    auto got = runner.Run(op, inputs, attrs, num_outputs);
-    EXPECT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(runner.scratch().held_bytes(), 0u) << "scratch not given back";
-    if (!got.ok()) return {};
-    if (GetParam().is_cuda()) {
-      DeviceRunner cpu(Device::Cpu());
-      auto want = cpu.Run(op, inputs, attrs, num_outputs);
-      EXPECT_TRUE(want.ok()) << want.status();
-      for (std::size_t i = 0; want.ok() && i < want->size(); ++i) {
-        EXPECT_TRUE(AllClose((*got)[i], (*want)[i], kAtol, kRtol)) << "CUDA vs CPU, output " << i;
-      }
-    }
-    return *std::move(got);
+    return RunAndCrossCheck(GetParam(), op, inputs, attrs, kAtol, kRtol, num_outputs);
   }
 };
 

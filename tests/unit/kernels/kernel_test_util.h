@@ -330,6 +330,28 @@ inline ::testing::AssertionResult AllClose(const HostTensor& got, const HostTens
 // the test binary or the working directory that has tests/fixtures.
 inline std::filesystem::path SourceDir() { return fixtures::SourceDir(); }
 
+// Runs `op` on `device` and returns its outputs; on a CUDA device the CPU runs it too and
+// the two must agree (AllClose with atol, rtol). A failed run is a test failure and
+// returns no outputs.
+inline std::vector<HostTensor> RunAndCrossCheck(Device device, OpKind op,
+                                                const std::vector<HostTensor>& inputs,
+                                                const OpAttrs& attrs, double atol, double rtol,
+                                                int num_outputs = 1) {
+  DeviceRunner runner(device);
+  auto got = runner.Run(op, inputs, attrs, num_outputs);
+  EXPECT_TRUE(got.ok()) << got.status();
+  if (!got.ok()) return {};
+  if (device.is_cuda()) {
+    DeviceRunner cpu(Device::Cpu());
+    auto want = cpu.Run(op, inputs, attrs, num_outputs);
+    EXPECT_TRUE(want.ok()) << want.status();
+    for (std::size_t i = 0; want.ok() && i < want->size(); ++i) {
+      EXPECT_TRUE(AllClose((*got)[i], (*want)[i], atol, rtol)) << "CUDA vs CPU, output " << i;
+    }
+  }
+  return *std::move(got);
+}
+
 }  // namespace ndserve::kernels::testing
 
 #endif  // NDSERVE_TESTS_UNIT_KERNELS_KERNEL_TEST_UTIL_H_

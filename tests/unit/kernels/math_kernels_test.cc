@@ -26,22 +26,9 @@ constexpr double kGemmAtol = 1e-5, kGemmRtol = 1e-4;
 
 class MathKernelsTest : public ::testing::TestWithParam<Device> {
  protected:
-  // Runs on the device under test and, when that is not the CPU, checks the CPU agrees.
   std::vector<HostTensor> Run(OpKind op, const std::vector<HostTensor>& inputs,
                               const OpAttrs& attrs, double atol, double rtol, int num_outputs = 1) {
-    DeviceRunner runner(GetParam());
-    auto got = runner.Run(op, inputs, attrs, num_outputs);
-    EXPECT_TRUE(got.ok()) << got.status();
-    if (!got.ok()) return {};
-    if (GetParam().is_cuda()) {
-      DeviceRunner cpu(Device::Cpu());
-      auto want = cpu.Run(op, inputs, attrs, num_outputs);
-      EXPECT_TRUE(want.ok()) << want.status();
-      for (std::size_t i = 0; want.ok() && i < want->size(); ++i) {
-        EXPECT_TRUE(AllClose((*got)[i], (*want)[i], atol, rtol)) << "CUDA vs CPU, output " << i;
-      }
-    }
-    return *std::move(got);
+    return RunAndCrossCheck(GetParam(), op, inputs, attrs, atol, rtol, num_outputs);
   }
 };
 

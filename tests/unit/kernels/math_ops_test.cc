@@ -49,19 +49,7 @@ class MathOpsTest : public ::testing::TestWithParam<Device> {
  protected:
   std::vector<HostTensor> Run(OpKind op, const std::vector<HostTensor>& inputs,
                               const OpAttrs& attrs, double atol, double rtol, int num_outputs = 1) {
-    DeviceRunner runner(GetParam());
-    auto got = runner.Run(op, inputs, attrs, num_outputs);
-    EXPECT_TRUE(got.ok()) << got.status();
-    if (!got.ok()) return {};
-    if (GetParam().is_cuda()) {
-      DeviceRunner cpu(Device::Cpu());
-      auto want = cpu.Run(op, inputs, attrs, num_outputs);
-      EXPECT_TRUE(want.ok()) << want.status();
-      for (std::size_t i = 0; want.ok() && i < want->size(); ++i) {
-        EXPECT_TRUE(AllClose((*got)[i], (*want)[i], atol, rtol)) << "CUDA vs CPU, output " << i;
-      }
-    }
-    return *std::move(got);
+    return RunAndCrossCheck(GetParam(), op, inputs, attrs, atol, rtol, num_outputs);
   }
 };
 
