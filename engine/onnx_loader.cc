@@ -15,6 +15,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/fusion.h"
+#include "engine/half_precision.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "kernels/node_attrs.h"
 #include "kernels/op_kind.h"
@@ -361,6 +362,13 @@ absl::StatusOr<GraphDef> ReadOnnxGraphDef(const std::string& path) {
 namespace {
 
 absl::StatusOr<Graph> BuildGraph(GraphDef def, absl::string_view what) {
+  // First, so that the fusions below see FP32 weights.
+  absl::StatusOr<int> widened = ComputeHalfPrecisionInFp32(&def);
+  if (!widened.ok()) return Prefixed(widened.status(), what);
+  if (*widened > 0) {
+    LOG(INFO) << what << ": FP16/BF16 model computed in FP32 (" << *widened
+              << " initializers, inputs, outputs and attributes widened)";
+  }
   absl::StatusOr<int> fused = FuseConvBatchNorm(&def);
   if (!fused.ok()) return Prefixed(fused.status(), what);
   absl::StatusOr<int> activations = FuseConvActivation(&def);

@@ -18,6 +18,15 @@ dynamic everywhere and sequence length dynamic for the text models. BatchNorm la
 few random batches in train mode first, so their running statistics fit the data and the
 outputs are not vanishingly small.
 
+Some models also get an FP16 twin, <model>_fp16: the same export with every float tensor in
+FP16 (initializers, float inputs and outputs, Cast targets, Constant and ConstantOfShape
+values, clamped to FP16's range), which is what `model.half()` exports. PyTorch 1.13 cannot
+trace a half model on the CPU (no half conv or matmul there), so the twin is converted from
+the FP32 export instead. Its references are PyTorch's FP32 run with every parameter and
+buffer rounded to FP16 and the float inputs in FP16, the outputs rounded to FP16, and its
+tolerances are FP16's (FP16_ATOL_FRACTION, FP16_RTOL): the export's own constant folding
+(Conv + BatchNorm) rounds the folded weights, not PyTorch's, to FP16.
+
 Writes, under DIR (a model repository the daemon can serve as it is):
 
   <model>/1/model.onnx               the export; no config.pbtxt
@@ -40,6 +49,7 @@ b8_s32, ...) so that ndserve and ONNX Runtime read the same bytes.
 
 import argparse
 import contextlib
+import copy
 import fcntl
 import hashlib
 import io
@@ -61,18 +71,22 @@ SEED = 20261123
 RTOL = 1e-3
 ATOL_FRACTION = 1e-4
 MIN_MAX_ABS = 1e-3  # a reference this small says the model is numerically dead
+FP16_RTOL = 4e-3
+FP16_ATOL_FRACTION = 4e-3
+FP16_MAX = 65504.0
 
 HEADER = """\
 # ndserve fixture manifest v1 (tools/gen_models.py), written by tools/gen_torch_models.py.
 #   model <path>                       ONNX file, relative to this file
 #   input <name> <DTYPE> <dims> <file> graph input, fed at run time
-#   output <name> <DTYPE> <dims> <file> reference output (PyTorch, float32)
+#   output <name> <DTYPE> <dims> <file> reference output (PyTorch, float32 or float16)
 #   output_tolerance <name> <atol> <rtol>  per output: |got-ref| <= atol + rtol*|ref|
 #   tolerance <atol> <rtol>            the loosest output_tolerance, for plain readers
 """
 
 DTYPE_NAME = {
     np.dtype(np.float32): "FP32",
+    np.dtype(np.float16): "FP16",
     np.dtype(np.int64): "INT64",
     np.dtype(np.bool_): "BOOL",
 }
@@ -245,7 +259,7 @@ class ConvAutoencoder(nn.Module):
 class Spec:
     """One model: how to build it, its graph inputs/outputs, and its input sets."""
 
-    def __init__(self, name, build, inputs, outputs, dynamic, sets, calibrate=None):
+    def __init__(self, name, build, inputs, outputs, dynamic, sets, calibrate=None, fp16=False):
         self.name = name
         self.build = build  # () -> nn.Module
         self.inputs = inputs  # input names, in forward()'s order
@@ -253,6 +267,7 @@ class Spec:
         self.dynamic = dynamic  # dynamic_axes for torch.onnx.export
         self.sets = sets  # [(set name, (rng) -> [np.ndarray per input])]
         self.calibrate = calibrate  # (rng) -> inputs for BN calibration, or None
+        self.fp16 = fp16  # also write the FP16 twin <name>_fp16 (its first two input sets)
 
 
 def image_set(batch, size=224):
@@ -294,13 +309,14 @@ def torchvision_model(name):
 CNN_DYNAMIC = {"images": {0: "batch"}, "logits": {0: "batch"}}
 
 
-def cnn(name, sets):
+def cnn(name, sets, fp16=False):
     return Spec(name, torchvision_model(name), ["images"], ["logits"], CNN_DYNAMIC, sets,
-                calibrate=image_set(2))
+                calibrate=image_set(2), fp16=fp16)
 
 
 MODELS = [
-    cnn("resnet18", [("b1", image_set(1)), ("b3", image_set(3)), ("b8", image_set(8))]),
+    cnn("resnet18", [("b1", image_set(1)), ("b3", image_set(3)), ("b8", image_set(8))],
+        fp16=True),
     cnn("mobilenet_v2", [("b1", image_set(1)), ("b2", image_set(2))]),
     cnn("mobilenet_v3_small", [("b1", image_set(1)), ("b2", image_set(2))]),
     cnn("squeezenet1_0", [("b1", image_set(1)), ("b2", image_set(2))]),
@@ -315,7 +331,7 @@ MODELS = [
          [("b2_s16", token_set(2, 16, 1000, True, pad_last=5)),
           ("b1_s40", token_set(1, 40, 1000, True)),
           ("b8_s32", token_set(8, 32, 1000, True, pad_last=7)),
-          ("b1_s128", token_set(1, 128, 1000, True))]),
+          ("b1_s128", token_set(1, 128, 1000, True))], fp16=True),
     Spec("gpt_decoder", GptDecoder, ["input_ids"], ["logits"],
          {"input_ids": {0: "batch", 1: "sequence"}, "logits": {0: "batch", 1: "sequence"}},
          [("b2_s12", token_set(2, 12, 1000, False)),
@@ -325,7 +341,7 @@ MODELS = [
          {"input_ids": {0: "batch", 1: "sequence"}, "logits": {0: "batch"}},
          [("b2_s10", token_set(2, 10, 500, False)),
           ("b1_s17", token_set(1, 17, 500, False)),
-          ("b1_s32", token_set(1, 32, 500, False))]),
+          ("b1_s32", token_set(1, 32, 500, False))], fp16=True),
     Spec("gru_tagger", GruTagger, ["features"], ["tags"],
          {"features": {0: "batch", 1: "sequence"}, "tags": {0: "batch", 1: "sequence"}},
          [("b2_s9", feature_set(2, 9, 16)), ("b3_s5", feature_set(3, 5, 16))]),
@@ -391,7 +407,7 @@ def write_file(path, data):
         f.write(data.encode() if isinstance(data, str) else data)
 
 
-def write_case(case_dir, spec, inputs, outputs):
+def write_case(case_dir, spec, inputs, outputs, atol_fraction=ATOL_FRACTION, rtol=RTOL):
     lines = [HEADER.rstrip("\n"), "model ../../1/model.onnx"]
     for name, arr in zip(spec.inputs, inputs):
         fname = f"in_{name}.bin"
@@ -409,12 +425,24 @@ def write_case(case_dir, spec, inputs, outputs):
         if peak <= MIN_MAX_ABS:
             raise SystemExit(f"{spec.name}: output '{name}' has max|reference| {peak:g} "
                              f"<= {MIN_MAX_ABS:g}: the model is numerically dead")
-        atol = ATOL_FRACTION * peak
+        atol = atol_fraction * peak
         loosest = max(loosest, atol)
-        tolerances.append(f"output_tolerance {name} {atol:.6g} {RTOL:g}")
+        tolerances.append(f"output_tolerance {name} {atol:.6g} {rtol:g}")
     lines += tolerances
-    lines.append(f"tolerance {loosest:.6g} {RTOL:g}")
+    lines.append(f"tolerance {loosest:.6g} {rtol:g}")
     write_file(os.path.join(case_dir, "case.txt"), "\n".join(lines) + "\n")
+
+
+def write_model(model_dir, proto):
+    """<model_dir>/1/model.onnx and ops.txt; returns {op type: count}."""
+    write_file(os.path.join(model_dir, "1", "model.onnx"),
+               proto.SerializeToString(deterministic=True))
+    counts = {}
+    for node in proto.graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    write_file(os.path.join(model_dir, "ops.txt"),
+               "".join(f"{op} {n}\n" for op, n in sorted(counts.items())))
+    return counts
 
 
 def generate(spec, out_dir):
@@ -428,13 +456,7 @@ def generate(spec, out_dir):
     sets = [(name, make(rng)) for name, make in spec.sets]
     proto = export(model, spec, sets[0][1])
     model_dir = os.path.join(out_dir, spec.name)
-    write_file(os.path.join(model_dir, "1", "model.onnx"),
-               proto.SerializeToString(deterministic=True))
-    counts = {}
-    for node in proto.graph.node:
-        counts[node.op_type] = counts.get(node.op_type, 0) + 1
-    write_file(os.path.join(model_dir, "ops.txt"),
-               "".join(f"{op} {n}\n" for op, n in sorted(counts.items())))
+    counts = write_model(model_dir, proto)
 
     names = [vi.name for vi in proto.graph.input]
     if names != spec.inputs:
@@ -448,7 +470,56 @@ def generate(spec, out_dir):
         if len(outputs) != len(spec.outputs):
             raise SystemExit(f"{spec.name}: {len(outputs)} outputs, want {len(spec.outputs)}")
         write_case(os.path.join(model_dir, "cases", set_name), spec, arrays, outputs)
+    if spec.fp16:
+        generate_fp16_twin(spec, model, proto, sets[:2], out_dir)
     return sorted(counts)
+
+
+def fp16_array(a):
+    return np.clip(a, -FP16_MAX, FP16_MAX).astype(np.float16)
+
+
+def to_fp16(proto):
+    """The export with every FLOAT tensor, type and Cast target made FLOAT16 (in place)."""
+    from onnx import numpy_helper
+    FLOAT, FLOAT16 = onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16
+
+    def convert(t):
+        if t.data_type == FLOAT:
+            t.CopyFrom(numpy_helper.from_array(fp16_array(numpy_helper.to_array(t)), t.name))
+
+    g = proto.graph
+    for t in g.initializer:
+        convert(t)
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if vi.type.tensor_type.elem_type == FLOAT:
+            vi.type.tensor_type.elem_type = FLOAT16
+    for node in g.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                convert(a.t)
+            elif node.op_type == "Cast" and a.name == "to" and a.i == FLOAT:
+                a.i = FLOAT16
+            elif a.name in ("value_float", "value_floats"):
+                raise SystemExit(f"{node.name}: Constant {a.name} has no FP16 form")
+    onnx.checker.check_model(proto)
+    return proto
+
+
+def generate_fp16_twin(spec, model, proto, sets, out_dir):
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        for t in list(twin.parameters()) + list(twin.buffers()):
+            if t.is_floating_point():
+                t.copy_(t.half().float())
+    model_dir = os.path.join(out_dir, spec.name + "_fp16")
+    write_model(model_dir, to_fp16(copy.deepcopy(proto)))
+    for set_name, arrays in sets:
+        inputs = [fp16_array(a) if a.dtype == np.float32 else a for a in arrays]
+        wide = [a.astype(np.float32) if a.dtype == np.float16 else a for a in inputs]
+        outputs = [fp16_array(o) for o in run_reference(twin, wide)]
+        write_case(os.path.join(model_dir, "cases", set_name), spec, inputs, outputs,
+                   FP16_ATOL_FRACTION, FP16_RTOL)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
+#include "kernels/cast_convert.h"
 #include "tests/integration/integration_support.h"
 #include "tests/torch/torch_fixtures.h"
 
@@ -39,6 +41,22 @@ std::unique_ptr<grpc::ClientContext> Context(int seconds = 120) {
 bool DaemonOnCuda() {
   const char* device = std::getenv("NDSERVE_TEST_DEVICE");
   return device != nullptr && std::string(device).rfind("cuda", 0) == 0;
+}
+
+// Raw FP32 or FP16 tensor bytes as floats.
+std::vector<float> Floats(const std::string& datatype, absl::string_view bytes) {
+  const bool half = datatype == "FP16";
+  std::vector<float> v(bytes.size() / (half ? 2 : 4));
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (half) {
+      kernels::Half h;
+      std::memcpy(&h.bits, bytes.data() + 2 * k, 2);
+      v[k] = kernels::HalfToFloat(h);
+    } else {
+      std::memcpy(&v[k], bytes.data() + 4 * k, 4);
+    }
+  }
+  return v;
 }
 
 // ModelInfer on every input set of `model`; a description of each mismatch (empty: all
@@ -78,14 +96,15 @@ std::vector<std::string> Mismatches(Stub& stub, const std::string& model) {
         continue;
       }
       const std::string& bytes = response.raw_output_contents(i);
-      if (want.datatype != "FP32" || bytes.size() != want.bytes.size()) {
-        problems.push_back(absl::StrCat(set, ": ", want.name, ": ", bytes.size(), " bytes"));
+      if ((want.datatype != "FP32" && want.datatype != "FP16") ||
+          bytes.size() != want.bytes.size()) {
+        problems.push_back(absl::StrCat(set, ": ", want.name, ": ", bytes.size(), " bytes of ",
+                                        want.datatype));
         continue;
       }
       const tf::Tolerance t = (*tol)[want.name];
-      std::vector<float> g(bytes.size() / 4), w(g.size());
-      std::memcpy(g.data(), bytes.data(), bytes.size());
-      std::memcpy(w.data(), want.bytes.data(), want.bytes.size());
+      const std::vector<float> g = Floats(want.datatype, bytes);
+      const std::vector<float> w = Floats(want.datatype, want.bytes);
       size_t bad = 0;
       double worst = 0;
       for (size_t k = 0; k < g.size(); ++k) {
