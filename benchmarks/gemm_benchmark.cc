@@ -152,6 +152,13 @@ void ConvShapes(benchmark::internal::Benchmark* b) {
   b->Args({128, 784, 576})->Args({256, 196, 1152})->Args({512, 49, 2304});
 }
 
+// Pointwise convs of mobilenet_v2 at batch 1 (M, P, K), from each spatial size.
+void PointwiseShapes(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  b->Args({96, 12544, 16})->Args({24, 3136, 144})->Args({192, 784, 32});
+  b->Args({64, 196, 384})->Args({160, 49, 960});
+}
+
 // The direct conv of one image of C x H x H into M channels, a k x k kernel with stride s
 // and padding k / 2, as resnet18 has them; bias and a fused Relu.
 void BM_DirectConv(benchmark::State& state) {
@@ -185,6 +192,13 @@ void DirectConvShapes(benchmark::internal::Benchmark* b) {
   b->Args({64, 56, 128, 3, 2})->Args({128, 28, 256, 3, 2})->Args({256, 14, 512, 3, 2});
 }
 
+// PointwiseShapes as C, H, M, 1, 1 (DirectConvSuits turns these down; here to compare).
+void DirectPointwiseShapes(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  b->Args({16, 112, 96, 1, 1})->Args({144, 56, 24, 1, 1})->Args({32, 28, 192, 1, 1});
+  b->Args({384, 14, 64, 1, 1})->Args({960, 7, 160, 1, 1});
+}
+
 // Real time: OpenBLAS runs its own threads, whose work the calling thread's CPU time misses.
 void Shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
@@ -198,6 +212,8 @@ BENCHMARK_CAPTURE(BM_DispatchGemm, cuda, Device::Cuda(0))->Apply(Shapes);
 BENCHMARK(BM_FmaPeak)->UseRealTime();
 BENCHMARK(BM_PackedConvGemm)->Apply(ConvShapes);
 BENCHMARK(BM_DirectConv)->Apply(DirectConvShapes);
+BENCHMARK(BM_PackedConvGemm)->Apply(PointwiseShapes)->Name("BM_PackedConvGemm/pointwise");
+BENCHMARK(BM_DirectConv)->Apply(DirectPointwiseShapes)->Name("BM_DirectConv/pointwise");
 
 }  // namespace
 }  // namespace ndserve::kernels
