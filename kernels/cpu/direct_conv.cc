@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/parallel.h"
@@ -36,7 +37,8 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 struct Layout {
   int64_t hp, wp;        // padded image
   int64_t hph, wph;      // one phase plane (the padded image itself for stride 1)
-  int64_t phases;        // stride_h * stride_w
+  int64_t phases;        // phase planes any tap reads (of stride_h * stride_w)
+  std::vector<int64_t> slot;  // per phase a * stride_w + b: its plane's index, or -1
   int64_t chan;          // floats per channel: all phases, rounded to an odd number of
                          // 64-byte lines so rows k a channel apart fall in different L1 sets
   int64_t image;         // floats per image: c * chan
@@ -52,7 +54,18 @@ Layout MakeLayout(const ConvGeometry& g, int64_t n, int64_t c) {
   l.wp = g.in_w + g.pad_left + g.pad_right;
   l.hph = CeilDiv(l.hp, g.stride_h);
   l.wph = CeilDiv(l.wp, g.stride_w);
-  l.phases = g.stride_h * g.stride_w;
+  // Only the phases some tap reads are copied: a strided 1x1 conv (resnet's downsample)
+  // reads one of four.
+  l.slot.assign(g.stride_h * g.stride_w, -1);
+  for (int64_t ki = 0; ki < g.k_h; ++ki) {
+    for (int64_t kj = 0; kj < g.k_w; ++kj) {
+      l.slot[(ki * g.dil_h % g.stride_h) * g.stride_w + kj * g.dil_w % g.stride_w] = 0;
+    }
+  }
+  l.phases = 0;
+  for (int64_t& s : l.slot) {
+    if (s == 0) s = l.phases++;
+  }
   l.chan = RoundUp(l.phases * l.hph * l.wph, 16);
   if ((l.chan / 16) % 2 == 0) l.chan += 16;
   l.image = c * l.chan;
@@ -73,7 +86,7 @@ void FillOffsets(const ConvGeometry& g, const Layout& l, int64_t c, int32_t* off
     for (int64_t ki = 0; ki < g.k_h; ++ki) {
       for (int64_t kj = 0; kj < g.k_w; ++kj) {
         const int64_t r = ki * g.dil_h, s = kj * g.dil_w;
-        const int64_t phase = (r % g.stride_h) * g.stride_w + s % g.stride_w;
+        const int64_t phase = l.slot[(r % g.stride_h) * g.stride_w + s % g.stride_w];
         *off++ = static_cast<int32_t>(ci * l.chan + phase * l.hph * l.wph +
                                       (r / g.stride_h) * l.wph + s / g.stride_w);
       }
@@ -85,7 +98,9 @@ void FillOffsets(const ConvGeometry& g, const Layout& l, int64_t c, int32_t* off
 void PadChannel(const ConvGeometry& g, const Layout& l, const float* x, float* xp) {
   for (int64_t a = 0; a < g.stride_h; ++a) {
     for (int64_t b = 0; b < g.stride_w; ++b) {
-      float* plane = xp + (a * g.stride_w + b) * l.hph * l.wph;
+      const int64_t phase = l.slot[a * g.stride_w + b];
+      if (phase < 0) continue;
+      float* plane = xp + phase * l.hph * l.wph;
       for (int64_t r = 0; r < l.hph; ++r) {
         float* row = plane + r * l.wph;
         const int64_t ih = r * g.stride_h + a - g.pad_top;

@@ -82,9 +82,13 @@ TEST(DirectConvTest, MatchesNaiveOverOddShapes) {
 
 // The direct conv called alone, on scratch that starts out full of NaNs: every float it
 // reads that feeds a kept output is one it wrote (padding, slack), so none leaks through.
+// Also a pointwise conv, which Conv sends to PackedGemm but the kernel computes as well
+// (gemm_benchmark compares the two).
 TEST(DirectConvTest, ReadsNoScratchItDidNotWrite) {
   uint32_t seed = 1900;
-  for (const Case& k : Cases()) {
+  std::vector<Case> cases = Cases();
+  cases.push_back({"pointwise", 3, 13, 11, 9, 7, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, {}, true});
+  for (const Case& k : cases) {
     const HostTensor x = RandomTensor({k.n, k.c, k.h, k.w}, ++seed);
     const HostTensor w = RandomTensor({k.m, k.c, k.kh, k.kw}, ++seed, -0.2f, 0.2f);
     const HostTensor b = RandomTensor({k.m}, ++seed);
