@@ -31,7 +31,8 @@ constexpr int64_t kMaxTaskCFloats = 12 << 10;
 constexpr int64_t kMinParallelMacs = int64_t{1} << 19;
 
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Rounds toward +infinity for any sign of a (b > 0).
+int64_t CeilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
 // The padded image's layout and the wide output grid, per conv geometry.
 struct Layout {
@@ -109,16 +110,18 @@ void PadChannel(const ConvGeometry& g, const Layout& l, const float* x, float* x
           continue;
         }
         const float* xr = x + ih * g.in_w;
+        // Phase column q holds input column q * stride_w + shift when that is inside.
+        const int64_t shift = b - g.pad_left;
+        const int64_t lo = std::min(l.wph, std::max<int64_t>(0, CeilDiv(-shift, g.stride_w)));
+        const int64_t hi = std::clamp(CeilDiv(g.in_w - shift, g.stride_w), lo, l.wph);
+        std::fill(row, row + lo, 0.0f);
         if (g.stride_w == 1) {
-          std::fill(row, row + g.pad_left, 0.0f);
-          std::memcpy(row + g.pad_left, xr, g.in_w * sizeof(float));
-          std::fill(row + g.pad_left + g.in_w, row + l.wph, 0.0f);
-          continue;
+          std::memcpy(row + lo, xr + lo + shift, (hi - lo) * sizeof(float));
+        } else {
+          const float* src = xr + shift;
+          for (int64_t q = lo; q < hi; ++q) row[q] = src[q * g.stride_w];
         }
-        for (int64_t q = 0; q < l.wph; ++q) {
-          const int64_t iw = q * g.stride_w + b - g.pad_left;
-          row[q] = iw >= 0 && iw < g.in_w ? xr[iw] : 0.0f;
-        }
+        std::fill(row + hi, row + l.wph, 0.0f);
       }
     }
   }
