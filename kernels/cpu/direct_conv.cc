@@ -27,6 +27,8 @@ constexpr int64_t kMaxTaskPanels = 16;
 constexpr int64_t kMinTaskPanels = 4;
 // Most floats of a task's C buffer (tiles x rows x 16): 48 KB.
 constexpr int64_t kMaxTaskCFloats = 12 << 10;
+// Most phase planes (stride_h * stride_w) of a conv the direct path takes.
+constexpr int64_t kMaxPhases = 64;
 // A conv under this many multiply-adds runs on the calling thread (as PackedGemm).
 constexpr int64_t kMinParallelMacs = int64_t{1} << 19;
 
@@ -279,7 +281,9 @@ int64_t MaxCFloats(int64_t m, int64_t all_tiles) {
 }  // namespace
 
 bool DirectConvSuits(const ConvGeometry& g, int64_t c) {
-  if (g.IsPointwise() || c <= 0) return false;
+  // Strides past kMaxPhases would make one phase plane per output pixel or worse, and a
+  // phase table that large; im2col handles them.
+  if (g.IsPointwise() || c <= 0 || g.stride_h * g.stride_w > kMaxPhases) return false;
   const Layout l = MakeLayout(g, 1, c);
   return l.xp_floats < INT_MAX;
 }

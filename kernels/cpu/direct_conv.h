@@ -21,9 +21,9 @@
 
 namespace ndserve::kernels::cpu {
 
-// Whether DirectConv takes this conv of `c` input channels: any kernel size, stride,
-// dilation and padding except a pointwise conv (which reads X as its B directly), with
-// every offset inside int32.
+// Whether DirectConv takes this conv of `c` input channels: any kernel size, dilation
+// and padding, strides up to 64 phase planes (stride_h * stride_w), except a pointwise
+// conv (which PackedGemm reads as its B directly), with every offset inside int32.
 bool DirectConvSuits(const ConvGeometry& g, int64_t c);
 
 // Floats of scratch DirectConv needs for `n` images of `c` channels into `m` outputs.

@@ -41,6 +41,7 @@ std::vector<Case> Cases() {
       {"1x1 s2 (a downsample)", 1, 37, 19, 14, 14, 1, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}, relu, true},
       {"1x1 padded", 3, 9, 8, 5, 7, 1, 1, {1, 1}, {1, 1}, {1, 0, 0, 2}, none, true},
       {"3x3 dilation 2", 1, 6, 10, 13, 14, 3, 3, {1, 1}, {2, 2}, {2, 2, 2, 2}, relu, true},
+      {"3x3 s3 dilation 2", 3, 5, 7, 17, 20, 3, 3, {3, 3}, {2, 2}, {2, 1, 0, 2}, relu, true},
       {"3x5 strides 2x1", 3, 4, 9, 9, 21, 3, 5, {2, 1}, {1, 1}, {1, 2, 1, 2}, clip, false},
       {"3x3 s1 many channels", 1, 70, 33, 8, 8, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, relu, true},
       {"3x3 s1 long rows (many tiles)", 1, 4, 64, 40, 61, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1},
@@ -112,6 +113,29 @@ TEST(DirectConvTest, ReadsNoScratchItDidNotWrite) {
     const HostTensor want = NaiveConv2d(x, w, bf, k.strides, k.dils, k.pads, {});
     EXPECT_TRUE(AllClose(HostTensor::Of<float>(want.shape, y), want, kAtol, kRtol)) << k.name;
   }
+}
+
+// A stride past the direct path's phase bound takes the im2col path, with the same result.
+TEST(DirectConvTest, HugeStridesTakeTheIm2ColPath) {
+  const HostTensor x = RandomTensor({1, 3, 20, 20}, 7);
+  const HostTensor w = RandomTensor({4, 3, 2, 2}, 8);
+  const HostTensor b = RandomTensor({4}, 9);
+  ConvAttrs a;
+  a.strides = {9, 9};
+  const Shape xs = x.shape, ws = w.shape;
+  const auto g =
+      MakeConvGeometry("Conv", a, ShapeSpan(xs).subspan(2), ShapeSpan(ws).subspan(2), false);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_FALSE(cpu::DirectConvSuits(*g, 3));
+  TensorView wv{const_cast<uint8_t*>(w.bytes.data()), w.dtype, w.shape, Device::Cpu()};
+  const auto packed = cpu::PackNodeWeight(OpKind::kConv, a, wv);
+  DeviceRunner runner(Device::Cpu());
+  runner.set_packed_weight(packed.get());
+  const auto got = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(AllClose((*got)[0], NaiveConv2d(x, w, b.Values<float>(), {9, 9}, {1, 1},
+                                              {0, 0, 0, 0}, {}),
+                       kAtol, kRtol));
 }
 
 }  // namespace
