@@ -4,11 +4,16 @@
 // The packed GEMM (kernels/cpu/packed_gemm.h) at resnet18's conv shapes, W packed as A
 // and the col matrix streamed as B as Conv calls it, next to the machine's FMA peak
 // measured in the same run (a register-only loop of independent FMAs per thread), so
-// its GFLOP/s read as a share of what the cores can do.
+// its GFLOP/s read as a share of what the cores can do. Beside it the direct conv
+// (kernels/cpu/direct_conv.h) at the same convs, whole: padding copy, products, and the
+// copy into Y with bias and Relu; the packed GEMM's rows leave out im2col and the
+// epilogue, so they are a lower bound on the im2col path's time.
 #include <memory>
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "kernels/conv_geometry.h"
+#include "kernels/cpu/direct_conv.h"
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -143,6 +148,55 @@ void ConvShapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
   b->Args({64, 3136, 576})->Args({128, 784, 1152})->Args({256, 196, 2304});
   b->Args({512, 49, 4608})->Args({64, 12544, 147});
+  // The stride-2 3x3 convs that open layers 2-4.
+  b->Args({128, 784, 576})->Args({256, 196, 1152})->Args({512, 49, 2304});
+}
+
+// Pointwise convs of mobilenet_v2 at batch 1 (M, P, K), from each spatial size.
+void PointwiseShapes(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  b->Args({96, 12544, 16})->Args({24, 3136, 144})->Args({192, 784, 32});
+  b->Args({64, 196, 384})->Args({160, 49, 960});
+}
+
+// The direct conv of one image of C x H x H into M channels, a k x k kernel with stride s
+// and padding k / 2, as resnet18 has them; bias and a fused Relu.
+void BM_DirectConv(benchmark::State& state) {
+  const int64_t c = state.range(0), h = state.range(1), m = state.range(2);
+  const int64_t k = state.range(3), stride = state.range(4);
+  ConvAttrs a;
+  a.strides = {stride, stride};
+  a.pads = {k / 2, k / 2, k / 2, k / 2};
+  a.activation.kind = ConvActivation::kRelu;
+  const int64_t xs[] = {h, h}, ks[] = {k, k};
+  const ConvGeometry g = *MakeConvGeometry("Conv", a, xs, ks, false);
+  const int64_t kk = c * k * k;
+  std::vector<float> w = Filled(m * kk, 0.01f), x = Filled(c * h * h, 0.25f), bias(m, 0.5f);
+  std::vector<float> y(m * g.out_plane());
+  const cpu::PackedMatrix packed = cpu::PackedMatrix::Pack(
+      cpu::PackedMatrix::Side::kA, cpu::MatrixRef{w.data(), kk, false}, m, kk);
+  std::vector<float> scratch(cpu::DirectConvScratchFloats(g, 1, c, m));
+  for (auto _ : state) {
+    cpu::DirectConv(g, packed, 1, c, m, x.data(), bias.data(), a.activation, scratch.data(),
+                    y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, m, g.out_plane(), kk);
+}
+
+// resnet18's convs in ConvShapes' order: C, H, M, k, stride.
+void DirectConvShapes(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  b->Args({64, 56, 64, 3, 1})->Args({128, 28, 128, 3, 1})->Args({256, 14, 256, 3, 1});
+  b->Args({512, 7, 512, 3, 1})->Args({3, 224, 64, 7, 2});
+  b->Args({64, 56, 128, 3, 2})->Args({128, 28, 256, 3, 2})->Args({256, 14, 512, 3, 2});
+}
+
+// PointwiseShapes as C, H, M, 1, 1 (DirectConvSuits turns these down; here to compare).
+void DirectPointwiseShapes(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  b->Args({16, 112, 96, 1, 1})->Args({144, 56, 24, 1, 1})->Args({32, 28, 192, 1, 1});
+  b->Args({384, 14, 64, 1, 1})->Args({960, 7, 160, 1, 1});
 }
 
 // Real time: OpenBLAS runs its own threads, whose work the calling thread's CPU time misses.
@@ -157,6 +211,9 @@ BENCHMARK_CAPTURE(BM_DispatchGemm, cpu, Device::Cpu())->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_DispatchGemm, cuda, Device::Cuda(0))->Apply(Shapes);
 BENCHMARK(BM_FmaPeak)->UseRealTime();
 BENCHMARK(BM_PackedConvGemm)->Apply(ConvShapes);
+BENCHMARK(BM_DirectConv)->Apply(DirectConvShapes);
+BENCHMARK(BM_PackedConvGemm)->Apply(PointwiseShapes)->Name("BM_PackedConvGemm/pointwise");
+BENCHMARK(BM_DirectConv)->Apply(DirectPointwiseShapes)->Name("BM_DirectConv/pointwise");
 
 }  // namespace
 }  // namespace ndserve::kernels

@@ -22,6 +22,7 @@
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/depthwise_conv.h"
+#include "kernels/cpu/direct_conv.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
 
@@ -278,6 +279,15 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   }
   NDS_RETURN_IF_ERROR(CheckBlasDims("Conv", mg, p, k));
   const bool pointwise = g.IsPointwise();
+  // W packed at load and a kernel wider than 1x1 (or strided or padded): the direct conv,
+  // which reads the image in place and needs neither im2col nor the fold below.
+  if (const PackedMatrix* packed = k > 0 ? PackedConvWeight(ctx, groups, m, k) : nullptr;
+      packed != nullptr && DirectConvSuits(g, c)) {
+    NDS_ASSIGN_OR_RETURN(float* scratch,
+                         Scratch("Conv", ctx, DirectConvScratchFloats(g, n, c, m)));
+    DirectConv(g, *packed, n, c, m, x, bias, act, scratch, y);
+    return absl::OkStatus();
+  }
   // Folded only where W's repacking clearly outweighs the output's copy (P at most
   // K / 2: resnet18's last two stages; its second stage, P = 784 and K = 1152, measured
   // no better folded).

@@ -1,11 +1,10 @@
 #include "kernels/cpu/packed_gemm.h"
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scratch_slots.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -34,12 +33,8 @@ constexpr int64_t kTaskCols = 16 * kPackNr;
 // A product under this many multiply-adds runs on the calling thread: waking the pool
 // costs more than the work (about 10 us of one core).
 constexpr int64_t kMinParallelMacs = int64_t{1} << 19;
-// Scratch slots, one per thread that may work at once (a bit each in a 64-bit mask).
-constexpr int kMaxSlots = 64;
 
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-
-int Slots() { return std::min(IntraOpThreads(), kMaxSlots); }
 
 // Floats of one task's slab (see kSlabCols).
 int64_t SlabFloats(PackedMatrix::Side side, int64_t m, int64_t n, int64_t k) {
@@ -189,19 +184,6 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
   }
 }
 
-// Takes a free scratch slot; at most Slots() threads run one product's tasks at once
-// (ParallelFor's workers and its caller), so one is free or about to be.
-int ClaimSlot(std::atomic<uint64_t>& busy, int slots) {
-  for (;;) {
-    uint64_t mask = busy.load(std::memory_order_relaxed);
-    for (int s = 0; s < slots; ++s) {
-      const uint64_t bit = uint64_t{1} << s;
-      if ((mask & bit) == 0 && busy.compare_exchange_weak(mask, mask | bit)) return s;
-    }
-    std::this_thread::yield();
-  }
-}
-
 }  // namespace
 
 PackedMatrix PackedMatrix::Pack(Side side, MatrixRef src, int64_t rows, int64_t cols) {
@@ -231,7 +213,7 @@ const float* PackedMatrix::Panel(int64_t k0, int64_t kb, int64_t index) const {
 }
 
 int64_t PackedGemmScratchFloats(const PackedMatrix& packed, int64_t m, int64_t n, int64_t k) {
-  return Slots() * SlabFloats(packed.side(), m, n, k);
+  return ScratchSlots::Count() * SlabFloats(packed.side(), m, n, k);
 }
 
 void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t n, int64_t k,
@@ -259,18 +241,17 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
   const int64_t m_tasks = (m + mb - 1) / mb, n_tasks = (n + nb - 1) / nb;
   const Product p{&packed, other, m, n, k, c, ldc, accumulate};
   const int64_t slab = SlabFloats(packed.side(), m, n, k);
-  const int slots = Slots();
-  std::atomic<uint64_t> busy{0};
+  ScratchSlots slots;
   const int64_t task_macs = mb * nb * k;
   ParallelFor(m_tasks * n_tasks, (kMinParallelMacs + task_macs - 1) / task_macs,
               [&](int64_t t0, int64_t t1) {
-                const int s = ClaimSlot(busy, slots);
+                const int s = slots.Claim();
                 for (int64_t t = t0; t < t1; ++t) {
                   const int64_t m0 = (t / n_tasks) * mb, n0 = (t % n_tasks) * nb;
                   RunTask(p, m0, std::min(m, m0 + mb), n0, std::min(n, n0 + nb),
                           scratch + s * slab, epilogue);
                 }
-                busy.fetch_and(~(uint64_t{1} << s));
+                slots.Release(s);
               });
 }
 

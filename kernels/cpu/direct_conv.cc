@@ -1,0 +1,329 @@
+#include "kernels/cpu/direct_conv.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scratch_slots.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
+
+inline const V8u* At(const float* p) { return reinterpret_cast<const V8u*>(p); }
+inline V8u* At(float* p) { return reinterpret_cast<V8u*>(p); }
+// One vbroadcastss (see packed_gemm.cc on why not V8{} + x).
+#define NDS_SPLAT(x) (V8{(x), (x), (x), (x), (x), (x), (x), (x)})
+
+// Most A rows of one task: 16 panels, so a K block of them (96 KB) stays in L2 while
+// the task's tiles pass, and the task's C buffer stays small.
+constexpr int64_t kMaxTaskPanels = 16;
+// Fewest A panels of a task that the split below makes narrower to have more tasks.
+constexpr int64_t kMinTaskPanels = 4;
+// Most floats of a task's C buffer (tiles x rows x 16): 48 KB.
+constexpr int64_t kMaxTaskCFloats = 12 << 10;
+// Most phase planes (stride_h * stride_w) of a conv the direct path takes.
+constexpr int64_t kMaxPhases = 64;
+// A conv under this many multiply-adds runs on the calling thread (as PackedGemm).
+constexpr int64_t kMinParallelMacs = int64_t{1} << 19;
+
+int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+// Rounds toward +infinity for any sign of a (b > 0).
+int64_t CeilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+// The padded image's layout and the wide output grid, per conv geometry.
+struct Layout {
+  int64_t hp, wp;        // padded image
+  int64_t hph, wph;      // one phase plane (the padded image itself for stride 1)
+  int64_t phases;        // phase planes any tap reads (of stride_h * stride_w)
+  std::vector<int64_t> slot;  // per phase a * stride_w + b: its plane's index, or -1
+  int64_t chan;          // floats per channel: all phases, rounded to an odd number of
+                         // 64-byte lines so rows k a channel apart fall in different L1 sets
+  int64_t image;         // floats per image: c * chan
+  int64_t wide;          // columns of the wide grid: out_h * wph
+  int64_t tiles;         // 16-wide tiles per image
+  int64_t k;             // c * kh * kw
+  int64_t xp_floats;     // all images plus the slack the last tile's reads run into
+};
+
+Layout MakeLayout(const ConvGeometry& g, int64_t n, int64_t c) {
+  Layout l;
+  l.hp = g.in_h + g.pad_top + g.pad_bottom;
+  l.wp = g.in_w + g.pad_left + g.pad_right;
+  l.hph = CeilDiv(l.hp, g.stride_h);
+  l.wph = CeilDiv(l.wp, g.stride_w);
+  // Only the phases some tap reads are copied: a strided 1x1 conv (resnet's downsample)
+  // reads one of four.
+  l.slot.assign(g.stride_h * g.stride_w, -1);
+  for (int64_t ki = 0; ki < g.k_h; ++ki) {
+    for (int64_t kj = 0; kj < g.k_w; ++kj) {
+      l.slot[(ki * g.dil_h % g.stride_h) * g.stride_w + kj * g.dil_w % g.stride_w] = 0;
+    }
+  }
+  l.phases = 0;
+  for (int64_t& s : l.slot) {
+    if (s == 0) s = l.phases++;
+  }
+  l.chan = RoundUp(l.phases * l.hph * l.wph, 16);
+  if ((l.chan / 16) % 2 == 0) l.chan += 16;
+  l.image = c * l.chan;
+  l.wide = g.out_h * l.wph;
+  l.tiles = CeilDiv(l.wide, kPackNr);
+  l.k = c * g.k_plane();
+  // The farthest read: the last image's last channel's farthest tap, from its last
+  // tile's last column. Past the images it reads zeros.
+  const int64_t far = (n - 1) * l.image + (c - 1) * l.chan + l.phases * l.hph * l.wph +
+                      l.tiles * kPackNr;
+  l.xp_floats = RoundUp(std::max(n * l.image, far), 16);
+  return l;
+}
+
+// off[(ci * kh + ki) * kw + kj]: where row k of the im2col matrix starts in one image's Xp.
+void FillOffsets(const ConvGeometry& g, const Layout& l, int64_t c, int32_t* off) {
+  for (int64_t ci = 0; ci < c; ++ci) {
+    for (int64_t ki = 0; ki < g.k_h; ++ki) {
+      for (int64_t kj = 0; kj < g.k_w; ++kj) {
+        const int64_t r = ki * g.dil_h, s = kj * g.dil_w;
+        const int64_t phase = l.slot[(r % g.stride_h) * g.stride_w + s % g.stride_w];
+        *off++ = static_cast<int32_t>(ci * l.chan + phase * l.hph * l.wph +
+                                      (r / g.stride_h) * l.wph + s / g.stride_w);
+      }
+    }
+  }
+}
+
+// One channel of one image into its phase planes, zeros where the padding is.
+void PadChannel(const ConvGeometry& g, const Layout& l, const float* x, float* xp) {
+  for (int64_t a = 0; a < g.stride_h; ++a) {
+    for (int64_t b = 0; b < g.stride_w; ++b) {
+      const int64_t phase = l.slot[a * g.stride_w + b];
+      if (phase < 0) continue;
+      float* plane = xp + phase * l.hph * l.wph;
+      for (int64_t r = 0; r < l.hph; ++r) {
+        float* row = plane + r * l.wph;
+        const int64_t ih = r * g.stride_h + a - g.pad_top;
+        if (ih < 0 || ih >= g.in_h) {
+          std::fill(row, row + l.wph, 0.0f);
+          continue;
+        }
+        const float* xr = x + ih * g.in_w;
+        // Phase column q holds input column q * stride_w + shift when that is inside.
+        const int64_t shift = b - g.pad_left;
+        const int64_t lo = std::min(l.wph, std::max<int64_t>(0, CeilDiv(-shift, g.stride_w)));
+        const int64_t hi = std::clamp(CeilDiv(g.in_w - shift, g.stride_w), lo, l.wph);
+        std::fill(row, row + lo, 0.0f);
+        if (g.stride_w == 1) {
+          std::memcpy(row + lo, xr + lo + shift, (hi - lo) * sizeof(float));
+        } else {
+          const float* src = xr + shift;
+          for (int64_t q = lo; q < hi; ++q) row[q] = src[q * g.stride_w];
+        }
+        std::fill(row + hi, row + l.wph, 0.0f);
+      }
+    }
+  }
+  const int64_t used = l.phases * l.hph * l.wph;
+  std::fill(xp + used, xp + l.chan, 0.0f);
+}
+
+// The 6 x 16 tile c (rows 16 floats apart) = (accumulate ? c : 0) + a panel x B over kb
+// rows of K, row k of B at x + off[k]: PackedGemm's micro-kernel with B read in place.
+__attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* a, const float* x,
+                                                       const int32_t* off, float* c,
+                                                       bool accumulate) {
+  V8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
+  V8 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
+  for (int64_t k = 0; k < kb; ++k, a += kPackMr) {
+    const float* b = x + off[k];
+    const V8 b0 = *At(b), b1 = *At(b + 8);
+    V8 v = NDS_SPLAT(a[0]);
+    c00 += v * b0;
+    c01 += v * b1;
+    v = NDS_SPLAT(a[1]);
+    c10 += v * b0;
+    c11 += v * b1;
+    v = NDS_SPLAT(a[2]);
+    c20 += v * b0;
+    c21 += v * b1;
+    v = NDS_SPLAT(a[3]);
+    c30 += v * b0;
+    c31 += v * b1;
+    v = NDS_SPLAT(a[4]);
+    c40 += v * b0;
+    c41 += v * b1;
+    v = NDS_SPLAT(a[5]);
+    c50 += v * b0;
+    c51 += v * b1;
+  }
+  if (accumulate) {
+    c00 += *At(c), c01 += *At(c + 8), c10 += *At(c + 16), c11 += *At(c + 24);
+    c20 += *At(c + 32), c21 += *At(c + 40), c30 += *At(c + 48), c31 += *At(c + 56);
+    c40 += *At(c + 64), c41 += *At(c + 72), c50 += *At(c + 80), c51 += *At(c + 88);
+  }
+  *At(c) = c00, *At(c + 8) = c01, *At(c + 16) = c10, *At(c + 24) = c11;
+  *At(c + 32) = c20, *At(c + 40) = c21, *At(c + 48) = c30, *At(c + 56) = c31;
+  *At(c + 64) = c40, *At(c + 72) = c41, *At(c + 80) = c50, *At(c + 88) = c51;
+}
+
+struct Call {
+  const ConvGeometry* g;
+  const Layout* l;
+  const PackedMatrix* w;
+  const int32_t* off;
+  const float* xp;
+  const float* bias;
+  int64_t m;
+  float* y;
+};
+
+// The valid columns of a task's tiles from its C buffer into Y, with bias and `op`.
+template <typename Op>
+void CopyOut(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, const float* cbuf,
+             Op op) {
+  const int64_t rows = RoundUp(m1 - m0, kPackMr), out_w = p.g->out_w, plane = p.g->out_plane();
+  const int64_t wph = p.l->wph;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t img = t / p.l->tiles, n0 = (t % p.l->tiles) * kPackNr;
+    const int64_t n1 = std::min(n0 + kPackNr, p.l->wide);
+    const float* ct = cbuf + (t - t0) * rows * kPackNr;
+    float* yi = p.y + img * p.m * plane;
+    for (int64_t n = n0; n < n1;) {  // one output row's piece at a time
+      const int64_t oh = n / wph, ow = n % wph;
+      const int64_t len = std::min(n1 - n, wph - ow), valid = std::max<int64_t>(
+                                                          0, std::min(len, out_w - ow));
+      if (valid > 0) {
+        for (int64_t r = m0; r < m1; ++r) {
+          const float b = p.bias != nullptr ? p.bias[r] : 0.0f;
+          const float* src = ct + (r - m0) * kPackNr + (n - n0);
+          float* dst = yi + r * plane + oh * out_w + ow;
+          for (int64_t j = 0; j < valid; ++j) dst[j] = op(src[j] + b);
+        }
+      }
+      n += len;
+    }
+  }
+}
+
+struct Identity {
+  float operator()(float v) const { return v; }
+};
+
+// Rows [m0, m1) (on panel boundaries) x global tiles [t0, t1) over all of K, into cbuf
+// (tile-major, each tile rows x 16), then into Y.
+NDS_CPU_CLONES
+void RunTask(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, float* cbuf,
+             const ConvEpilogue& act) {
+  const int64_t rows = RoundUp(m1 - m0, kPackMr), k = p.l->k;
+  for (int64_t k0 = 0; k0 < k; k0 += kPackKc) {
+    const int64_t kb = std::min(kPackKc, k - k0);
+    const int32_t* off = p.off + k0;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t img = t / p.l->tiles, n0 = (t % p.l->tiles) * kPackNr;
+      const float* x = p.xp + img * p.l->image + n0;
+      float* ct = cbuf + (t - t0) * rows * kPackNr;
+      for (int64_t i = m0; i < m1; i += kPackMr) {
+        MicroKernel(kb, p.w->Panel(k0, kb, i), x, off, ct + (i - m0) * kPackNr, k0 > 0);
+      }
+    }
+  }
+  switch (act.kind) {
+    case ConvActivation::kNone:
+      return CopyOut(p, m0, m1, t0, t1, cbuf, Identity());
+    case ConvActivation::kRelu:
+      return CopyOut(p, m0, m1, t0, t1, cbuf, ReluOp());
+    case ConvActivation::kClip:
+      return CopyOut(p, m0, m1, t0, t1, cbuf, ClipOp{act.lo, act.hi});
+    case ConvActivation::kHardSwish:
+      return CopyOut(p, m0, m1, t0, t1, cbuf, HardSwishOp());
+    case ConvActivation::kSigmoid:
+      return CopyOut(p, m0, m1, t0, t1, cbuf, SigmoidOp());
+  }
+}
+
+// How a conv's work is cut into tasks: M blocks of `mb` rows x runs of `nt` tiles.
+struct Split {
+  int64_t mb, nt;
+};
+
+Split MakeSplit(int64_t m, int64_t all_tiles) {
+  const int64_t panels = CeilDiv(m, kPackMr);
+  int64_t parts = CeilDiv(panels, kMaxTaskPanels);
+  int64_t mb = CeilDiv(panels, parts) * kPackMr;
+  int64_t nt = std::clamp<int64_t>(kMaxTaskCFloats / (mb * kPackNr), 1, all_tiles);
+  // Fewer tasks than four per thread: narrower M blocks first (down to kMinTaskPanels;
+  // the image tiles they re-read are small and in L2), then shorter runs of tiles (each
+  // run reads all of its M block's W again), so a thread slowed by other load hands work
+  // on.
+  const int threads = IntraOpThreads();
+  const int64_t want = 4 * threads;
+  if (threads > 1 && CeilDiv(all_tiles, nt) * parts < want) {
+    parts = std::clamp<int64_t>(CeilDiv(want, CeilDiv(all_tiles, nt)), parts,
+                                std::max<int64_t>(parts, panels / kMinTaskPanels));
+    mb = CeilDiv(panels, parts) * kPackMr;
+    parts = CeilDiv(panels * kPackMr, mb);
+    if (CeilDiv(all_tiles, nt) * parts < want) {
+      nt = std::max<int64_t>(1, all_tiles / CeilDiv(want, parts));
+    }
+  }
+  return {mb, nt};
+}
+
+int64_t MaxCFloats(int64_t m, int64_t all_tiles) {
+  const Split s = MakeSplit(m, all_tiles);
+  return s.nt * s.mb * kPackNr;
+}
+
+}  // namespace
+
+bool DirectConvSuits(const ConvGeometry& g, int64_t c) {
+  // Strides past kMaxPhases would make one phase plane per output pixel or worse, and a
+  // phase table that large; im2col handles them.
+  if (g.IsPointwise() || c <= 0 || g.stride_h * g.stride_w > kMaxPhases) return false;
+  const Layout l = MakeLayout(g, 1, c);
+  return l.xp_floats < INT_MAX;
+}
+
+int64_t DirectConvScratchFloats(const ConvGeometry& g, int64_t n, int64_t c, int64_t m) {
+  const Layout l = MakeLayout(g, n, c);
+  return RoundUp(l.k, 16) + l.xp_floats + ScratchSlots::Count() * MaxCFloats(m, n * l.tiles);
+}
+
+void DirectConv(const ConvGeometry& g, const PackedMatrix& w, int64_t n, int64_t c, int64_t m,
+                const float* x, const float* bias, const ConvEpilogue& act, float* scratch,
+                float* y) {
+  const Layout l = MakeLayout(g, n, c);
+  int32_t* off = reinterpret_cast<int32_t*>(scratch);
+  float* xp = scratch + RoundUp(l.k, 16);
+  float* cbufs = xp + l.xp_floats;
+  FillOffsets(g, l, c, off);
+  const int64_t in_plane = g.in_plane();
+  ParallelFor(n * c, std::max<int64_t>(1, (int64_t{16} << 10) / l.chan), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) PadChannel(g, l, x + i * in_plane, xp + i * l.chan);
+  });
+  std::fill(xp + n * l.image, xp + l.xp_floats, 0.0f);
+
+  const int64_t all_tiles = n * l.tiles;
+  const Split s = MakeSplit(m, all_tiles);
+  const int64_t m_tasks = CeilDiv(m, s.mb), t_tasks = CeilDiv(all_tiles, s.nt);
+  const int64_t cbuf_floats = s.nt * s.mb * kPackNr;
+  const Call p{&g, &l, &w, off, xp, bias, m, y};
+  const int64_t task_macs = s.mb * s.nt * kPackNr * l.k;
+  ScratchSlots slots;
+  ParallelFor(m_tasks * t_tasks, CeilDiv(kMinParallelMacs, task_macs), [&](int64_t b, int64_t e) {
+    const int slot = slots.Claim();
+    for (int64_t t = b; t < e; ++t) {
+      // M blocks inner: neighbouring tasks read the same image lines.
+      const int64_t m0 = (t % m_tasks) * s.mb, t0 = (t / m_tasks) * s.nt;
+      RunTask(p, m0, std::min(m, m0 + s.mb), t0, std::min(all_tiles, t0 + s.nt),
+              cbufs + slot * cbuf_floats, act);
+    }
+    slots.Release(slot);
+  });
+}
+
+}  // namespace ndserve::kernels::cpu
