@@ -88,25 +88,21 @@ template <typename Act>
 struct Plan {
   int64_t s;      // the stride, both axes: 1 or 2
   int64_t width;  // floats per phase row: the padded columns the outputs read, / s
-  // Phase q's column j holds image column j * s + off[q], for j in [lo[q], hi[q]); the
-  // other columns are padding (zero).
-  int64_t lo[2], hi[2], off[2];
+  // Image columns [0, cols) land in the phases (padded column ic + pad_left goes to phase
+  // (ic + pad_left) % s at (ic + pad_left) / s); the others are never read. The rest of a
+  // phase row is padding (zero).
+  int64_t pad_left, cols;
   bool flat;
   int64_t plane_floats;  // flat: one phase plane, with room for the last vector's reads
   int64_t block_floats;  // one task's working space
 };
 
-int64_t CeilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
-
 Plan MakePlan(const ConvGeometry& g) {
   Plan p{};
   p.s = g.stride_w;
-  p.width = CeilDiv((g.out_w - 1) * p.s + 3, p.s);
-  for (int64_t q = 0; q < p.s; ++q) {
-    p.off[q] = q - g.pad_left;
-    p.lo[q] = std::clamp<int64_t>(CeilDiv(-p.off[q], p.s), 0, p.width);
-    p.hi[q] = std::clamp<int64_t>(CeilDiv(g.in_w - p.off[q], p.s), p.lo[q], p.width);
-  }
+  p.width = ((g.out_w - 1) * p.s + 3 + p.s - 1) / p.s;
+  p.pad_left = g.pad_left;
+  p.cols = std::clamp<int64_t>(p.s * p.width - g.pad_left, 0, g.in_w);
   // Flat outputs run to out_h * width rounded up to a vector; the taps read up to two
   // phase rows and one column further.
   p.plane_floats = (g.out_h + 3) * p.width + 2 * kSlack;
@@ -127,12 +123,46 @@ struct Args {
   float* y;
 };
 
-// The image columns of phase q of image row xr into its line or phase row d (whose
-// padding columns are already zero).
+// Image row xr into its phase rows d[0 .. kS) (whose padding columns are already zero):
+// at stride 2, sixteen floats at a time split into evens and odds with two shuffles.
 template <int kS>
-[[gnu::always_inline]] inline void CopyPhase(const Plan& p, int q, const float* xr, float* d) {
-  const int64_t off = p.off[q];
-  for (int64_t j = p.lo[q]; j < p.hi[q]; ++j) d[j] = xr[j * kS + off];
+[[gnu::always_inline]] inline void CopyRow(const Plan& p, const float* __restrict xr,
+                                           float* const* d) {
+  const int64_t pl = p.pad_left, cols = p.cols;
+  int64_t ic = 0;
+  if constexpr (kS == 1) {
+    float* __restrict d0 = d[0] + pl;
+    for (; ic + 8 <= cols; ic += 8) NDS_DW_STORE(d0 + ic, NDS_DW_LOAD(xr + ic));
+    // The rest as the eight floats ending at the row's end, again where they overlap.
+    if (ic < cols && cols >= 8) {
+      NDS_DW_STORE(d0 + cols - 8, NDS_DW_LOAD(xr + cols - 8));
+      return;
+    }
+    for (; ic < cols; ++ic) d0[ic] = xr[ic];
+  } else {
+    // From here on ic + pl is even: ic goes to phase 0 and ic + 1 to phase 1, both at
+    // (ic + pl) / 2.
+    if (pl % 2 != 0 && cols > 0) {
+      d[1][pl / 2] = xr[0];
+      ic = 1;
+    }
+    typedef int I8 __attribute__((vector_size(32)));
+    auto split16 = [&](int64_t at_ic) {
+      const F8 a = NDS_DW_LOAD(xr + at_ic), b = NDS_DW_LOAD(xr + at_ic + 8);
+      const int64_t at = (at_ic + pl) / 2;
+      NDS_DW_STORE(d[0] + at, __builtin_shuffle(a, b, I8{0, 2, 4, 6, 8, 10, 12, 14}));
+      NDS_DW_STORE(d[1] + at, __builtin_shuffle(a, b, I8{1, 3, 5, 7, 9, 11, 13, 15}));
+    };
+    for (; ic + 16 <= cols; ic += 16) split16(ic);
+    // The rest as the sixteen floats (of even ic + pl) ending at or one before the row's
+    // end, again where they overlap; then at most one column.
+    const int64_t last = cols >= 16 ? cols - 16 - (cols - 16 + pl) % 2 : -1;
+    if (ic < cols && last >= 0) {
+      split16(last);
+      ic = std::max(ic, last + 16);
+    }
+    for (; ic < cols; ++ic) d[(ic + pl) % 2][(ic + pl) / 2] = xr[ic];
+  }
 }
 
 // Weights and bias of output channel m as vectors.
@@ -168,24 +198,29 @@ template <int kS, typename Act>
     float* yp = a.y + pl * a.mg * g.out_plane();
     const float* row[3][kS];  // padded row t's phases sit in slot t % 3
     int64_t next = 0;         // the next padded row to copy
+    F8 w0[9], b0;             // the first output channel's, once per plane
+    Weights(a, ci * a.mg, w0, &b0);
     for (int64_t r = 0; r < g.out_h; ++r) {
       for (; next <= r * kS + 2; ++next) {
         const int64_t slot = next % 3, ih = next - g.pad_top;
+        const bool pad = ih < 0 || ih >= g.in_h;
+        float* d[kS];
         for (int q = 0; q < kS; ++q) {
-          if (ih < 0 || ih >= g.in_h) {
-            row[slot][q] = a.zero;
-            continue;
-          }
-          float* d = lines + (slot * kS + q) * stride;
-          CopyPhase<kS>(p, q, xp + ih * g.in_w, d);
-          row[slot][q] = d;
+          d[q] = lines + (slot * kS + q) * stride;
+          row[slot][q] = pad ? a.zero : d[q];
         }
+        if (!pad) CopyRow<kS>(p, xp + ih * g.in_w, d);
       }
       const float* src[9];
+      static constexpr int kSlotAfter[5] = {0, 1, 2, 0, 1};  // (first + ki) % 3
+      const int first = static_cast<int>((r * kS) % 3);
       for (int ki = 0; ki < 3; ++ki) {
-        for (int kj = 0; kj < 3; ++kj) src[ki * 3 + kj] = row[(r * kS + ki) % 3][kj % kS] + kj / kS;
+        for (int kj = 0; kj < 3; ++kj) {
+          src[ki * 3 + kj] = row[kSlotAfter[first + ki]][kj % kS] + kj / kS;
+        }
       }
-      for (int64_t j = 0; j < a.mg; ++j) {
+      OutRow(src, w0, b0, g.out_w, act, yp + r * g.out_w);
+      for (int64_t j = 1; j < a.mg; ++j) {
         F8 w[9], b;
         Weights(a, ci * a.mg + j, w, &b);
         OutRow(src, w, b, g.out_w, act, yp + j * g.out_plane() + r * g.out_w);
@@ -218,9 +253,9 @@ template <int kS, typename Act>
     for (int64_t t = 0; t < padded_rows; ++t) {
       const int64_t ih = t - g.pad_top;
       if (ih < 0 || ih >= g.in_h) continue;
-      for (int q = 0; q < kS; ++q) {
-        CopyPhase<kS>(p, q, xp + ih * g.in_w, buf + ((t % kS) * kS + q) * pf + (t / kS) * width);
-      }
+      float* d[kS];
+      for (int q = 0; q < kS; ++q) d[q] = buf + ((t % kS) * kS + q) * pf + (t / kS) * width;
+      CopyRow<kS>(p, xp + ih * g.in_w, d);
     }
     for (int64_t j = 0; j < a.mg; ++j) {
       F8 w[9], b;
