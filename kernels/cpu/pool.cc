@@ -1,7 +1,8 @@
 // MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on the CPU: a direct walk of
 // each output's window, clipped to the input (the padding contributes nothing to a max,
 // and to an average only through its divisor when count_include_pad). MaxPool without
-// indices takes its window a tap at a time over whole output rows instead (MaxPoolRows).
+// indices takes its window a tap at a time over whole output rows instead (MaxPoolRows),
+// and a 3x3 one at stride 1 or 2 a separable max (max_pool3x3.cc).
 // Planes are split over ParallelFor's threads (parallel.h).
 #include <algorithm>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "base/status_macros.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/max_pool3x3.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
@@ -136,9 +138,19 @@ absl::Status Pool(absl::string_view name, absl::Span<const TensorView> in,
 
 }  // namespace
 
-absl::Status MaxPool(const KernelContext&, absl::Span<const TensorView> in,
+absl::Status MaxPool(const KernelContext& ctx, absl::Span<const TensorView> in,
                      absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  return Pool<true>("MaxPool", in, out, std::get<PoolAttrs>(attrs));
+  const PoolAttrs& a = std::get<PoolAttrs>(attrs);
+  // 3x3 windows without indices (resnet's stem) take the separable max of
+  // max_pool3x3.cc, when the caller gives scratch for its lines.
+  if (out.size() == 1 && ctx.scratch != nullptr) {
+    const ShapeSpan xs = in[0].shape;
+    NDS_ASSIGN_OR_RETURN(const ConvGeometry g, MakePoolGeometry("MaxPool", a, xs.subspan(2)));
+    if (MaxPool3x3Applies(g)) {
+      return MaxPool3x3(ctx, g, xs[0] * xs[1], in[0].as<const float>(), out[0].as<float>());
+    }
+  }
+  return Pool<true>("MaxPool", in, out, a);
 }
 
 absl::Status AveragePool(const KernelContext&, absl::Span<const TensorView> in,

@@ -4,12 +4,15 @@
 // 5x5 (taps fixed at compile time) and 7x7 / 3x2 (taps at run time), strides 1, 2 and 3,
 // even and odd left padding, asymmetric pads, dilation, a channel multiplier, rows
 // shorter and longer than a vector with a remainder, batch 2, and the fused activations.
+// Its 3x3 cases at strides 1 and 2 reach depthwise_conv3x3.cc instead (tested on its own
+// in depthwise_conv3x3_test.cc).
 #include <algorithm>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "kernels/node_attrs.h"
 #include "tests/unit/kernels/kernel_test_util.h"
+#include "tests/unit/kernels/naive_depthwise.h"
 
 namespace ndserve::kernels::testing {
 namespace {
@@ -22,35 +25,6 @@ struct Case {
   std::vector<int64_t> strides, dilations, pads;  // pads: top, left, bottom, right
   ConvEpilogue act;
 };
-
-// act(conv) of x [n, c, h, w] with w [c * mult, 1, kh, kw] and a bias, in double.
-std::vector<float> NaiveDepthwise(const Case& k, int64_t n, const std::vector<float>& x,
-                                  const std::vector<float>& wt, const std::vector<float>& bias,
-                                  int64_t oh, int64_t ow) {
-  const int64_t m = k.c * k.mult;
-  std::vector<float> y(n * m * oh * ow);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t o = 0; o < m; ++o) {
-      const int64_t ci = o / k.mult;
-      for (int64_t r = 0; r < oh; ++r) {
-        for (int64_t s = 0; s < ow; ++s) {
-          double acc = bias[o];
-          for (int64_t a = 0; a < k.kh; ++a) {
-            for (int64_t b = 0; b < k.kw; ++b) {
-              const int64_t ih = r * k.strides[0] - k.pads[0] + a * k.dilations[0];
-              const int64_t iw = s * k.strides[1] - k.pads[1] + b * k.dilations[1];
-              if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
-              acc += static_cast<double>(x[((i * k.c + ci) * k.h + ih) * k.w + iw]) *
-                     wt[(o * k.kh + a) * k.kw + b];
-            }
-          }
-          y[((i * m + o) * oh + r) * ow + s] = k.act(static_cast<float>(acc));
-        }
-      }
-    }
-  }
-  return y;
-}
 
 TEST(DepthwiseConvTest, EveryPathMatchesNaive) {
   ConvEpilogue relu{ConvActivation::kRelu}, clip{ConvActivation::kClip, 0.0f, 6.0f}, none;
@@ -84,9 +58,10 @@ TEST(DepthwiseConvTest, EveryPathMatchesNaive) {
     const auto got = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
     ASSERT_TRUE(got.ok()) << k.name << ": " << got.status();
     EXPECT_EQ(runner.scratch().held_bytes(), 0u) << k.name << ": scratch not given back";
+    const DepthwiseShape shape{n, k.c, k.mult, k.h, k.w, k.kh, k.kw, k.strides, k.dilations, k.pads};
     const HostTensor want = HostTensor::Of<float>(
         {n, m, oh, ow},
-        NaiveDepthwise(k, n, x.Values<float>(), w.Values<float>(), b.Values<float>(), oh, ow));
+        NaiveDepthwise(shape, k.act, x.Values<float>(), w.Values<float>(), b.Values<float>()));
     EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol)) << k.name;
   }
 }

@@ -2,6 +2,7 @@
 // window a tap at a time over whole output rows) against a naive walk of each window:
 // strides 1 and 2, padding on either side, dilation, ceil_mode's overhang, batch 2, and
 // NaN, which must win its windows as it does with the indices output.
+// Its 3x3 cases at strides 1 and 2 reach max_pool3x3.cc instead (max_pool3x3_test.cc).
 #include <cmath>
 #include <limits>
 #include <string>

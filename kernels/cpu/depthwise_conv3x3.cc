@@ -1,0 +1,339 @@
+// The 3x3 depthwise Conv (depthwise_conv3x3.h). Two loops; both sum eight outputs at a
+// time over the nine taps with the weights, the bias and the fused Relu / Clip in
+// registers, and store each eight once:
+//
+// - Rows (out_w >= 8, and planes too big for the flat buffer): each input row the window
+//   reaches is copied once into one of three padded lines (split into even and odd
+//   columns at stride 2), so every tap reads an in-bounds, contiguous run with no bounds
+//   test and no plane-sized copy; rows in the padding read a shared zero line. A row's
+//   partial last vector is the eight outputs ending at the row's end, overlapping the
+//   vector before it.
+// - Flat (out_w < 8: the 7x7 planes of the last stages): the padded plane is copied into a
+//   small buffer, split into stride x stride phases so that consecutive outputs read
+//   consecutive floats, and outputs are summed in buffer order across row boundaries:
+//   a 7x7 plane at stride 1 is 8 vectors instead of 49 scalar sums. The padding columns
+//   between rows are computed too and dropped when the rows are copied out. Only the
+//   image's interior is rewritten per plane: the padding stays zero.
+//
+// Per-plane set-up is a few pointers, and a task takes a block of planes, so the 960
+// 7x7 planes of mobilenet_v2's last stage are eight tasks, not 960.
+#include "kernels/cpu/depthwise_conv3x3.h"
+
+#include <algorithm>
+
+#include "base/status_macros.h"
+#include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/parallel.h"
+
+namespace ndserve::kernels::cpu {
+namespace {
+
+// Eight floats as one value (one AVX register in the x86-64-v3 clone, two SSE ones in the
+// baseline); aligned(4): loads and stores may start at any float.
+typedef float F8 __attribute__((vector_size(32), aligned(4), may_alias));
+
+// Floats past a line or a phase plane that a partial vector may read (all zero).
+constexpr int64_t kSlack = 8;
+// The flat loop's buffer per task at most: 7x7 needs a few hundred floats; a tall narrow
+// plane that would need more takes the row loop.
+constexpr int64_t kFlatMaxFloats = int64_t{16} << 10;
+
+// Vector loads, stores and broadcasts as expressions: helper functions taking or returning
+// F8 by value would change the baseline clone's ABI (GCC's -Wpsabi).
+#define NDS_DW_LOAD(p) (*reinterpret_cast<const F8*>(p))
+#define NDS_DW_STORE(p, v) (*reinterpret_cast<F8*>(p) = (v))
+#define NDS_DW_SPLAT(v) (F8{} + (v))
+
+struct Identity {
+  float operator()(float v) const { return v; }
+};
+
+// The fused activation on eight sums, in place: Relu and Clip as vector selects (the same
+// comparisons as ReluOp / ClipOp, so NaN passes through alike), the others lane by lane.
+template <typename Act>
+[[gnu::always_inline]] inline void Activate(F8& v, Act act) {
+  for (int i = 0; i < 8; ++i) v[i] = act(v[i]);
+}
+[[gnu::always_inline]] inline void Activate(F8&, Identity) {}
+[[gnu::always_inline]] inline void Activate(F8& v, ReluOp) {
+  const F8 zero{};
+  v = v < zero ? zero : v;
+}
+[[gnu::always_inline]] inline void Activate(F8& v, ClipOp c) {
+  const F8 lo = NDS_DW_SPLAT(c.lo), hi = NDS_DW_SPLAT(c.hi);
+  v = v < lo ? lo : v;
+  v = v > hi ? hi : v;
+}
+
+// y[0 .. 8) = act(b + sum over taps t of w[t] * src[t][at .. at + 8)), one partial sum
+// per kernel row so the nine multiply-adds are three short chains, not one long one.
+template <typename Act>
+[[gnu::always_inline]] inline void Sum9(const float* const* src, int64_t at, const F8* w,
+                                        const F8& b, Act act, float* y) {
+  F8 r0 = b + w[0] * NDS_DW_LOAD(src[0] + at);
+  F8 r1 = w[3] * NDS_DW_LOAD(src[3] + at);
+  F8 r2 = w[6] * NDS_DW_LOAD(src[6] + at);
+  r0 += w[1] * NDS_DW_LOAD(src[1] + at);
+  r1 += w[4] * NDS_DW_LOAD(src[4] + at);
+  r2 += w[7] * NDS_DW_LOAD(src[7] + at);
+  r0 += w[2] * NDS_DW_LOAD(src[2] + at);
+  r1 += w[5] * NDS_DW_LOAD(src[5] + at);
+  r2 += w[8] * NDS_DW_LOAD(src[8] + at);
+  F8 v = r0 + r1 + r2;
+  Activate(v, act);
+  NDS_DW_STORE(y, v);
+}
+
+// Where one input plane's copies live and which image columns each phase holds.
+struct Plan {
+  int64_t s;      // the stride, both axes: 1 or 2
+  int64_t width;  // floats per phase row: the padded columns the outputs read, / s
+  // Image columns [0, cols) land in the phases (padded column ic + pad_left goes to phase
+  // (ic + pad_left) % s at (ic + pad_left) / s); the others are never read. The rest of a
+  // phase row is padding (zero).
+  int64_t pad_left, cols;
+  bool flat;
+  int64_t plane_floats;  // flat: one phase plane, with room for the last vector's reads
+  int64_t block_floats;  // one task's working space
+};
+
+Plan MakePlan(const ConvGeometry& g) {
+  Plan p{};
+  p.s = g.stride_w;
+  p.width = ((g.out_w - 1) * p.s + 3 + p.s - 1) / p.s;
+  p.pad_left = g.pad_left;
+  p.cols = std::clamp<int64_t>(p.s * p.width - g.pad_left, 0, g.in_w);
+  // Flat outputs run to out_h * width rounded up to a vector; the taps read up to two
+  // phase rows and one column further.
+  p.plane_floats = (g.out_h + 3) * p.width + 2 * kSlack;
+  const int64_t flat_floats = p.s * p.s * p.plane_floats + (g.out_h * p.width + 7) / 8 * 8;
+  p.flat = g.out_w < 8 && flat_floats <= kFlatMaxFloats;
+  p.block_floats = p.flat ? flat_floats : 3 * p.s * (p.width + kSlack);
+  return p;
+}
+
+struct Args {
+  ConvGeometry g;
+  int64_t c, mg;
+  const float* x;
+  const float* w;
+  const float* bias;
+  ConvEpilogue act;
+  const float* zero;  // a zero line: rows in the padding
+  float* y;
+};
+
+// Image row xr into its phase rows d[0 .. kS) (whose padding columns are already zero):
+// at stride 2, sixteen floats at a time split into evens and odds with two shuffles.
+template <int kS>
+[[gnu::always_inline]] inline void CopyRow(const Plan& p, const float* __restrict xr,
+                                           float* const* d) {
+  const int64_t pl = p.pad_left, cols = p.cols;
+  int64_t ic = 0;
+  if constexpr (kS == 1) {
+    float* __restrict d0 = d[0] + pl;
+    for (; ic + 8 <= cols; ic += 8) NDS_DW_STORE(d0 + ic, NDS_DW_LOAD(xr + ic));
+    // The rest as the eight floats ending at the row's end, again where they overlap.
+    if (ic < cols && cols >= 8) {
+      NDS_DW_STORE(d0 + cols - 8, NDS_DW_LOAD(xr + cols - 8));
+      return;
+    }
+    for (; ic < cols; ++ic) d0[ic] = xr[ic];
+  } else {
+    // From here on ic + pl is even: ic goes to phase 0 and ic + 1 to phase 1, both at
+    // (ic + pl) / 2.
+    if (pl % 2 != 0 && cols > 0) {
+      d[1][pl / 2] = xr[0];
+      ic = 1;
+    }
+    typedef int I8 __attribute__((vector_size(32)));
+    auto split16 = [&](int64_t at_ic) {
+      const F8 a = NDS_DW_LOAD(xr + at_ic), b = NDS_DW_LOAD(xr + at_ic + 8);
+      const int64_t at = (at_ic + pl) / 2;
+      NDS_DW_STORE(d[0] + at, __builtin_shuffle(a, b, I8{0, 2, 4, 6, 8, 10, 12, 14}));
+      NDS_DW_STORE(d[1] + at, __builtin_shuffle(a, b, I8{1, 3, 5, 7, 9, 11, 13, 15}));
+    };
+    for (; ic + 16 <= cols; ic += 16) split16(ic);
+    // The rest as the sixteen floats (of even ic + pl) ending at or one before the row's
+    // end, again where they overlap; then at most one column.
+    const int64_t last = cols >= 16 ? cols - 16 - (cols - 16 + pl) % 2 : -1;
+    if (ic < cols && last >= 0) {
+      split16(last);
+      ic = std::max(ic, last + 16);
+    }
+    for (; ic < cols; ++ic) d[(ic + pl) % 2][(ic + pl) / 2] = xr[ic];
+  }
+}
+
+// Weights and bias of output channel m as vectors.
+[[gnu::always_inline]] inline void Weights(const Args& a, int64_t m, F8* w, F8* b) {
+  for (int t = 0; t < 9; ++t) w[t] = NDS_DW_SPLAT(a.w[m * 9 + t]);
+  *b = NDS_DW_SPLAT(a.bias != nullptr ? a.bias[m] : 0.0f);
+}
+
+// One output row of len floats from the nine taps' sources.
+template <typename Act>
+[[gnu::always_inline]] inline void OutRow(const float* const* src, const F8* w, const F8& b,
+                                          int64_t len, Act act, float* y) {
+  if (len >= 8) {
+    int64_t s = 0;
+    for (; s + 8 <= len; s += 8) Sum9(src, s, w, b, act, y + s);
+    if (s < len) Sum9(src, len - 8, w, b, act, y + len - 8);
+  } else {
+    float v[8];
+    Sum9(src, 0, w, b, act, v);
+    for (int64_t i = 0; i < len; ++i) y[i] = v[i];
+  }
+}
+
+// Input planes [pl0, pl1) through the ring of three padded lines in `lines`.
+template <int kS, typename Act>
+[[gnu::always_inline]] inline void RowPlanes(const Args& a, const Plan& p, int64_t pl0,
+                                             int64_t pl1, float* lines, Act act) {
+  const ConvGeometry& g = a.g;
+  const int64_t stride = p.width + kSlack;
+  for (int64_t pl = pl0; pl < pl1; ++pl) {
+    const float* xp = a.x + pl * g.in_plane();
+    const int64_t ci = pl % a.c;
+    float* yp = a.y + pl * a.mg * g.out_plane();
+    const float* row[3][kS];  // padded row t's phases sit in slot t % 3
+    int64_t next = 0;         // the next padded row to copy
+    F8 w0[9], b0;             // the first output channel's, once per plane
+    Weights(a, ci * a.mg, w0, &b0);
+    for (int64_t r = 0; r < g.out_h; ++r) {
+      for (; next <= r * kS + 2; ++next) {
+        const int64_t slot = next % 3, ih = next - g.pad_top;
+        const bool pad = ih < 0 || ih >= g.in_h;
+        float* d[kS];
+        for (int q = 0; q < kS; ++q) {
+          d[q] = lines + (slot * kS + q) * stride;
+          row[slot][q] = pad ? a.zero : d[q];
+        }
+        if (!pad) CopyRow<kS>(p, xp + ih * g.in_w, d);
+      }
+      const float* src[9];
+      static constexpr int kSlotAfter[5] = {0, 1, 2, 0, 1};  // (first + ki) % 3
+      const int first = static_cast<int>((r * kS) % 3);
+      for (int ki = 0; ki < 3; ++ki) {
+        for (int kj = 0; kj < 3; ++kj) {
+          src[ki * 3 + kj] = row[kSlotAfter[first + ki]][kj % kS] + kj / kS;
+        }
+      }
+      OutRow(src, w0, b0, g.out_w, act, yp + r * g.out_w);
+      for (int64_t j = 1; j < a.mg; ++j) {
+        F8 w[9], b;
+        Weights(a, ci * a.mg + j, w, &b);
+        OutRow(src, w, b, g.out_w, act, yp + j * g.out_plane() + r * g.out_w);
+      }
+    }
+  }
+}
+
+// Input planes [pl0, pl1) through one padded copy of the plane in `buf` (its phases,
+// then the flat outputs).
+template <int kS, typename Act>
+[[gnu::always_inline]] inline void FlatPlanes(const Args& a, const Plan& p, int64_t pl0,
+                                              int64_t pl1, float* buf, Act act) {
+  const ConvGeometry& g = a.g;
+  const int64_t width = p.width, pf = p.plane_floats;
+  const int64_t flat = g.out_h * width, padded_rows = (g.out_h - 1) * kS + 3;
+  float* out = buf + kS * kS * pf;
+  // Tap (ki, kj) of flat output o = r * width + s reads padded row r * kS + ki, column
+  // s * kS + kj: phase (ki % kS, kj % kS) at o + (ki / kS) * width + kj / kS.
+  const float* src[9];
+  for (int ki = 0; ki < 3; ++ki) {
+    for (int kj = 0; kj < 3; ++kj) {
+      src[ki * 3 + kj] = buf + ((ki % kS) * kS + kj % kS) * pf + (ki / kS) * width + kj / kS;
+    }
+  }
+  for (int64_t pl = pl0; pl < pl1; ++pl) {
+    const float* xp = a.x + pl * g.in_plane();
+    const int64_t ci = pl % a.c;
+    float* yp = a.y + pl * a.mg * g.out_plane();
+    for (int64_t t = 0; t < padded_rows; ++t) {
+      const int64_t ih = t - g.pad_top;
+      if (ih < 0 || ih >= g.in_h) continue;
+      float* d[kS];
+      for (int q = 0; q < kS; ++q) d[q] = buf + ((t % kS) * kS + q) * pf + (t / kS) * width;
+      CopyRow<kS>(p, xp + ih * g.in_w, d);
+    }
+    for (int64_t j = 0; j < a.mg; ++j) {
+      F8 w[9], b;
+      Weights(a, ci * a.mg + j, w, &b);
+      for (int64_t o = 0; o < flat; o += 8) Sum9(src, o, w, b, act, out + o);
+      float* ym = yp + j * g.out_plane();
+      for (int64_t r = 0; r < g.out_h; ++r) {
+        for (int64_t s = 0; s < g.out_w; ++s) ym[r * g.out_w + s] = out[r * width + s];
+      }
+    }
+  }
+}
+
+template <typename Act>
+[[gnu::always_inline]] inline void PlanesAct(const Args& a, const Plan& p, int64_t pl0, int64_t pl1,
+                                             float* buf, Act act) {
+  if (p.s == 1) {
+    return p.flat ? FlatPlanes<1>(a, p, pl0, pl1, buf, act) : RowPlanes<1>(a, p, pl0, pl1, buf, act);
+  }
+  return p.flat ? FlatPlanes<2>(a, p, pl0, pl1, buf, act) : RowPlanes<2>(a, p, pl0, pl1, buf, act);
+}
+
+// One task's planes [pl0, pl1) (plane pl = image pl / c, channel pl % c), with `buf`
+// (p.block_floats) as its working space.
+NDS_CPU_CLONES
+void Planes(const Args& a, const Plan& p, int64_t pl0, int64_t pl1, float* buf) {
+  std::fill(buf, buf + p.block_floats, 0.0f);
+  switch (a.act.kind) {
+    case ConvActivation::kNone:
+      return PlanesAct(a, p, pl0, pl1, buf, Identity());
+    case ConvActivation::kRelu:
+      return PlanesAct(a, p, pl0, pl1, buf, ReluOp());
+    case ConvActivation::kClip:
+      return PlanesAct(a, p, pl0, pl1, buf, ClipOp{a.act.lo, a.act.hi});
+    case ConvActivation::kHardSwish:
+      return PlanesAct(a, p, pl0, pl1, buf, HardSwishOp());
+    case ConvActivation::kSigmoid:
+      return PlanesAct(a, p, pl0, pl1, buf, SigmoidOp());
+  }
+}
+
+}  // namespace
+
+bool Depthwise3x3Applies(const ConvGeometry& g) {
+  return g.k_h == 3 && g.k_w == 3 && g.dil_h == 1 && g.dil_w == 1 && g.stride_h == g.stride_w &&
+         (g.stride_w == 1 || g.stride_w == 2);
+}
+
+absl::Status Depthwise3x3(const KernelContext& ctx, const ConvGeometry& g, int64_t n, int64_t c,
+                          int64_t mg, const float* x, const float* w, const float* bias,
+                          const ConvEpilogue& act, float* y) {
+  if (ctx.scratch == nullptr) {
+    return absl::FailedPreconditionError("Conv: the kernel context has no scratch allocator");
+  }
+  const Plan p = MakePlan(g);
+  const int64_t planes = n * c;
+  // Blocks of input planes, each one task with its own working space: a few per thread
+  // so uneven chunks even out, and each worth handing to another thread (about 16K
+  // multiply-adds at least).
+  const int64_t per_plane = std::max<int64_t>(1, mg * g.out_plane() * 9);
+  const int64_t min_planes = std::max<int64_t>(1, (int64_t{16} << 10) / per_plane);
+  const int64_t blocks =
+      std::clamp<int64_t>(planes / min_planes, 1, std::int64_t{4} * IntraOpThreads());
+  const int64_t zero_floats = p.width + kSlack;
+  NDS_ASSIGN_OR_RETURN(void* mem, ctx.scratch->Allocate(static_cast<std::size_t>(
+                                      zero_floats + blocks * p.block_floats) *
+                                  sizeof(float)));
+  float* zero = static_cast<float*>(mem);
+  std::fill(zero, zero + zero_floats, 0.0f);
+  const Args args{g, c, mg, x, w, bias, act, zero, y};
+  float* bufs = zero + zero_floats;
+  ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      Planes(args, p, blk * planes / blocks, (blk + 1) * planes / blocks,
+             bufs + blk * p.block_floats);
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace ndserve::kernels::cpu
