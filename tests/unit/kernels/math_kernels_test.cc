@@ -313,6 +313,51 @@ TEST_P(MathKernelsTest, ReduceOverAxisSubsets) {
   }
 }
 
+// A middle axis reduced with the innermost kept takes a path of its own on the CPU
+// ([outer, r, inner] summed over r); odd sizes, no outer dim, a bag of one, several
+// middle axes merged into one.
+TEST_P(MathKernelsTest, ReduceMiddleAxisAtOddShapes) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+  };
+  for (const Case& c : {Case{{5, 7, 3}, {1}}, Case{{9, 13}, {0}}, Case{{1, 9, 13}, {1}},
+                        Case{{6, 1, 11}, {1}}, Case{{3, 2, 5, 17}, {1, 2}}, Case{{2, 3, 1}, {1}}}) {
+    const HostTensor x = RandomTensor(c.shape, 53);
+    const std::vector<float> xv = x.Values<float>();
+    int64_t r = 1, inner = 1, outer = 1;
+    for (int64_t d = 0; d < static_cast<int64_t>(c.shape.size()); ++d) {
+      if (std::count(c.axes.begin(), c.axes.end(), d)) {
+        r *= c.shape[d];
+      } else if (d < c.axes.front()) {
+        outer *= c.shape[d];
+      } else {
+        inner *= c.shape[d];
+      }
+    }
+    Shape out_shape;
+    for (int64_t d = 0; d < static_cast<int64_t>(c.shape.size()); ++d) {
+      if (!std::count(c.axes.begin(), c.axes.end(), d)) out_shape.push_back(c.shape[d]);
+    }
+    for (bool mean : {false, true}) {
+      std::vector<float> want(outer * inner);
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t i = 0; i < inner; ++i) {
+          double s = 0;
+          for (int64_t k = 0; k < r; ++k) s += xv[(o * r + k) * inner + i];
+          want[o * inner + i] = static_cast<float>(mean ? s / r : s);
+        }
+      }
+      const auto got = Run(mean ? OpKind::kReduceMean : OpKind::kReduceSum, {x},
+                           ReduceAttrs{c.axes, false, false}, 1e-5, 1e-5);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(out_shape, want), 1e-5, 1e-5))
+          << (mean ? "mean " : "sum ") << ShapeToString(c.shape) << " axes "
+          << ShapeToString(c.axes);
+    }
+  }
+}
+
 TEST_P(MathKernelsTest, EmbeddingBagMean) {
   // The recsys pattern: [batch, bag, dim] averaged over the bag.
   const HostTensor x = RandomTensor({64, 8, 32}, 51);
