@@ -174,6 +174,43 @@ TEST_P(MathKernelsTest, BinaryBroadcastMatchesNaive) {
   }
 }
 
+// Large enough that the CPU spreads the rows over ParallelFor in chunks that start part
+// way through the broadcast dims (a walker that seeks to its first row): attention's score
+// scaling (by a scalar) and its mask add ([1, 1, 1, seq]), and a broadcast in the middle
+// with an odd row length. Every result exact.
+TEST_P(MathKernelsTest, LargeBinaryBroadcastsMatchNaive) {
+  struct Case {
+    Shape a, b;
+  };
+  for (const Case& c : {Case{{1, 4, 130, 128}, {}}, Case{{1, 4, 130, 128}, {1, 1, 1, 128}},
+                        Case{{3, 1, 70, 129}, {5, 1, 129}}, Case{{7}, {61, 7}}}) {
+    const HostTensor a = RandomTensor(c.a, 9), b = RandomTensor(c.b, 10, 0.5f, 2.0f);
+    const Shape out = *BroadcastShapes(c.a, c.b);
+    const Shape astr = BroadcastStrides(c.a, out), bstr = BroadcastStrides(c.b, out);
+    const std::vector<float> av = a.Values<float>(), bv = b.Values<float>();
+    for (OpKind op : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) {
+      std::vector<float> want(NumElements(out));
+      for (int64_t i = 0; i < static_cast<int64_t>(want.size()); ++i) {
+        int64_t oa = 0, ob = 0, rest = i;
+        for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+          oa += (rest % out[d]) * astr[d];
+          ob += (rest % out[d]) * bstr[d];
+          rest /= out[d];
+        }
+        const float x = av[oa], y = bv[ob];
+        want[i] = op == OpKind::kAdd   ? x + y
+                  : op == OpKind::kSub ? x - y
+                  : op == OpKind::kMul ? x * y
+                                       : x / y;
+      }
+      const auto got = Run(op, {a, b}, NoAttrs{}, 0, 0);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(out, want), 0, 0))
+          << OpKindName(op) << " " << ShapeToString(c.a) << " " << ShapeToString(c.b);
+    }
+  }
+}
+
 TEST_P(MathKernelsTest, IntegerDivisionIsDefinedEverywhere) {
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
   const HostTensor a = HostTensor::Of<int64_t>({5}, {7, -7, 5, kMin, 9});
