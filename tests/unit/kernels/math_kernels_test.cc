@@ -285,6 +285,25 @@ TEST_P(MathKernelsTest, SoftmaxWideRowsAndInnerAxes) {
   }
 }
 
+// Last-axis rows whose length is not a multiple of the eight-lane max (1, 7, 9, 131) or is
+// attention's 128, the largest value in the vector part or in the tail, and masked
+// entries (-inf and a large negative bias) as an attention mask makes them.
+TEST_P(MathKernelsTest, SoftmaxRowsAtOddLengthsAndMasks) {
+  for (int64_t n : {1, 7, 9, 128, 131}) {
+    HostTensor x = RandomTensor({5, n}, 23, -8.0f, 8.0f);
+    std::vector<float> v = x.Values<float>();
+    v[n - 1] = 30.0f;  // row 0: the max in the tail
+    v[n + 0] = 30.0f;  // row 1: the max first
+    if (n > 1) {
+      v[2 * n + n / 2] = -std::numeric_limits<float>::infinity();  // row 2: one masked
+      v[3 * n + 1] = -10000.0f;                                    // row 3: a large bias
+    }
+    x = HostTensor::Of<float>({5, n}, v);
+    const auto got = Run(OpKind::kSoftmax, {x}, SoftmaxAttrs{-1}, 1e-6, 1e-5);
+    EXPECT_TRUE(AllClose(got[0], NaiveSoftmax(x, 1), 1e-6, 1e-5)) << "n " << n;
+  }
+}
+
 TEST_P(MathKernelsTest, LayerNormWithStatistics) {
   const int64_t rows = 6, cols = 1000;
   const HostTensor x = RandomTensor({2, 3, cols}, 31, -3.0f, 5.0f);
