@@ -200,11 +200,15 @@ bool IsColumnBias(ShapeSpan c, int64_t n) {
 // mobilenet_v2 b1 with everything else packed).
 constexpr int64_t kPackedMinRows = 32;
 constexpr int64_t kPackedLargeB = int64_t{256} << 10;  // floats: 1 MB
+// Columns of the product from which the packed B is used. Narrower, each 16-wide tile of
+// the micro-kernel computes a few useful columns and many zeros: a scoring head's
+// [256 x 32] x [32 x 1] (recsys b256) took 10 us that way, against one small sgemm call.
+constexpr int64_t kPackedMinCols = 4;
 
 // The packed B of this call, or null when there is none or it does not fit (K x N).
 const PackedMatrix* PackedB(const KernelContext& ctx, int64_t m, int64_t n, int64_t k) {
   const PackedMatrix* b = ctx.packed_weight;
-  if (b == nullptr || (m < kPackedMinRows && k * n < kPackedLargeB) ||
+  if (b == nullptr || (m < kPackedMinRows && k * n < kPackedLargeB) || n < kPackedMinCols ||
       b->side() != PackedMatrix::Side::kB ||
       b->rows() != k || b->cols() != n) {
     return nullptr;
