@@ -174,16 +174,16 @@ TEST_P(MathKernelsTest, BinaryBroadcastMatchesNaive) {
   }
 }
 
-// Large enough that the CPU spreads the rows over ParallelFor in chunks that start part
-// way through the broadcast dims (a walker that seeks to its first row): attention's score
-// scaling (by a scalar) and its mask add ([1, 1, 1, seq]), and a broadcast in the middle
-// with an odd row length. Every result exact.
+// Large enough (over 512K elements) that the CPU spreads the rows over ParallelFor in
+// chunks that start part way through the broadcast dims (a walker that seeks to its first
+// row): a score scaling by a scalar and a mask add ([1, 1, 1, seq]) as attention's, a
+// broadcast in the middle with an odd row length, and a small one. Every result exact.
 TEST_P(MathKernelsTest, LargeBinaryBroadcastsMatchNaive) {
   struct Case {
     Shape a, b;
   };
-  for (const Case& c : {Case{{1, 4, 130, 128}, {}}, Case{{1, 4, 130, 128}, {1, 1, 1, 128}},
-                        Case{{3, 1, 70, 129}, {5, 1, 129}}, Case{{7}, {61, 7}}}) {
+  for (const Case& c : {Case{{1, 8, 520, 128}, {}}, Case{{1, 8, 520, 128}, {1, 1, 1, 128}},
+                        Case{{3, 1, 370, 129}, {5, 1, 129}}, Case{{7}, {61, 7}}}) {
     const HostTensor a = RandomTensor(c.a, 9), b = RandomTensor(c.b, 10, 0.5f, 2.0f);
     const Shape out = *BroadcastShapes(c.a, c.b);
     const Shape astr = BroadcastStrides(c.a, out), bstr = BroadcastStrides(c.b, out);
