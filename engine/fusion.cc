@@ -295,7 +295,9 @@ class EpilogueFuser {
       if (graph_outputs_.contains(y)) continue;
       const std::vector<int> readers = Readers(y);  // a copy: Replace edits readers_
       if (readers.size() == 1) {
-        fused += FuseRelu(g, readers[0]) || FuseClip(g, readers[0]) ? 1 : 0;
+        fused += FuseRelu(g, readers[0]) || FuseClip(g, readers[0]) || FuseDiv(g, readers[0])
+                     ? 1
+                     : 0;
       } else if (readers.size() == 2 && FuseGelu(g, readers)) {
         fused += 5;
       }
@@ -409,6 +411,20 @@ class EpilogueFuser {
       bounds[i - 1] = *v;
     }
     SetActivation(g, "Clip", {bounds[0], bounds[1]});
+    Replace(g, {r});
+    return true;
+  }
+
+  // Div(product, scalar initializer): attention's scores over sqrt(head size).
+  bool FuseDiv(int g, int r) {
+    const NodeDef& div = def_->nodes[r];
+    if (!Is(div, "Div", 2, 1) || div.inputs[0] != def_->nodes[g].outputs[0] ||
+        div.inputs[1] == div.inputs[0]) {
+      return false;
+    }
+    const std::optional<float> d = Scalar(div.inputs[1]);
+    if (!d.has_value()) return false;
+    SetActivation(g, "Div", {*d});
     Replace(g, {r});
     return true;
   }

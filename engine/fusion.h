@@ -41,10 +41,11 @@ absl::StatusOr<int> FuseConvActivation(GraphDef* def);
 //    last dim is N, so the bias is one value per output column. The MatMul takes the
 //    bias as a third input (kernels::kFusedMatMulBiasAttr).
 //  - Gemm or MatMul + activation: Relu; Clip whose bounds are absent or FP32 scalar
-//    initializers; and the erf GELU as PyTorch exports it, Mul(Mul(x, a), Add(Erf(Div(x,
+//    initializers; the erf GELU as PyTorch exports it, Mul(Mul(x, a), Add(Erf(Div(x,
 //    d)), c)) with scalar FP32 initializers a, d, c (operands of Mul and Add in either
-//    order), evaluated in that same order. The activation becomes
-//    kernels::kFusedActivationAttr.
+//    order), evaluated in that same order; and Div(x, d) with d a scalar FP32 initializer
+//    (attention's scaling of Q x K^T; the CPU applies it to each block of scores while
+//    it is in cache). The activation becomes kernels::kFusedActivationAttr.
 // Every intermediate value a rewrite removes must have no reader outside the pattern and
 // not be a graph output. Returns how many nodes were folded away; anything it does not
 // recognise is left as it is. Not thread-safe on one `def`.

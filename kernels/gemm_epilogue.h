@@ -23,6 +23,9 @@ enum class GemmActivation : int32_t {
   // The exporters' erf GELU, exactly as PyTorch writes 0.5 * x * (1 + erf(x / sqrt 2)):
   // (x * p0) * (erf(x / p1) + p2), with the constants read from the fused graph.
   kGelu,
+  // DivOp()(x, p0): a Div by a scalar after the product, as attention's scores are
+  // scaled by sqrt(head size); the same division the standalone Div does.
+  kDiv,
 };
 
 struct GemmEpilogue {
@@ -39,6 +42,8 @@ struct GemmEpilogue {
         return ClipOp{p0, p1}(x);
       case GemmActivation::kGelu:
         return (x * p0) * (ErfOp()(x / p1) + p2);
+      case GemmActivation::kDiv:
+        return DivOp()(x, p0);
     }
     return x;
   }

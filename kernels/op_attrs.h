@@ -43,8 +43,8 @@ struct GemmAttrs {
   bool matmul_bias = false;
 };
 // The internal attributes of fused Gemm / MatMul nodes. No ONNX attribute has these names
-// and the loader refuses them in files. Activation: "Relu", "Clip" or "Gelu" (params as
-// GemmEpilogue's p0..p2); bias: INT 1.
+// and the loader refuses them in files. Activation: "Relu", "Clip", "Gelu" or "Div" (params
+// as GemmEpilogue's p0..p2); bias: INT 1.
 inline constexpr char kFusedActivationAttr[] = "ndserve.activation";
 inline constexpr char kFusedActivationParamsAttr[] = "ndserve.activation_params";
 inline constexpr char kFusedMatMulBiasAttr[] = "ndserve.matmul_bias";

@@ -5,6 +5,7 @@
 #   scripts/models-bench.sh                 # every row, 5 s per row and runtime
 #   SECONDS_PER_ROW=2 scripts/models-bench.sh resnet18 mlp   # rows of these models only
 #   scripts/models-bench.sh --verify        # ORT's outputs vs. every PyTorch reference
+#   BASE_BUILD_DIR=../base/build scripts/models-bench.sh bert_encoder   # and a baseline build
 #
 # --verify checks the fixtures rather than ndserve: a correct runtime must match
 # PyTorch on every input set of every export (so the dynamic shapes really are dynamic).
@@ -17,9 +18,17 @@
 # tools/gen_torch_models.py (made here if missing); the example rows use examples/models
 # and the reference inputs of tests/fixtures/models, rows repeated to the batch.
 # A row whose model ndserve cannot load yet says so instead of a number.
+# BASE_BUILD_DIR: the build directory of another checkout (main's, say; built there, never
+# here): each row then runs its models_benchmark right before this build's, so the two
+# builds and ORT are measured one after the other per row, and the table gets its column.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
+BASE_BUILD_DIR=${BASE_BUILD_DIR:-}
+if [[ -n $BASE_BUILD_DIR && ! -x $BASE_BUILD_DIR/benchmarks/models_benchmark ]]; then
+  echo "models-bench: no $BASE_BUILD_DIR/benchmarks/models_benchmark (build it there first)" >&2
+  exit 1
+fi
 SECONDS_PER_ROW=${SECONDS_PER_ROW:-5}
 THREADS=${THREADS:-2}
 PY=/usr/bin/python3
@@ -80,6 +89,13 @@ for row in "${ROWS[@]}"; do
     ((wanted)) || continue
   fi
   echo "models-bench: $label b$batch" >&2
+  echo '{"benchmarks": []}' > "$work/base.json"
+  if [[ -n $BASE_BUILD_DIR ]]; then
+    OPENBLAS_NUM_THREADS=$THREADS "$BASE_BUILD_DIR/benchmarks/models_benchmark" \
+      "--row=$(realpath "$model_dir"),$case_dir,$batch" --benchmark_min_time="$SECONDS_PER_ROW" \
+      --benchmark_format=json > "$work/base.json" 2> "$work/base.err" ||
+      echo "models-bench: baseline models_benchmark failed: $(tail -n 3 "$work/base.err")" >&2
+  fi
   OPENBLAS_NUM_THREADS=$THREADS "$BUILD_DIR/benchmarks/models_benchmark" \
     "--row=$(realpath "$model_dir"),$case_dir,$batch" --benchmark_min_time="$SECONDS_PER_ROW" \
     --benchmark_format=json > "$work/ndserve.json" 2> "$work/ndserve.err" ||
@@ -88,10 +104,16 @@ for row in "${ROWS[@]}"; do
     --batch "$batch" --seconds "$SECONDS_PER_ROW" --threads "$THREADS" \
     > "$work/ort.json" 2> "$work/ort.err" ||
     echo "models-bench: ort_bench failed: $(tail -n 3 "$work/ort.err")" >&2
-  $PY - "$label" "$batch" "$work/ndserve.json" "$work/ort.json" >> "$results" << 'EOF'
+  $PY - "$label" "$batch" "$work/ndserve.json" "$work/ort.json" "$work/base.json" >> "$results" << 'EOF'
 import json, sys
-label, batch, nd_path, ort_path = sys.argv[1:]
-row = {"label": label, "batch": int(batch), "ndserve": None, "ort": None, "note": ""}
+label, batch, nd_path, ort_path, base_path = sys.argv[1:]
+row = {"label": label, "batch": int(batch), "ndserve": None, "ort": None, "note": "", "base": None}
+try:
+    base = json.load(open(base_path))["benchmarks"]
+    if base and not base[0].get("error_occurred"):
+        row["base"] = base[0]["rows/s"]
+except (OSError, ValueError, KeyError) as e:
+    row["note"] += f" baseline gave no result ({e})"
 try:
     bench = json.load(open(nd_path))["benchmarks"][0]
     if bench.get("error_occurred"):
@@ -113,16 +135,26 @@ print(json.dumps(row))
 EOF
 done
 
-$PY - "$results" "$THREADS" "$SECONDS_PER_ROW" << 'EOF'
+$PY - "$results" "$THREADS" "$SECONDS_PER_ROW" "$BASE_BUILD_DIR" << 'EOF'
 import json, sys
-path, threads, seconds = sys.argv[1:]
+path, threads, seconds, base_dir = sys.argv[1:]
 print(f"\nCPU, {threads} threads each, {seconds} s per row and runtime; rows/s (higher is better)\n")
-print("| model | batch | ndserve rows/s | ORT rows/s | ndserve / ORT |")
-print("|---|---:|---:|---:|---:|")
+if base_dir:
+    print(f"baseline: {base_dir}\n")
+    print("| model | batch | baseline rows/s | ndserve rows/s | ORT rows/s | baseline / ORT | ndserve / ORT |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+else:
+    print("| model | batch | ndserve rows/s | ORT rows/s | ndserve / ORT |")
+    print("|---|---:|---:|---:|---:|")
 for line in open(path):
     r = json.loads(line)
     nd = f"{r['ndserve']:,.0f}" if r["ndserve"] else r["note"]
     ort = f"{r['ort']:,.0f}" if r["ort"] else "-"
     ratio = f"{r['ndserve'] / r['ort']:.2f}" if r["ndserve"] and r["ort"] else "-"
-    print(f"| {r['label']} | {r['batch']} | {nd} | {ort} | {ratio} |")
+    if base_dir:
+        base = f"{r['base']:,.0f}" if r.get("base") else "-"
+        base_ratio = f"{r['base'] / r['ort']:.2f}" if r.get("base") and r["ort"] else "-"
+        print(f"| {r['label']} | {r['batch']} | {base} | {nd} | {ort} | {base_ratio} | {ratio} |")
+    else:
+        print(f"| {r['label']} | {r['batch']} | {nd} | {ort} | {ratio} |")
 EOF

@@ -15,10 +15,17 @@
 
 namespace ndserve::kernels::cpu {
 
-// out[i] = op(a[..], b[..]) over the plan of MakeBroadcastPlan(out, a, b).
+// Rows of a BroadcastPlan: the output's rows of p.dims.back() elements (1 for a scalar).
+inline int64_t BroadcastRows(const BroadcastPlan& p) {
+  return p.dims.empty() || p.numel == 0 ? (p.numel > 0 ? 1 : 0) : p.numel / p.dims.back();
+}
+
+// Output rows [row0, row1) of BroadcastBinary, so a caller can spread rows over threads.
 template <typename A, typename B, typename O, typename Op>
-void BroadcastBinary(const A* a, const B* b, O* out, const BroadcastPlan& p, Op op) {
-  if (p.numel == 0) return;
+__attribute__((always_inline)) inline void BroadcastBinaryRows(const A* a, const B* b, O* out,
+                                                               const BroadcastPlan& p,
+                                                               int64_t row0, int64_t row1, Op op) {
+  if (p.numel == 0 || row0 >= row1) return;
   if (p.dims.empty()) {
     out[0] = op(a[0], b[0]);
     return;
@@ -26,7 +33,8 @@ void BroadcastBinary(const A* a, const B* b, O* out, const BroadcastPlan& p, Op 
   const int64_t n = p.dims.back();
   const int64_t sa = p.a_strides.back(), sb = p.b_strides.back();
   RowWalker<2> walk(p.dims, {ShapeSpan(p.a_strides), ShapeSpan(p.b_strides)});
-  for (int64_t row = 0; row < p.numel / n; ++row, walk.Next()) {
+  walk.Seek(row0);
+  for (int64_t row = row0; row < row1; ++row, walk.Next()) {
     const A* ra = a + walk.offset(0);
     const B* rb = b + walk.offset(1);
     O* ro = out + row * n;
@@ -44,6 +52,12 @@ void BroadcastBinary(const A* a, const B* b, O* out, const BroadcastPlan& p, Op 
       for (int64_t i = 0; i < n; ++i) ro[i] = v;
     }
   }
+}
+
+// out[i] = op(a[..], b[..]) over the plan of MakeBroadcastPlan(out, a, b).
+template <typename A, typename B, typename O, typename Op>
+void BroadcastBinary(const A* a, const B* b, O* out, const BroadcastPlan& p, Op op) {
+  BroadcastBinaryRows(a, b, out, p, 0, BroadcastRows(p), op);
 }
 
 // out[i] = op(a[..], b[..], c[..]) over the plan of MakeBroadcastPlan(out, a, b, c). The

@@ -4,20 +4,57 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <algorithm>
+
 #include "kernels/cpu/broadcast_loop.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/plans.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
 
+// FP32 rows [row0, row1) of one op, one AVX2 + FMA clone each (docs/design.md section 4):
+// built for the baseline, a transformer's score scaling (Div of 1 x 4 x 128 x 128 by a
+// scalar) ran four lanes at a time on one thread, 20-25 us per node at seq 128.
+#define NDS_FLOAT_BINARY(Name, OpType)                                                       \
+  NDS_CPU_CLONES                                                                           \
+  void Name(const float* a, const float* b, float* y, const BroadcastPlan& p, int64_t row0, \
+            int64_t row1) {                                                                \
+    BroadcastBinaryRows(a, b, y, p, row0, row1, OpType());                                 \
+  }
+NDS_FLOAT_BINARY(AddRows, AddOp)
+NDS_FLOAT_BINARY(SubRows, SubOp)
+NDS_FLOAT_BINARY(MulRows, MulOp)
+NDS_FLOAT_BINARY(DivRows, DivOp)
+#undef NDS_FLOAT_BINARY
+
+// Elements per ParallelFor chunk of an FP32 binary op. A pass over a tensor that fits the
+// two cores' L2 is no faster on two threads: the producer left half of it in each core's
+// L2, and the 1 x 4 x 128 x 128 score scaling took 39 us on two threads against 17 us on
+// one (bert seq128 b1). From 1 MB per chunk, memory bandwidth is what two threads add.
+constexpr int64_t kBinaryGrain = int64_t{256} << 10;
+
+template <typename Op>
+void FloatBinary(const float* a, const float* b, float* y, const BroadcastPlan& p) {
+  const int64_t rows = BroadcastRows(p);
+  const int64_t n = std::max<int64_t>(1, p.numel / std::max<int64_t>(1, rows));
+  ParallelFor(rows, std::max<int64_t>(1, kBinaryGrain / n), [&](int64_t r0, int64_t r1) {
+    if constexpr (std::is_same_v<Op, AddOp>) AddRows(a, b, y, p, r0, r1);
+    if constexpr (std::is_same_v<Op, SubOp>) SubRows(a, b, y, p, r0, r1);
+    if constexpr (std::is_same_v<Op, MulOp>) MulRows(a, b, y, p, r0, r1);
+    if constexpr (std::is_same_v<Op, DivOp>) DivRows(a, b, y, p, r0, r1);
+  });
+}
+
 template <typename Op>
 absl::Status Binary(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
   const BroadcastPlan p = MakeBroadcastPlan(out[0].shape, in[0].shape, in[1].shape);
   switch (in[0].dtype) {
     case DType::kFp32:
-      BroadcastBinary(in[0].as<const float>(), in[1].as<const float>(), out[0].as<float>(), p, Op());
+      FloatBinary<Op>(in[0].as<const float>(), in[1].as<const float>(), out[0].as<float>(), p);
       break;
     case DType::kInt32:
       BroadcastBinary(in[0].as<const int32_t>(), in[1].as<const int32_t>(), out[0].as<int32_t>(), p,

@@ -94,6 +94,11 @@ void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols, cons
                    [p0, p1, p2](float x) { return (x * p0) * (HostErf(x / p1) + p2); });
       return;
     }
+    case GemmActivation::kDiv: {
+      const float d = e.p0;
+      EpilogueLoop(y, bias, rows, cols, [d](float x) { return x / d; });
+      return;
+    }
   }
 }
 
@@ -103,8 +108,11 @@ void ApplyEpilogue(float* y, const float* bias, int64_t rows, int64_t cols, cons
 // section 4).
 constexpr int64_t kSmallProduct = int64_t{1} << 20;
 
-// The batched product of MatMulProduct for small products, on ParallelFor's threads.
-absl::Status SmallBatchedMatMul(const MatMulPlan& p, const float* a, const float* b, float* y) {
+// The batched product of MatMulProduct for small products, on ParallelFor's threads; with
+// `epilogue`, each block's rows get act(y + bias) right after their product, while they
+// are in the computing core's cache (attention's scores and their 1/sqrt(d) scaling).
+absl::Status SmallBatchedMatMul(const MatMulPlan& p, const float* a, const float* b, float* y,
+                                const float* bias, const GemmEpilogue* epilogue) {
   // Element offsets of A and B for batch index i, from the merged batch dims.
   auto offsets = [&p](int64_t i, int64_t* oa, int64_t* ob) {
     *oa = 0;
@@ -130,15 +138,20 @@ absl::Status SmallBatchedMatMul(const MatMulPlan& p, const float* a, const float
                   const int64_t rows = std::min(rows_per_item, p.m - r0);
                   int64_t oa, ob;
                   offsets(i, &oa, &ob);
-                  RowGemm(rows, p.n, p.k, a + oa + r0 * p.k, p.k, b + ob, p.n,
-                          y + (i * p.m + r0) * p.n, p.n);
+                  float* yb = y + (i * p.m + r0) * p.n;
+                  RowGemm(rows, p.n, p.k, a + oa + r0 * p.k, p.k, b + ob, p.n, yb, p.n);
+                  if (epilogue != nullptr) ApplyEpilogue(yb, bias, rows, p.n, *epilogue);
                 }
               });
   return absl::OkStatus();
 }
 
-// Y = A x B with numpy batch broadcasting; no epilogue.
-absl::Status MatMulProduct(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
+// Y = A x B with numpy batch broadcasting. `*epilogue_done` says whether the product also
+// applied `epilogue` (with `bias`) itself, as the small batched products do per block.
+absl::Status MatMulProduct(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                           const float* bias, const GemmEpilogue* epilogue,
+                           bool* epilogue_done) {
+  *epilogue_done = false;
   const MatMulPlan p = MakeMatMulPlan(in[0].shape, in[1].shape);
   const float* a = in[0].as<const float>();
   const float* b = in[1].as<const float>();
@@ -158,7 +171,10 @@ absl::Status MatMulProduct(absl::Span<const TensorView> in, absl::Span<const Ten
     return absl::OkStatus();
   }
   NDS_RETURN_IF_ERROR(CheckBlasDims("MatMul", p.m, p.n, p.k));
-  if (p.m * p.n * p.k <= kSmallProduct) return SmallBatchedMatMul(p, a, b, y);
+  if (p.m * p.n * p.k <= kSmallProduct) {
+    *epilogue_done = true;
+    return SmallBatchedMatMul(p, a, b, y, bias, epilogue);
+  }
   // One product per batch index; the walker's "rows" are single batch entries, so walk
   // the batch dims with a trailing dim of 1.
   Shape dims = p.batch_dims, sa = p.a_batch_strides, sb = p.b_batch_strides;
@@ -200,11 +216,15 @@ bool IsColumnBias(ShapeSpan c, int64_t n) {
 // mobilenet_v2 b1 with everything else packed).
 constexpr int64_t kPackedMinRows = 32;
 constexpr int64_t kPackedLargeB = int64_t{256} << 10;  // floats: 1 MB
+// Columns of the product from which the packed B is used. Narrower, each 16-wide tile of
+// the micro-kernel computes a few useful columns and many zeros: a scoring head's
+// [256 x 32] x [32 x 1] (recsys b256) took 10 us that way, against one small sgemm call.
+constexpr int64_t kPackedMinCols = 4;
 
 // The packed B of this call, or null when there is none or it does not fit (K x N).
 const PackedMatrix* PackedB(const KernelContext& ctx, int64_t m, int64_t n, int64_t k) {
   const PackedMatrix* b = ctx.packed_weight;
-  if (b == nullptr || (m < kPackedMinRows && k * n < kPackedLargeB) ||
+  if (b == nullptr || (m < kPackedMinRows && k * n < kPackedLargeB) || n < kPackedMinCols ||
       b->side() != PackedMatrix::Side::kB ||
       b->rows() != k || b->cols() != n) {
     return nullptr;
@@ -307,9 +327,16 @@ absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
                            out[0].as<float>());
     }
   }
-  NDS_RETURN_IF_ERROR(MatMulProduct(in, out));
-  // A fused MatMul (engine/fusion.h) adds its bias and activation in one pass after.
-  if (const GemmAttrs* fused = std::get_if<GemmAttrs>(&attrs)) {
+  const float* fused_bias = fused_attrs != nullptr && fused_attrs->matmul_bias
+                                ? in[2].as<const float>()
+                                : nullptr;
+  bool epilogue_done = false;
+  NDS_RETURN_IF_ERROR(MatMulProduct(in, out, fused_bias,
+                                    fused_attrs != nullptr ? &fused_attrs->epilogue : nullptr,
+                                    &epilogue_done));
+  // Otherwise a fused MatMul (engine/fusion.h) adds its bias and activation in one pass
+  // after.
+  if (const GemmAttrs* fused = fused_attrs; fused != nullptr && !epilogue_done) {
     const int64_t n = out[0].shape.empty() ? 1 : out[0].shape.back();
     const int64_t rows = n == 0 ? 0 : out[0].numel() / n;
     ApplyEpilogue(out[0].as<float>(), fused->matmul_bias ? in[2].as<const float>() : nullptr, rows,

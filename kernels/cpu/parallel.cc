@@ -3,6 +3,8 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <thread>
 
@@ -25,7 +27,30 @@ struct Job {
   int chunks = 0;  // chunk i is [i * n / chunks, (i + 1) * n / chunks)
   int next = 0;    // the first chunk nobody has claimed
   int done = 0;    // chunks finished
+  // `done == chunks`, readable without the mutex: the caller polls it before blocking.
+  std::atomic<bool> finished{false};
 };
+
+// How long a worker polls for the next job, and a caller for its job's last chunk, before
+// blocking on the mutex. A transformer layer at one sequence is a run of parallel regions
+// of 20-100 us each; a blocked thread's wake-up costs tens of microseconds on a VM's
+// vCPU, which is most of a region (docs/design.md section 4). ORT's pool spins too.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+// Polls `ready` until it holds or kSpin has passed; true if it holds.
+template <typename F>
+bool SpinUntil(F ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+  }
+}
 
 // The workers and the jobs with unclaimed chunks. Never destroyed: workers block on the
 // mutex between jobs and die with the process.
@@ -39,12 +64,14 @@ class Pool {
     {
       absl::MutexLock lock(&mu_);
       queue_.push_back(&job);
+      queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
     }
     const bool was_nested = in_parallel_region;
     in_parallel_region = true;
     int chunk;
     while (ClaimFrom(&job, &chunk)) RunChunk(&job, chunk);
     in_parallel_region = was_nested;
+    SpinUntil([&job] { return job.finished.load(std::memory_order_acquire); });
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
         +[](Job* j) { return j->done == j->chunks; }, &job));
@@ -56,6 +83,7 @@ class Pool {
     for (;;) {
       Job* job;
       int chunk;
+      SpinUntil([this] { return queued_.load(std::memory_order_acquire) > 0; });
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
@@ -70,7 +98,10 @@ class Pool {
   // Takes `job`'s next chunk (it has one); drops the job from the queue with its last.
   int ClaimLocked(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int chunk = job->next++;
-    if (job->next == job->chunks) queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+    if (job->next == job->chunks) {
+      queue_.erase(std::find(queue_.begin(), queue_.end(), job));
+      queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
+    }
     return chunk;
   }
 
@@ -84,11 +115,13 @@ class Pool {
   void RunChunk(Job* job, int chunk) {
     job->fn(chunk * job->n / job->chunks, (chunk + 1) * job->n / job->chunks);
     absl::MutexLock lock(&mu_);
-    ++job->done;  // the last touch of `job`: its caller may return once it sees this
+    // The last touch of `job`: its caller may return once it sees either.
+    if (++job->done == job->chunks) job->finished.store(true, std::memory_order_release);
   }
 
   absl::Mutex mu_;
   std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> queued_{0};  // queue_.size(), for polling without the mutex
 };
 
 Pool& ThePool() {

@@ -5,12 +5,32 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/row_walker.h"
 #include "kernels/plans.h"
 #include "kernels/shape_inference.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
+
+// y[o, i] = scale * sum over r of x[o, r, i], all contiguous: a middle axis reduced with the
+// innermost kept, as an embedding lookup's mean bag ([batch, bag, dim] -> [batch, dim]).
+// Through the row walker every bag row of 32 floats paid the walker's step and a loop of
+// its own (recsys b256: 22 us per bag node, most of ReduceMean's 28 % of the run).
+NDS_CPU_CLONES
+void SumMiddleAxis(const float* __restrict x, int64_t outer, int64_t r, int64_t inner, float scale,
+                   float* __restrict y) {
+  for (int64_t o = 0; o < outer; ++o, x += r * inner, y += inner) {
+    for (int64_t i = 0; i < inner; ++i) y[i] = x[i];
+    for (int64_t k = 1; k < r; ++k) {
+      const float* xk = x + k * inner;
+      for (int64_t i = 0; i < inner; ++i) y[i] += xk[i];
+    }
+    if (scale != 1.0f) {
+      for (int64_t i = 0; i < inner; ++i) y[i] *= scale;
+    }
+  }
+}
 
 absl::Status Reduce(OpKind op, absl::Span<const TensorView> in, absl::Span<const TensorView> out,
                     const OpAttrs& attrs) {
@@ -23,6 +43,15 @@ absl::Status Reduce(OpKind op, absl::Span<const TensorView> in, absl::Span<const
     return absl::OkStatus();
   }
   const ReducePlan p = MakeReducePlan(in[0].shape, axes);
+  const float mean_scale = 1.0f / static_cast<float>(p.reduce_numel);
+  // Merged dims [reduced, kept] or [kept, reduced, kept]: the plan's dims are contiguous.
+  const std::size_t nd = p.dims.size();
+  if (in[0].numel() > 0 && nd >= 2 && nd <= 3 && !p.reduced[nd - 1] && p.reduced[nd - 2] &&
+      (nd == 2 || !p.reduced[0])) {
+    SumMiddleAxis(x, nd == 3 ? p.dims[0] : 1, p.dims[nd - 2], p.dims[nd - 1],
+                  op == OpKind::kReduceMean ? mean_scale : 1.0f, y);
+    return absl::OkStatus();
+  }
   std::fill(y, y + p.out_numel, 0.0f);
   const int64_t in_numel = in[0].numel();
   if (in_numel > 0 && p.dims.empty()) {
@@ -45,8 +74,7 @@ absl::Status Reduce(OpKind op, absl::Span<const TensorView> in, absl::Span<const
   }
   if (op == OpKind::kReduceMean) {
     // An empty reduction gives 0 * inf = NaN, as numpy's mean of nothing does.
-    const float scale = 1.0f / static_cast<float>(p.reduce_numel);
-    for (int64_t i = 0; i < p.out_numel; ++i) y[i] *= scale;
+    for (int64_t i = 0; i < p.out_numel; ++i) y[i] *= mean_scale;
   }
   return absl::OkStatus();
 }

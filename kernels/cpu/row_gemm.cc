@@ -77,19 +77,64 @@ __attribute__((always_inline)) inline void OneRow(const float* ai, const float* 
   }
 }
 
+// R rows by NV vectors of columns of C: R x NV independent sums, each load of B serving
+// all R rows. For the columns right of the last 32-wide block: attention's context
+// product (P x V, head size 24 or 40) is nothing else, and one row at a time its single
+// eight-column sum was one dependent multiply-add chain per row, 14 GFLOP/s
+// (docs/design.md section 4). Fully unrolled, the arrays live in registers.
+template <int R, int NV>
+__attribute__((always_inline)) inline void NarrowBlock(const float* a, int64_t lda, const float* b,
+                                                       int64_t ldb, int64_t k, float* c,
+                                                       int64_t ldc) {
+  V8 s[R][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) s[r][v] = V8{};
+  }
+  for (int64_t p = 0; p < k; ++p, b += ldb) {
+    V8 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = *At(b + v * kV);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const V8 x = NDS_SPLAT(a[r * lda + p]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) s[r][v] += x * bv[v];
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) *At(c + r * ldc + v * kV) = s[r][v];
+  }
+}
+
+// Columns [j, j + 8 NV) of every row, R rows at a time, the last rows one at a time.
+template <int R, int NV>
+__attribute__((always_inline)) inline void NarrowColumns(int64_t m, int64_t k, const float* a,
+                                                         int64_t lda, const float* b,
+                                                         int64_t ldb, float* c, int64_t ldc) {
+  int64_t i = 0;
+  for (; i + R <= m; i += R) NarrowBlock<R, NV>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc);
+  for (; i < m; ++i) NarrowBlock<1, NV>(a + i * lda, lda, b, ldb, k, c + i * ldc, ldc);
+}
+
 }  // namespace
 
 NDS_CPU_CLONES
 void RowGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
              int64_t ldb, float* c, int64_t ldc) {
+  // Columns up to n32 in 32- and 64-wide blocks; the rest, narrower than 32, below.
+  const int64_t n32 = n - n % (4 * kV);
   int64_t i = 0;
   // Two rows at a time over 32-column blocks: eight independent sums again, and each
   // load of B serves both rows.
-  for (; i + 2 <= m; i += 2) {
+  for (; i + 2 <= m && n32 > 0; i += 2) {
     const float *a0 = a + i * lda, *a1 = a0 + lda;
     float *c0 = c + i * ldc, *c1 = c0 + ldc;
     int64_t j = 0;
-    for (; j + 4 * kV <= n; j += 4 * kV) {
+    for (; j < n32; j += 4 * kV) {
       V8 s0 = {}, s1 = {}, s2 = {}, s3 = {}, t0 = {}, t1 = {}, t2 = {}, t3 = {};
       const float* bp = b + j;
       for (int64_t p = 0; p < k; ++p, bp += ldb) {
@@ -113,10 +158,26 @@ void RowGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const
       *At(c1 + j + 2 * kV) = t2;
       *At(c1 + j + 3 * kV) = t3;
     }
-    OneRow(a0, b, ldb, k, j, n, c0);
-    OneRow(a1, b, ldb, k, j, n, c1);
   }
-  if (i < m) OneRow(a + i * lda, b, ldb, k, 0, n, c + i * ldc);
+  if (i < m && n32 > 0) OneRow(a + i * lda, b, ldb, k, 0, n32, c + i * ldc);
+  // The narrow rest: up to three vectors of columns over several rows at a time (twelve
+  // or eight sums), then single columns.
+  int64_t j = n32;
+  switch ((n - n32) / kV) {
+    case 3:
+      NarrowColumns<4, 3>(m, k, a, lda, b + j, ldb, c + j, ldc);
+      break;
+    case 2:
+      NarrowColumns<6, 2>(m, k, a, lda, b + j, ldb, c + j, ldc);
+      break;
+    case 1:
+      NarrowColumns<8, 1>(m, k, a, lda, b + j, ldb, c + j, ldc);
+      break;
+    default:
+      break;
+  }
+  j += (n - n32) / kV * kV;
+  for (int64_t r = 0; r < m && j < n; ++r) OneRow(a + r * lda, b, ldb, k, j, n, c + r * ldc);
 }
 
 }  // namespace ndserve::kernels::cpu

@@ -20,6 +20,15 @@ class RowWalker {
     offsets_.fill(0);
   }
   int64_t offset(std::size_t k) const { return offsets_[k]; }
+  // Jumps to row `row` (counted from the first) from the first row: one division per dim,
+  // for a caller that starts part way (a ParallelFor chunk).
+  void Seek(int64_t row) {
+    for (int d = static_cast<int>(dims_.size()) - 2; d >= 0 && row > 0; --d) {
+      idx_[d] = row % dims_[d];
+      row /= dims_[d];
+      for (std::size_t k = 0; k < N; ++k) offsets_[k] += idx_[d] * strides_[k][d];
+    }
+  }
   void Next() {
     for (int d = static_cast<int>(dims_.size()) - 2; d >= 0; --d) {
       for (std::size_t k = 0; k < N; ++k) offsets_[k] += strides_[k][d];

@@ -30,6 +30,9 @@ absl::StatusOr<GemmEpilogue> BuildEpilogue(OpKind op, const AttrMap& attrs) {
   } else if (*act == "Gelu") {
     e.activation = GemmActivation::kGelu;
     want = 3;
+  } else if (*act == "Div") {
+    e.activation = GemmActivation::kDiv;
+    want = 1;
   } else {
     return Invalid(op, absl::StrCat("unknown fused activation '", *act, "'"));
   }

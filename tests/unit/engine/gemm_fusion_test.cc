@@ -176,6 +176,57 @@ TEST(FuseGemmEpiloguesTest, GemmAndClip) {
   ExpectFusedMatchesUnfused(original, def, kernels::testing::RandomTensor({5, 8}, 9));
 }
 
+// q [b, h, s, d] -> MatMul(kt [b, h, d, s]) -> scores -> Div(sqrt(d) scalar) -> y:
+// attention's scaled scores.
+GraphDef ScaledScores(const kernels::Shape& q, const kernels::Shape& kt) {
+  GraphDef def;
+  def.name = "scaled_scores";
+  def.opset = 17;
+  def.inputs.push_back({"q", DType::kFp32, {q.begin(), q.end()}});
+  def.inputs.push_back({"kt", DType::kFp32, {kt.begin(), kt.end()}});
+  def.outputs.push_back({"y", DType::kFp32, {q[0], q[1], q[2], kt[3]}});
+  def.initializers.push_back(Scalar("sqrt_d", std::sqrt(static_cast<float>(q[3]))));
+  def.nodes.push_back({"scores", "MatMul", "", {"q", "kt"}, {"s"}, {}});
+  def.nodes.push_back({"scale", "Div", "", {"s", "sqrt_d"}, {"y"}, {}});
+  return def;
+}
+
+// Heads and a sequence that are no multiple of 8, one query row, and a product large
+// enough for the unblocked path (the CPU scales the small ones block by block).
+TEST(FuseGemmEpiloguesTest, ScoresAndTheirScaling) {
+  struct Case {
+    kernels::Shape q, kt;
+  };
+  for (const Case& c : {Case{{1, 3, 37, 5}, {1, 3, 5, 37}}, Case{{2, 1, 1, 24}, {2, 1, 24, 1}},
+                        Case{{1, 1, 128, 72}, {1, 1, 72, 128}}}) {
+    const GraphDef original = ScaledScores(c.q, c.kt);
+    GraphDef def = original;
+    EXPECT_EQ(*FuseGemmEpilogues(&def), 1);
+    EXPECT_EQ(OpTypes(def), std::vector<std::string>{"MatMul"});
+    ASSERT_TRUE(Graph::Build(def).ok());
+    const HostTensor q = kernels::testing::RandomTensor(c.q, 10);
+    const HostTensor kt = kernels::testing::RandomTensor(c.kt, 11);
+    for (Device device : kernels::testing::TestDevices()) {
+      SCOPED_TRACE(device.ToString());
+      absl::StatusOr<HostTensor> want = RunDef(original, device, {q, kt});
+      ASSERT_TRUE(want.ok()) << want.status();
+      absl::StatusOr<HostTensor> got = RunDef(def, device, {q, kt});
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_TRUE(AllClose(*got, *want, 1e-6, 1e-6)) << kernels::ShapeToString(c.q);
+    }
+  }
+  {  // a divisor of shape [1], not a scalar: left as it is
+    GraphDef def = ScaledScores({1, 2, 8, 4}, {1, 2, 4, 8});
+    def.initializers[0] = Fp32Init("sqrt_d", {1}, {2.0f});
+    EXPECT_EQ(*FuseGemmEpilogues(&def), 0);
+  }
+  {  // the product is the divisor
+    GraphDef def = ScaledScores({1, 2, 8, 4}, {1, 2, 4, 8});
+    def.nodes[1].inputs = {"sqrt_d", "s"};
+    EXPECT_EQ(*FuseGemmEpilogues(&def), 0);
+  }
+}
+
 TEST(FuseGemmEpiloguesTest, LeavesWhatItCannotFoldExactly) {
   {  // the product is also a graph output
     GraphDef def = GemmRelu();
@@ -221,6 +272,9 @@ TEST(FuseGemmEpiloguesTest, LeavesWhatItCannotFoldExactly) {
 TEST(FuseGemmEpiloguesTest, FusedAttributesAreCheckedByTheRules) {
   kernels::AttrMap attrs{{kernels::kFusedActivationAttr, std::string("Swish")}};
   EXPECT_EQ(kernels::BuildOpAttrs(kernels::OpKind::kGemm, 13, attrs).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  attrs = {{kernels::kFusedActivationAttr, std::string("Div")}};  // no divisor
+  EXPECT_EQ(kernels::BuildOpAttrs(kernels::OpKind::kMatMul, 13, attrs).status().code(),
             absl::StatusCode::kInvalidArgument);
   attrs = {{kernels::kFusedActivationAttr, std::string("Clip")},
            {kernels::kFusedActivationParamsAttr, std::vector<float>{1.0f}}};

@@ -111,5 +111,29 @@ TEST(GemmPackedWeightTest, ReadsThePackedOperandFromEnoughRows) {
   EXPECT_TRUE(AllClose((*got)[0], want, 1e-3, kRtol)) << "1 row by 512 x 512";
 }
 
+// A product of fewer than four columns keeps the unpacked path however many rows it has
+// (a 16-wide tile would be mostly zeros): recsys's scoring head, [256 x 32] x [1 x 32]^T.
+// The packed weight holds 2B, so the result says which path ran.
+TEST(GemmPackedWeightTest, NarrowProductsKeepTheUnpackedPath) {
+  const int64_t m = 256, k = 32;
+  for (int64_t n : {1, 3, 4}) {
+    const HostTensor b = RandomTensor({n, k}, 11);
+    std::vector<float> b2 = b.Values<float>();
+    for (float& v : b2) v *= 2.0f;
+    const GemmAttrs attrs{1.0f, 1.0f, false, true};
+    const auto packed = Pack(OpKind::kGemm, attrs, HostTensor::Of<float>({n, k}, b2));
+    ASSERT_NE(packed, nullptr);
+    const HostTensor a = RandomTensor({m, k}, 12);
+    DeviceRunner runner(Device::Cpu());
+    runner.set_packed_weight(packed.get());
+    const auto got = runner.Run(OpKind::kGemm, {a, b}, attrs, 1);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const HostTensor want = HostTensor::Of<float>(
+        {m, n}, NaiveGemm(a.Values<float>(), n >= 4 ? b2 : b.Values<float>(), nullptr, {}, m, n,
+                          k, false, true));
+    EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol)) << n << " columns";
+  }
+}
+
 }  // namespace
 }  // namespace ndserve::kernels::testing

@@ -161,6 +161,43 @@ TEST_P(MathKernelsTest, BinaryBroadcastMatchesNaive) {
   }
 }
 
+// Large enough (over 512K elements) that the CPU spreads the rows over ParallelFor in
+// chunks that start part way through the broadcast dims (a walker that seeks to its first
+// row): a score scaling by a scalar and a mask add ([1, 1, 1, seq]) as attention's, a
+// broadcast in the middle with an odd row length, and a small one. Every result exact.
+TEST_P(MathKernelsTest, LargeBinaryBroadcastsMatchNaive) {
+  struct Case {
+    Shape a, b;
+  };
+  for (const Case& c : {Case{{1, 8, 520, 128}, {}}, Case{{1, 8, 520, 128}, {1, 1, 1, 128}},
+                        Case{{3, 1, 370, 129}, {5, 1, 129}}, Case{{7}, {61, 7}}}) {
+    const HostTensor a = RandomTensor(c.a, 9), b = RandomTensor(c.b, 10, 0.5f, 2.0f);
+    const Shape out = *BroadcastShapes(c.a, c.b);
+    const Shape astr = BroadcastStrides(c.a, out), bstr = BroadcastStrides(c.b, out);
+    const std::vector<float> av = a.Values<float>(), bv = b.Values<float>();
+    for (OpKind op : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv}) {
+      std::vector<float> want(NumElements(out));
+      for (int64_t i = 0; i < static_cast<int64_t>(want.size()); ++i) {
+        int64_t oa = 0, ob = 0, rest = i;
+        for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+          oa += (rest % out[d]) * astr[d];
+          ob += (rest % out[d]) * bstr[d];
+          rest /= out[d];
+        }
+        const float x = av[oa], y = bv[ob];
+        want[i] = op == OpKind::kAdd   ? x + y
+                  : op == OpKind::kSub ? x - y
+                  : op == OpKind::kMul ? x * y
+                                       : x / y;
+      }
+      const auto got = Run(op, {a, b}, NoAttrs{}, 0, 0);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(out, want), 0, 0))
+          << OpKindName(op) << " " << ShapeToString(c.a) << " " << ShapeToString(c.b);
+    }
+  }
+}
+
 TEST_P(MathKernelsTest, IntegerDivisionIsDefinedEverywhere) {
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
   const HostTensor a = HostTensor::Of<int64_t>({5}, {7, -7, 5, kMin, 9});
@@ -235,6 +272,25 @@ TEST_P(MathKernelsTest, SoftmaxWideRowsAndInnerAxes) {
   }
 }
 
+// Last-axis rows whose length is not a multiple of the eight-lane max (1, 7, 9, 131) or is
+// attention's 128, the largest value in the vector part or in the tail, and masked
+// entries (-inf and a large negative bias) as an attention mask makes them.
+TEST_P(MathKernelsTest, SoftmaxRowsAtOddLengthsAndMasks) {
+  for (int64_t n : {1, 7, 9, 128, 131}) {
+    HostTensor x = RandomTensor({5, n}, 23, -8.0f, 8.0f);
+    std::vector<float> v = x.Values<float>();
+    v[n - 1] = 30.0f;  // row 0: the max in the tail
+    v[n + 0] = 30.0f;  // row 1: the max first
+    if (n > 1) {
+      v[2 * n + n / 2] = -std::numeric_limits<float>::infinity();  // row 2: one masked
+      v[3 * n + 1] = -10000.0f;                                    // row 3: a large bias
+    }
+    x = HostTensor::Of<float>({5, n}, v);
+    const auto got = Run(OpKind::kSoftmax, {x}, SoftmaxAttrs{-1}, 1e-6, 1e-5);
+    EXPECT_TRUE(AllClose(got[0], NaiveSoftmax(x, 1), 1e-6, 1e-5)) << "n " << n;
+  }
+}
+
 TEST_P(MathKernelsTest, LayerNormWithStatistics) {
   const int64_t rows = 6, cols = 1000;
   const HostTensor x = RandomTensor({2, 3, cols}, 31, -3.0f, 5.0f);
@@ -296,6 +352,51 @@ TEST_P(MathKernelsTest, ReduceOverAxisSubsets) {
       ASSERT_EQ(got.size(), 1u);
       EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(out, want), 1e-5, 1e-5))
           << (mean ? "mean" : "sum") << " axes " << ShapeToString(axes);
+    }
+  }
+}
+
+// A middle axis reduced with the innermost kept takes a path of its own on the CPU
+// ([outer, r, inner] summed over r); odd sizes, no outer dim, a bag of one, several
+// middle axes merged into one.
+TEST_P(MathKernelsTest, ReduceMiddleAxisAtOddShapes) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+  };
+  for (const Case& c : {Case{{5, 7, 3}, {1}}, Case{{9, 13}, {0}}, Case{{1, 9, 13}, {1}},
+                        Case{{6, 1, 11}, {1}}, Case{{3, 2, 5, 17}, {1, 2}}, Case{{2, 3, 1}, {1}}}) {
+    const HostTensor x = RandomTensor(c.shape, 53);
+    const std::vector<float> xv = x.Values<float>();
+    int64_t r = 1, inner = 1, outer = 1;
+    for (int64_t d = 0; d < static_cast<int64_t>(c.shape.size()); ++d) {
+      if (std::count(c.axes.begin(), c.axes.end(), d)) {
+        r *= c.shape[d];
+      } else if (d < c.axes.front()) {
+        outer *= c.shape[d];
+      } else {
+        inner *= c.shape[d];
+      }
+    }
+    Shape out_shape;
+    for (int64_t d = 0; d < static_cast<int64_t>(c.shape.size()); ++d) {
+      if (!std::count(c.axes.begin(), c.axes.end(), d)) out_shape.push_back(c.shape[d]);
+    }
+    for (bool mean : {false, true}) {
+      std::vector<float> want(outer * inner);
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t i = 0; i < inner; ++i) {
+          double s = 0;
+          for (int64_t k = 0; k < r; ++k) s += xv[(o * r + k) * inner + i];
+          want[o * inner + i] = static_cast<float>(mean ? s / r : s);
+        }
+      }
+      const auto got = Run(mean ? OpKind::kReduceMean : OpKind::kReduceSum, {x},
+                           ReduceAttrs{c.axes, false, false}, 1e-5, 1e-5);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>(out_shape, want), 1e-5, 1e-5))
+          << (mean ? "mean " : "sum ") << ShapeToString(c.shape) << " axes "
+          << ShapeToString(c.axes);
     }
   }
 }

@@ -220,6 +220,37 @@ TEST(RowGemm, MatchesNaiveProductAtOddSizesAndStrides) {
   }
 }
 
+// The columns right of the last 32-wide block go several rows at a time (4 rows of 24,
+// 6 of 16, 8 of 8 columns), the rows left over one at a time, then single columns:
+// attention's context product at head sizes 24 and 40. Row counts below, at and past
+// each block height, widths hitting each narrow case with and without a 32-wide block
+// and a single-column tail.
+TEST(RowGemm, NarrowColumnBlocksMatchNaiveProduct) {
+  for (int64_t m : {1, 3, 4, 6, 7, 8, 13, 32}) {
+    for (int64_t n : {5, 8, 16, 24, 27, 40, 56, 61}) {
+      for (int64_t k : {1, 24, 128}) {
+        const int64_t lda = k + 1, ldb = n + 3, ldc = n + 4;
+        const std::vector<float> a = RandomFloats(m * lda, 31, -1, 1);
+        const std::vector<float> b = RandomFloats(k * ldb, 32, -1, 1);
+        std::vector<float> c(m * ldc, -7.0f);
+        cpu::RowGemm(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < ldc; ++j) {
+            if (j >= n) {
+              ASSERT_EQ(c[i * ldc + j], -7.0f) << "wrote past column " << n;
+              continue;
+            }
+            double want = 0;
+            for (int64_t p = 0; p < k; ++p) want += double{a[i * lda + p]} * b[p * ldb + j];
+            ASSERT_NEAR(c[i * ldc + j], want, 1e-5 * (1 + std::abs(want)))
+                << "m " << m << " n " << n << " k " << k << " at " << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(LaneMath, SigmoidAndTanhMatchLibm) {
   double worst_sig = 0, worst_tanh = 0;
   for (double x = -30.0; x <= 30.0; x += 0.001) {
