@@ -68,7 +68,7 @@ class BlockBatch {
   static constexpr int kSize = 32;
   BlockBatch() {}  // NOLINT: leaves the slots uninitialized on purpose
   bool full() const { return count_ == kSize; }
-  // A plain copy: the state's block was stored long before Close (CopyBlock's reason,
+  // A plain copy: the state's block was stored long before Close (BlockInRegisters' reason,
   // a load right after the pool's stores, does not apply here).
   void Add(const Block& block) { slots_[count_++] = block; }
   // For a caller that fills the slots itself (through a pointer it keeps in a register):
@@ -479,7 +479,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
   std::shared_ptr<NDManager> parents_reference;
   ArrayState* resources = nullptr;
   ChildShard* shards = nullptr;
-  absl::Span<ArrayState> inline_states;
+  ArrayState* inline_end = nullptr;
   bool already = false;
   {
     SpinLockHolder lock(&mu_);
@@ -488,7 +488,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
     } else {
       closed_ = true;
       refuses_ = true;
-      inline_states = OfferedInlineStates();
+      if (inline_states_ != nullptr) inline_end = OfferedInlineEnd();
       resources = std::exchange(resources_, nullptr);
       resource_count_ = 0;
       bytes_ = 0;
@@ -522,11 +522,12 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
   {
     const std::uint64_t freed = closed_info_;
     Block* out = batch.EmptySlots();
-    for (ArrayState& state : inline_states) {
-      if (state.owner.load(std::memory_order_relaxed) != this || state.listed) continue;
-      *out++ = state.block;
-      state.freed = freed;
-      state.owner.store(nullptr, std::memory_order_release);
+    for (ArrayState* state = inline_end != nullptr ? inline_states_->states : nullptr;
+         state != inline_end; ++state) {
+      if (state->owner.load(std::memory_order_relaxed) != this || state->listed) continue;
+      *out++ = state->block;
+      state->freed = freed;
+      state->owner.store(nullptr, std::memory_order_release);
     }
     batch.Filled(out);
   }

@@ -248,13 +248,11 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
     *state = reinterpret_cast<internal::ArrayState*>(next);
     return internal::InlineStateFree(*state);
   }
-  // The inline states offered to Creates of this life (for Close and the counts).
-  absl::Span<internal::ArrayState> OfferedInlineStates() const {
-    if (inline_states_ == nullptr) return {};
-    const std::uintptr_t end = std::min(inline_next_.load(std::memory_order_relaxed), inline_end_);
-    internal::ArrayState* begin = inline_states_->states;
-    return absl::MakeSpan(begin, (end - reinterpret_cast<std::uintptr_t>(begin)) /
-                                     sizeof(internal::ArrayState));
+  // The end of the inline states offered to Creates of this life, which start at
+  // inline_states_->states (for Close and the counts; only with inline states).
+  internal::ArrayState* OfferedInlineEnd() const {
+    return reinterpret_cast<internal::ArrayState*>(
+        std::min(inline_next_.load(std::memory_order_relaxed), inline_end_));
   }
   // The error for an attach into this manager, which is closed or capped (a cap
   // violation is counted).
@@ -379,24 +377,33 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
 
 namespace internal {
 
-// `*to = from` with four 8-byte moves. The pool's inline fast path has just written
-// `from` (on the stack) as 8-byte stores; the plain struct copy compiles to 16-byte
-// loads, which the CPU cannot forward from those stores and stalls on until they
-// retire: measured as about a fifth of a request scope's cost. The empty asm makes the
-// compiler load each field into a general register instead.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CopyBlock(const Block& from, Block* to) {
-  void* ptr = from.ptr;
-  std::size_t requested = from.requested;
-  std::size_t size = from.size;
-  void* handle = from.handle;
+// A Block in four general registers, to be stored with four 8-byte moves. The pool's
+// inline fast path has just written the block (on the stack) as 8-byte stores; the
+// plain struct copy compiles to 16-byte loads, which the CPU cannot forward from those
+// stores and stalls on until they retire: measured as about a fifth of a request
+// scope's cost. The empty asm makes the compiler load each field into a general
+// register instead. Loading and storing are separate so that the caller can end the
+// StatusOr's life in between (its check is then known to be OK, not reloaded after
+// stores that might alias it).
+struct BlockInRegisters {
+  BlockInRegisters() = default;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE explicit BlockInRegisters(const Block& from)
+      : ptr(from.ptr), requested(from.requested), size(from.size), handle(from.handle) {
 #if defined(__GNUC__)
-  asm("" : "+r"(ptr), "+r"(requested), "+r"(size), "+r"(handle));
+    asm("" : "+r"(ptr), "+r"(requested), "+r"(size), "+r"(handle));
 #endif
-  to->ptr = ptr;
-  to->requested = requested;
-  to->size = size;
-  to->handle = handle;
-}
+  }
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void StoreTo(Block* to) const {
+    to->ptr = ptr;
+    to->requested = requested;
+    to->size = size;
+    to->handle = handle;
+  }
+  void* ptr;
+  std::size_t requested;
+  std::size_t size;
+  void* handle;
+};
 
 }  // namespace internal
 
@@ -433,11 +440,15 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<NDArray> NDManager::Create(
   state->num_elements = count;
   state->nbytes = nbytes;
   if (!name.empty()) state->name.assign(name.data(), name.size());
-  absl::StatusOr<Block> block = ABSL_PREDICT_FALSE(pool_->debug_level() > 0)
-                                    ? AllocateTracked(nbytes, name)
-                                    : pool_->Allocate(nbytes);
-  if (ABSL_PREDICT_FALSE(!block.ok())) return FailAllocation(state, block.status());
-  internal::CopyBlock(*block, &state->block);
+  internal::BlockInRegisters block;
+  {
+    absl::StatusOr<Block> allocated = ABSL_PREDICT_FALSE(pool_->debug_level() > 0)
+                                          ? AllocateTracked(nbytes, name)
+                                          : pool_->Allocate(nbytes);
+    if (ABSL_PREDICT_FALSE(!allocated.ok())) return FailAllocation(state, allocated.status());
+    block = internal::BlockInRegisters(*allocated);
+  }
+  block.StoreTo(&state->block);
   bool refused = false;
   {
     SpinLockHolder lock(&mu_);

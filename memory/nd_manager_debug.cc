@@ -23,8 +23,8 @@ std::shared_ptr<NDManager> NDManager::parent() const {
 void NDManager::InlineHeldLocked(std::int64_t* count, std::uint64_t* bytes,
                                  std::uint64_t* block_bytes,
                                  std::vector<HeldBlock>* blocks) const {
-  for (const internal::ArrayState& state : OfferedInlineStates()) {
-    const internal::ArrayState* s = &state;
+  if (inline_states_ == nullptr) return;
+  for (const internal::ArrayState* s = inline_states_->states; s != OfferedInlineEnd(); ++s) {
     if (!InlineHeldLocked(s)) continue;
     ++*count;
     *bytes += s->nbytes;
