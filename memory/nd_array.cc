@@ -1,13 +1,32 @@
 #include "memory/nd_array.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "memory/device_copy.h"
 
 namespace ndserve {
 namespace internal {
+
+bool SmallShape::CountChecked(absl::Span<const std::int64_t> dims, std::int64_t* count) {
+  std::int64_t n = 1;
+  for (const std::int64_t dim : dims) {
+    if (dim < 0 || __builtin_mul_overflow(n, dim, &n)) return false;
+  }
+  *count = n;
+  return true;
+}
+
+bool SmallShape::AssignLarge(absl::Span<const std::int64_t> dims, std::int64_t* count) {
+  size_ = dims.size();
+  heap_.reset(new std::int64_t[dims.size()]);
+  std::copy(dims.begin(), dims.end(), heap_.get());
+  return CountChecked(dims, count);
+}
 
 SpinLock& TransferLock() {
   static SpinLock* lock = new SpinLock();
@@ -55,6 +74,13 @@ ArrayState* NewStateOutOfLine() {
 
 void DeleteStateSlow(ArrayState* state) {
   delete std::exchange(state->borrow, nullptr);
+  if (state->inline_slot) {
+    // Back to its manager's block (only Create's failures and sanitized builds come here
+    // with one): the releasing store is the last touch.
+    state->name.clear();
+    state->refs.store(0, std::memory_order_release);
+    return;
+  }
   StateCache& cache = tls_state_cache;
   if (cache.count >= cache.limit) {
     delete state;
@@ -65,6 +91,54 @@ void DeleteStateSlow(ArrayState* state) {
   state->name.clear();
   if (state->name.capacity() > 64) state->name.shrink_to_fit();
   cache.items[cache.count++] = state;
+}
+
+InlineStates::InlineStates() {
+  for (ArrayState& state : states) {
+    state.refs.store(0, std::memory_order_relaxed);
+    state.inline_slot = true;
+  }
+}
+
+namespace {
+
+bool AllFree(const InlineStates* block) {
+  for (const ArrayState& state : block->states) {
+    if (!InlineStateFree(&state)) return false;
+  }
+  return true;
+}
+
+// Blocks whose manager was destroyed while a handle (or another manager) still held one
+// of their states. Swept whenever one is added: a block waits at most until the next
+// manager destroyed that way, and a handle kept forever keeps only its own block.
+struct HeldBlocks {
+  absl::Mutex mu;
+  std::vector<InlineStates*> blocks ABSL_GUARDED_BY(mu);
+};
+HeldBlocks& HeldInlineBlocks() {
+  static HeldBlocks* held = new HeldBlocks();
+  return *held;
+}
+
+}  // namespace
+
+void ReleaseInlineStates(InlineStates* states) {
+  if (AllFree(states)) {
+    delete states;
+    return;
+  }
+  HeldBlocks& held = HeldInlineBlocks();
+  std::vector<InlineStates*> free;
+  {
+    absl::MutexLock lock(&held.mu);
+    auto still_held = std::partition(held.blocks.begin(), held.blocks.end(),
+                                     [](const InlineStates* block) { return !AllFree(block); });
+    free.assign(still_held, held.blocks.end());
+    held.blocks.erase(still_held, held.blocks.end());
+    held.blocks.push_back(states);
+  }
+  for (InlineStates* block : free) delete block;
 }
 
 }  // namespace internal

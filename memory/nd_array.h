@@ -57,31 +57,37 @@ class SmallShape {
     // stores below, so a loop bound read from it would be reloaded every iteration; and
     // the raw pointer skips the span's bounds assertion per dim.
     const std::size_t rank = dims.size();
+    if (ABSL_PREDICT_FALSE(rank > kInline)) return AssignLarge(dims, count);
     const std::int64_t* in = dims.data();
     size_ = rank;
-    std::int64_t* out = inline_;
-    if (ABSL_PREDICT_FALSE(rank > kInline)) {
-      heap_.reset(new std::int64_t[rank]);
-      out = heap_.get();
-    } else if (ABSL_PREDICT_FALSE(heap_ != nullptr)) {
-      heap_.reset();
-    }
-    std::int64_t n = 1;
-    bool bad = false;
+    // Every dim OR-ed together: a negative one sets the top bit, and `rank` dims each
+    // below 2^kSafeBits[rank] cannot overflow the product; anything else is counted
+    // again with an exact check (out of line). A heap copy from an earlier, larger
+    // shape is kept (span() picks by size_).
+    std::uint64_t any = 0;
+    std::uint64_t n = 1;
     for (std::size_t i = 0; i < rank; ++i) {
       const std::int64_t dim = in[i];
-      out[i] = dim;
-      bad |= dim < 0;
-      bad |= __builtin_mul_overflow(n, dim, &n);
+      inline_[i] = dim;
+      any |= static_cast<std::uint64_t>(dim);
+      n *= static_cast<std::uint64_t>(dim);
     }
-    *count = n;
-    return !bad;
+    if (ABSL_PREDICT_FALSE((any >> kSafeBits[rank]) != 0)) return CountChecked(dims, count);
+    *count = static_cast<std::int64_t>(n);
+    return true;
   }
   absl::Span<const std::int64_t> span() const {
     return absl::Span<const std::int64_t>(size_ > kInline ? heap_.get() : inline_, size_);
   }
 
  private:
+  // floor(63 / rank): the bits each dim may have for any product of `rank` to fit.
+  static constexpr std::uint8_t kSafeBits[kInline + 1] = {63, 63, 31, 21, 15, 12, 10};
+  // AssignCounting's count with every multiplication checked.
+  static bool CountChecked(absl::Span<const std::int64_t> dims, std::int64_t* count);
+  // AssignCounting past kInline dims: copied to the heap.
+  bool AssignLarge(absl::Span<const std::int64_t> dims, std::int64_t* count);
+
   std::size_t size_ = 0;
   std::int64_t inline_[kInline];
   std::unique_ptr<std::int64_t[]> heap_;
@@ -111,8 +117,18 @@ struct ArrayState {
   ManagerLevel freed_by_level() const { return static_cast<ManagerLevel>((freed >> 8) & 0xff); }
   std::uint64_t freed_by_uid() const { return freed >> 16; }
 
-  std::atomic<std::int32_t> refs{2};  // the handle Create returns + the owner's list
+  // The handle Create returns + the owner's list; for an inline state (below) only the
+  // handles: its list's hold is `owner` itself.
+  std::atomic<std::int32_t> refs{2};
   DType dtype = DType::kFp32;
+  // One of a sub-manager's inline states (InlineStates below), which are never deleted
+  // one by one: such a state is free for its manager's next Create once no handle holds
+  // it (refs == 0) and no manager holds it (owner == nullptr). Fixed for its life.
+  bool inline_slot = false;
+  // Linked into its owner's list through prev/next. Only an inline state held by the
+  // manager it was made in is not (its manager walks its inline states instead); every
+  // move into a manager lists it. Guarded by the owner's lock; false once freed.
+  bool listed = false;
   std::atomic<NDManager*> owner{nullptr};
   ArrayState* prev = nullptr;
   ArrayState* next = nullptr;
@@ -126,6 +142,31 @@ struct ArrayState {
   std::string name;
   BorrowInfo* borrow = nullptr;
 };
+
+// The first array states of a sub-manager (a request's context) live in a block its
+// manager owns from its first life to its destruction, reused in every life the ring of
+// context objects gives it (docs/design.md §2, "Inline array states"): Create takes the
+// next one with no cache pop and no list link, Close walks them as an array, and the
+// last handle's drop is one store. A state a handle or another manager still holds is
+// skipped by later lives; a manager destroyed while one is held hands the block to a
+// process-wide list that frees it once all its states are free.
+struct InlineStates {
+  static constexpr int kCount = 8;
+  InlineStates();
+  ArrayState states[kCount];
+};
+// Whether an inline state may be taken by its manager's next Create. The acquire fence
+// orders the taker's writes after the last holder's releasing drop or free.
+inline bool InlineStateFree(const ArrayState* state) {
+  if (state->refs.load(std::memory_order_relaxed) != 0 ||
+      state->owner.load(std::memory_order_relaxed) != nullptr) {
+    return false;
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
+}
+// Frees `states` now if every state is free, else later (see InlineStates).
+void ReleaseInlineStates(InlineStates* states);
 
 // States are recycled through a small per-thread cache: a request makes and drops a
 // handful at a time, more than malloc's per-size fast cache holds. A state freed on
@@ -190,6 +231,12 @@ inline void DeleteState(ArrayState* state) {
   // state's values where Create does not overwrite them (owner is null already: a state
   // is only dropped after it was freed); the shape keeps its storage. A borrow is null
   // by then (freeing or going home clears it); a name takes the slow path.
+  // An inline state goes back to its manager's block by its last reference's drop: the
+  // releasing store is the last touch (its next Create clears the name).
+  if (state->inline_slot) {
+    state->refs.store(0, std::memory_order_release);
+    return;
+  }
   StateCache& cache = tls_state_cache;
   if (ABSL_PREDICT_TRUE(cache.count < cache.limit && state->borrow == nullptr &&
                         state->name.empty())) {
@@ -212,8 +259,13 @@ inline void Unref(ArrayState* state) {
     const std::int32_t left = state->refs.load(std::memory_order_relaxed) - 1;
     state->refs.store(left, std::memory_order_relaxed);
     if (left == 0) DeleteState(state);
-  } else if (state->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    DeleteState(state);
+  } else {
+    // Read first: an inline state is free once the count reads 0 (if no manager holds
+    // it), and must not be touched after that.
+    const bool inline_slot = state->inline_slot;
+    if (state->refs.fetch_sub(1, std::memory_order_acq_rel) == 1 && !inline_slot) {
+      DeleteState(state);
+    }
   }
 }
 

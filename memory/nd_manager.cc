@@ -68,9 +68,17 @@ class BlockBatch {
   static constexpr int kSize = 32;
   BlockBatch() {}  // NOLINT: leaves the slots uninitialized on purpose
   bool full() const { return count_ == kSize; }
-  // A plain copy: the state's block was stored long before Close (CopyBlock's reason,
+  // A plain copy: the state's block was stored long before Close (BlockInRegisters' reason,
   // a load right after the pool's stores, does not apply here).
   void Add(const Block& block) { slots_[count_++] = block; }
+  // For a caller that fills the slots itself (through a pointer it keeps in a register):
+  // the first slot of an empty batch (room for every inline state), and the end of what
+  // it wrote.
+  Block* EmptySlots() {
+    static_assert(internal::InlineStates::kCount <= kSize, "room for every inline state");
+    return slots_;
+  }
+  void Filled(const Block* end) { count_ = static_cast<int>(end - slots_); }
   void FlushTo(Pool* pool) {
     if (count_ == 0) return;
     pool->FreeAll(absl::MakeConstSpan(slots_, static_cast<std::size_t>(count_)));
@@ -128,6 +136,7 @@ NDManager::~NDManager() {
     Close().IgnoreError();
   }
   delete[] child_shards_.load(std::memory_order_acquire);
+  if (inline_states_ != nullptr) internal::ReleaseInlineStates(inline_states_);
 }
 
 std::string NDManager::name() const {
@@ -182,6 +191,8 @@ absl::StatusOr<std::shared_ptr<NDManager>> NDManager::SubManagerOf(const NDArray
 // Arrays.
 
 void NDManager::RemoveLocked(ArrayState* state) {
+  if (!state->listed) return;  // one of our inline states, held unlisted
+  state->listed = false;
   if (state->prev != nullptr) {
     state->prev->next = state->next;
   } else {
@@ -384,7 +395,8 @@ absl::Status NDManager::UnsafeFree(const NDArray& array) {
   }
   if (!freed_here) return array.UnusableError();
   state->pool->Free(state->block);
-  internal::Unref(state);  // the list's reference; `array` still holds one
+  // The list's reference (an inline state has none); `array` still holds one.
+  if (!state->inline_slot) internal::Unref(state);
   return absl::OkStatus();
 }
 
@@ -395,9 +407,15 @@ void NDManager::MarkReleased(ArrayState* state, FreedBy how) {
 }
 
 void NDManager::Release(ArrayState* state, FreedBy how) {
+  // Read before the state is marked freed: an inline state nobody holds may be taken by
+  // its manager's next Create from then on.
+  const Block block = state->block;
+  Pool* pool = state->pool;
+  const bool inline_slot = state->inline_slot;
+  state->listed = false;
   MarkReleased(state, how);
-  state->pool->Free(state->block);
-  internal::Unref(state);
+  pool->Free(block);
+  if (!inline_slot) internal::Unref(state);
 }
 
 void NDManager::Cap() {
@@ -461,6 +479,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
   std::shared_ptr<NDManager> parents_reference;
   ArrayState* resources = nullptr;
   ChildShard* shards = nullptr;
+  ArrayState* inline_end = nullptr;
   bool already = false;
   {
     SpinLockHolder lock(&mu_);
@@ -469,6 +488,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
     } else {
       closed_ = true;
       refuses_ = true;
+      if (inline_states_ != nullptr) inline_end = OfferedInlineEnd();
       resources = std::exchange(resources_, nullptr);
       resource_count_ = 0;
       bytes_ = 0;
@@ -496,15 +516,37 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status NDManager::CloseImpl() {
   // instead of one per array.
   BorrowedList borrowed;
   BlockBatch batch;
+  // The inline states first, into the empty batch (fewer than its size): the ones this
+  // manager holds unlisted were made here and never moved, so none is borrowed. Moves
+  // out of a closed manager are refused, so `owner` and `listed` are stable here.
+  {
+    const std::uint64_t freed = closed_info_;
+    Block* out = batch.EmptySlots();
+    for (ArrayState* state = inline_end != nullptr ? inline_states_->states : nullptr;
+         state != inline_end; ++state) {
+      if (state->owner.load(std::memory_order_relaxed) != this || state->listed) continue;
+      *out++ = state->block;
+      state->freed = freed;
+      state->owner.store(nullptr, std::memory_order_release);
+    }
+    batch.Filled(out);
+  }
   for (ArrayState* state = resources; state != nullptr;) {
     ArrayState* next = state->next;
     if (ABSL_PREDICT_FALSE(state->borrow != nullptr)) {
       borrowed.push_back(state);
     } else {
-      MarkReleased(state, FreedBy::kManagerClose);
       if (ABSL_PREDICT_FALSE(batch.full())) batch.FlushTo(pool_);
       batch.Add(state->block);
-      DropListReference(state);
+      if (ABSL_PREDICT_FALSE(state->inline_slot)) {
+        // Another manager's inline state, moved here: it has no list reference, and
+        // once marked freed (if no handle holds it) its manager may take it again.
+        state->listed = false;
+        MarkReleased(state, FreedBy::kManagerClose);
+      } else {
+        MarkReleased(state, FreedBy::kManagerClose);
+        DropListReference(state);
+      }
     }
     state = next;
   }

@@ -1,6 +1,9 @@
 #ifndef NDSERVE_MEMORY_ND_MANAGER_H_
 #define NDSERVE_MEMORY_ND_MANAGER_H_
 
+#include <sys/single_threaded.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -181,6 +184,9 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   std::size_t child_count() const;
   // Whether this manager holds `array` right now.
   bool Holds(const NDArray& array) const;
+  // Whether `array` lives in one of this manager's inline states (docs/design.md §2,
+  // "Inline array states"), whoever holds it now. For tests.
+  bool IsInlineState(const NDArray& array) const;
 
   // This subtree, one consistent line per manager (each read under its own lock):
   //   model/2 (uid=2 level=model device=cpu:0 capped) resources=1 bytes=4096
@@ -208,6 +214,7 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
                     MoveKind kind) ABSL_NO_THREAD_SAFETY_ANALYSIS;
   ABSL_ATTRIBUTE_ALWAYS_INLINE void AddLocked(internal::ArrayState* state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    state->listed = true;
     state->prev = nullptr;
     state->next = resources_;
     if (resources_ != nullptr) resources_->prev = state;
@@ -216,6 +223,37 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
     bytes_ += state->nbytes;
   }
   void RemoveLocked(internal::ArrayState* state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `state` is one of this manager's inline states that it holds unlisted (made
+  // here and never moved): counted and walked apart from the list.
+  bool InlineHeldLocked(const internal::ArrayState* state) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return state->owner.load(std::memory_order_relaxed) == this && !state->listed;
+  }
+  // The inline states this manager holds unlisted: how many, their bytes as created and
+  // as the pool rounded them (`blocks` also gets each block when not null).
+  void InlineHeldLocked(std::int64_t* count, std::uint64_t* bytes, std::uint64_t* block_bytes,
+                        std::vector<HeldBlock>* blocks) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the inline state offered to this Create into *state if it is free; false
+  // when it is not, when they are used up, or when this manager has none.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool ClaimInlineState(internal::ArrayState** state) {
+    constexpr std::uintptr_t kStep = sizeof(internal::ArrayState);
+    std::uintptr_t next;
+    if (__libc_single_threaded) {
+      next = inline_next_.load(std::memory_order_relaxed);
+      if (next >= inline_end_) return false;
+      inline_next_.store(next + kStep, std::memory_order_relaxed);
+    } else {
+      next = inline_next_.fetch_add(kStep, std::memory_order_relaxed);
+      if (next >= inline_end_) return false;
+    }
+    *state = reinterpret_cast<internal::ArrayState*>(next);
+    return internal::InlineStateFree(*state);
+  }
+  // The end of the inline states offered to Creates of this life, which start at
+  // inline_states_->states (for Close and the counts; only with inline states).
+  internal::ArrayState* OfferedInlineEnd() const {
+    return reinterpret_cast<internal::ArrayState*>(
+        std::min(inline_next_.load(std::memory_order_relaxed), inline_end_));
+  }
   // The error for an attach into this manager, which is closed or capped (a cap
   // violation is counted).
   absl::Status RefusalError(bool closed, absl::string_view what);
@@ -315,37 +353,57 @@ class NDManager : public std::enable_shared_from_this<NDManager> {
   std::shared_ptr<NDManager> parents_reference_;
   int shard_in_parent_ = 0;
 
+  // This manager's inline array states (nd_array.h, InlineStates), for sub-managers; null
+  // for system managers. Kept across lives; handed to ReleaseInlineStates on destruction.
+  internal::InlineStates* inline_states_ = nullptr;
+  // The address of the inline state the next Create is offered (past inline_end_: none
+  // left), advanced by every Create that asks; back to the first by Reopen. Close reads
+  // it under mu_: a state offered but not yet published then is refused under mu_ and
+  // never held. Both 0 without inline states.
+  std::atomic<std::uintptr_t> inline_next_{0};
+  std::uintptr_t inline_end_ = 0;
+
   mutable SpinLock mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool capped_ ABSL_GUARDED_BY(mu_) = false;
   // closed_ || capped_: the one flag Create reads.
   bool refuses_ ABSL_GUARDED_BY(mu_) = false;
   std::uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // The arrays it holds, linked through ArrayState::prev/next, newest first.
+  // The arrays it holds in its list, linked through ArrayState::prev/next, newest first,
+  // and their count and bytes; the inline states it holds unlisted are counted apart.
   internal::ArrayState* resources_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::int64_t resource_count_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 namespace internal {
 
-// `*to = from` with four 8-byte moves. The pool's inline fast path has just written
-// `from` (on the stack) as 8-byte stores; the plain struct copy compiles to 16-byte
-// loads, which the CPU cannot forward from those stores and stalls on until they
-// retire: measured as about a fifth of a request scope's cost. The empty asm makes the
-// compiler load each field into a general register instead.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CopyBlock(const Block& from, Block* to) {
-  void* ptr = from.ptr;
-  std::size_t requested = from.requested;
-  std::size_t size = from.size;
-  void* handle = from.handle;
+// A Block in four general registers, to be stored with four 8-byte moves. The pool's
+// inline fast path has just written the block (on the stack) as 8-byte stores; the
+// plain struct copy compiles to 16-byte loads, which the CPU cannot forward from those
+// stores and stalls on until they retire: measured as about a fifth of a request
+// scope's cost. The empty asm makes the compiler load each field into a general
+// register instead. Loading and storing are separate so that the caller can end the
+// StatusOr's life in between (its check is then known to be OK, not reloaded after
+// stores that might alias it).
+struct BlockInRegisters {
+  BlockInRegisters() = default;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE explicit BlockInRegisters(const Block& from)
+      : ptr(from.ptr), requested(from.requested), size(from.size), handle(from.handle) {
 #if defined(__GNUC__)
-  asm("" : "+r"(ptr), "+r"(requested), "+r"(size), "+r"(handle));
+    asm("" : "+r"(ptr), "+r"(requested), "+r"(size), "+r"(handle));
 #endif
-  to->ptr = ptr;
-  to->requested = requested;
-  to->size = size;
-  to->handle = handle;
-}
+  }
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void StoreTo(Block* to) const {
+    to->ptr = ptr;
+    to->requested = requested;
+    to->size = size;
+    to->handle = handle;
+  }
+  void* ptr;
+  std::size_t requested;
+  std::size_t size;
+  void* handle;
+};
 
 }  // namespace internal
 
@@ -358,7 +416,15 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<NDArray> NDManager::Create(
     absl::Span<const std::int64_t> shape, DType dtype, absl::string_view name) {
   const std::size_t element = DTypeSize(dtype);
   if (ABSL_PREDICT_FALSE(element == 0)) return BytesDTypeError();
-  internal::ArrayState* state = internal::NewState();
+  // An inline state when the next one is free, else one from the thread's cache.
+  internal::ArrayState* state;
+  if (ABSL_PREDICT_TRUE(ClaimInlineState(&state))) {
+    state->refs.store(1, std::memory_order_relaxed);
+    // A name from an earlier life (a cached state's is cleared by its drop).
+    if (ABSL_PREDICT_FALSE(name.empty() && !state->name.empty())) state->name.clear();
+  } else {
+    state = internal::NewState();
+  }
   std::int64_t count = 0;
   std::size_t nbytes = 0;
   if (ABSL_PREDICT_FALSE(!state->shape.AssignCounting(shape, &count))) {
@@ -374,18 +440,23 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<NDArray> NDManager::Create(
   state->num_elements = count;
   state->nbytes = nbytes;
   if (!name.empty()) state->name.assign(name.data(), name.size());
-  absl::StatusOr<Block> block = ABSL_PREDICT_FALSE(pool_->debug_level() > 0)
-                                    ? AllocateTracked(nbytes, name)
-                                    : pool_->Allocate(nbytes);
-  if (ABSL_PREDICT_FALSE(!block.ok())) return FailAllocation(state, block.status());
-  internal::CopyBlock(*block, &state->block);
+  internal::BlockInRegisters block;
+  {
+    absl::StatusOr<Block> allocated = ABSL_PREDICT_FALSE(pool_->debug_level() > 0)
+                                          ? AllocateTracked(nbytes, name)
+                                          : pool_->Allocate(nbytes);
+    if (ABSL_PREDICT_FALSE(!allocated.ok())) return FailAllocation(state, allocated.status());
+    block = internal::BlockInRegisters(*allocated);
+  }
+  block.StoreTo(&state->block);
   bool refused = false;
   {
     SpinLockHolder lock(&mu_);
     refused = refuses_;
     if (ABSL_PREDICT_TRUE(!refused)) {
       state->owner.store(this, std::memory_order_relaxed);
-      AddLocked(state);
+      // An inline state is held unlisted (Close walks the inline states).
+      if (!state->inline_slot) AddLocked(state);
     }
   }
   if (ABSL_PREDICT_FALSE(refused)) return RefuseCreate(state);

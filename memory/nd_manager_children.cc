@@ -158,6 +158,12 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void NDManager::Reopen(std::uint64_t uid, Ma
   closed_ = false;
   capped_ = false;
   refuses_ = false;
+  // Its inline states start over; those still held from an earlier life are skipped
+  // by the Creates they are offered to.
+  if (inline_states_ != nullptr) {
+    inline_next_.store(reinterpret_cast<std::uintptr_t>(inline_states_->states),
+                       std::memory_order_relaxed);
+  }
   if (ChildShard* shards = child_shards_.load(std::memory_order_relaxed);
       ABSL_PREDICT_FALSE(shards != nullptr)) {
     // Its children list, kept for the next life: TakeChildren emptied and closed it.
@@ -170,8 +176,14 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline std::shared_ptr<NDManager> NDManager::NewChi
     ManagerLevel level, absl::string_view name) {
   // The cold path: a new object.
   auto allocate = [this, level, name]() ABSL_ATTRIBUTE_NOINLINE {
-    return std::allocate_shared<NDManager>(RecyclingAllocator<NDManager>(), PrivateTag{}, NextUid(),
-                                           level, device_, pool_, counters_, name, this);
+    std::shared_ptr<NDManager> child =
+        std::allocate_shared<NDManager>(RecyclingAllocator<NDManager>(), PrivateTag{}, NextUid(),
+                                        level, device_, pool_, counters_, name, this);
+    child->inline_states_ = new internal::InlineStates();
+    child->inline_next_.store(reinterpret_cast<std::uintptr_t>(child->inline_states_->states),
+                              std::memory_order_relaxed);
+    child->inline_end_ = reinterpret_cast<std::uintptr_t>(std::end(child->inline_states_->states));
+    return child;
   };
   ManagerRing& ring = tls_manager_ring;
   if (ABSL_PREDICT_TRUE(ring.live) || StartManagerRing()) {

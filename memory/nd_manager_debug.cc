@@ -1,5 +1,7 @@
 // NDManager's read-only side: counts, the tree dump and the per-level sums that the
 // metrics exporter and the admin RPC read.
+#include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,18 +20,47 @@ std::shared_ptr<NDManager> NDManager::parent() const {
   return parent_->weak_from_this().lock();
 }
 
+void NDManager::InlineHeldLocked(std::int64_t* count, std::uint64_t* bytes,
+                                 std::uint64_t* block_bytes,
+                                 std::vector<HeldBlock>* blocks) const {
+  if (inline_states_ == nullptr) return;
+  for (const internal::ArrayState* s = inline_states_->states; s != OfferedInlineEnd(); ++s) {
+    if (!InlineHeldLocked(s)) continue;
+    ++*count;
+    *bytes += s->nbytes;
+    *block_bytes += s->block.size;
+    if (blocks != nullptr && !s->block.empty()) {
+      blocks->push_back(HeldBlock{reinterpret_cast<std::uintptr_t>(s->block.ptr), s->block.size,
+                                  s->block.requested, s->name});
+    }
+  }
+}
+
 std::int64_t NDManager::resource_count() const {
   SpinLockHolder lock(&mu_);
-  return resource_count_;
+  std::int64_t count = resource_count_;
+  std::uint64_t bytes = 0, block_bytes = 0;
+  InlineHeldLocked(&count, &bytes, &block_bytes, nullptr);
+  return count;
 }
 
 std::uint64_t NDManager::bytes() const {
   SpinLockHolder lock(&mu_);
-  return bytes_;
+  std::int64_t count = 0;
+  std::uint64_t bytes = bytes_, block_bytes = 0;
+  InlineHeldLocked(&count, &bytes, &block_bytes, nullptr);
+  return bytes;
 }
 
 bool NDManager::Holds(const NDArray& array) const {
   return array.state_ != nullptr && array.state_->owner.load(std::memory_order_acquire) == this;
+}
+
+bool NDManager::IsInlineState(const NDArray& array) const {
+  if (inline_states_ == nullptr || array.state_ == nullptr) return false;
+  const internal::ArrayState* begin = inline_states_->states;
+  return std::less_equal<>()(begin, array.state_) &&
+         std::less<>()(array.state_, begin + internal::InlineStates::kCount);
 }
 
 ManagerNodeInfo NDManager::DebugInfo(bool with_blocks) const {
@@ -42,7 +73,12 @@ ManagerNodeInfo NDManager::DebugInfo(bool with_blocks) const {
     info.bytes = bytes_;
     // The rounded sizes are not kept as a running sum: that would cost Create a second
     // add on the hot path for a number only admin reads and scrapes ask for.
-    if (with_blocks) info.blocks.reserve(static_cast<std::size_t>(resource_count_));
+    if (with_blocks) {
+      info.blocks.reserve(static_cast<std::size_t>(resource_count_) +
+                          internal::InlineStates::kCount);
+    }
+    InlineHeldLocked(&info.resource_count, &info.bytes, &info.block_bytes,
+                     with_blocks ? &info.blocks : nullptr);
     for (const internal::ArrayState* s = resources_; s != nullptr; s = s->next) {
       info.block_bytes += s->block.size;
       if (with_blocks && !s->block.empty()) {
@@ -84,9 +120,12 @@ void NDManager::AccumulateLevels(ManagerLevelSnapshot* snapshot) const {
     SpinLockHolder lock(&mu_);
     ManagerLevelCounts& counts = (*snapshot)[level_];
     if (closed_) return;  // closing: no longer live, holds nothing
+    std::int64_t count = resource_count_;
+    std::uint64_t bytes = bytes_, block_bytes = 0;
+    InlineHeldLocked(&count, &bytes, &block_bytes, nullptr);
     ++counts.live_managers;
-    counts.attached_resources += resource_count_;
-    counts.attached_bytes += static_cast<std::int64_t>(bytes_);
+    counts.attached_resources += count;
+    counts.attached_bytes += static_cast<std::int64_t>(bytes);
   }
   const std::vector<std::shared_ptr<NDManager>> children = ChildrenSnapshot();
   for (const auto& child : children) child->AccumulateLevels(snapshot);
