@@ -2,7 +2,7 @@
 #define NDSERVE_ENGINE_HALF_PRECISION_H_
 
 // FP16 and BF16 models (a `model.half()` export, or an FP32 export converted to FP16)
-// computed in FP32 (docs/design.md §4.7). The kernels are written for FP32; rather than a
+// computed in FP32 (docs/design.md §4.6). The kernels are written for FP32; rather than a
 // second set for 16-bit floats, the loader rewrites the graph so that everything between
 // the graph's inputs and outputs is FP32, and the model's signature stays as the file
 // states it (clients send and receive FP16/BF16):
