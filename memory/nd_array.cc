@@ -76,8 +76,9 @@ void DeleteStateSlow(ArrayState* state) {
   delete std::exchange(state->borrow, nullptr);
   if (state->inline_slot) {
     // Back to its manager's block (only Create's failures and sanitized builds come here
-    // with one): the releasing store is the last touch.
-    state->name.clear();
+    // with one): the releasing store is the last touch. The name stays: the manager may
+    // still hold the array after its last handle is gone, and Create clears or replaces
+    // the name on the state's next life.
     state->refs.store(0, std::memory_order_release);
     return;
   }

@@ -84,6 +84,33 @@ TEST_F(NDManagerInlineTest, TheFirstArraysAreInlineAndTheRestSpill) {
   ASSERT_TRUE(predictor->Close().ok());
 }
 
+// The manager, not the handle, owns the array: with every handle dropped, the dump and
+// the memory snapshot still name it (sanitized builds drop states on a slower path, and
+// that path once cleared the name).
+TEST_F(NDManagerInlineTest, AnArrayWhoseHandlesAreDroppedKeepsItsName) {
+  std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
+  std::shared_ptr<NDManager> ctx = Must(predictor->NewSubManager(ManagerLevel::kContext));
+  {
+    NDArray weights = Must(ctx->Zeros({1000}, DType::kFp32, "weights"));
+    EXPECT_TRUE(ctx->IsInlineState(weights));
+  }
+  const ManagerNodeInfo info = ctx->DebugInfo(/*with_blocks=*/true);
+  ASSERT_EQ(info.blocks.size(), 1u);
+  EXPECT_EQ(info.blocks[0].array, "weights");
+  EXPECT_EQ(info.blocks[0].requested, 4000u);
+  // The state's next life, unnamed, has no name.
+  ASSERT_TRUE(ctx->Close().ok());
+  const NDManager* object = ctx.get();
+  ctx.reset();
+  std::shared_ptr<NDManager> again = ReopenObject(predictor, object);
+  ASSERT_NE(again, nullptr);
+  NDArray unnamed = Must(again->Create({4}, DType::kFp32));
+  EXPECT_TRUE(again->IsInlineState(unnamed));
+  EXPECT_EQ(unnamed.name(), "");
+  ASSERT_TRUE(again->Close().ok());
+  ASSERT_TRUE(predictor->Close().ok());
+}
+
 TEST_F(NDManagerInlineTest, InlineStatesAreReusedByLaterContexts) {
   std::shared_ptr<NDManager> predictor = Base(ManagerLevel::kPredictor);
   predictor->Cap();
