@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "memory/cuda_runtime.h"
+#include "memory/device_copy.h"
 #ifdef NDSERVE_WITH_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -95,13 +96,8 @@ absl::Status GpuResources::Synchronize() {
 
 absl::Status GpuResources::CopyToDevice(void* device_dst, const void* host_src, std::size_t bytes) {
   ++counters_.h2d_copies;
-  if (bytes == 0) return absl::OkStatus();
-  if (cudaError_t err =
-          cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, StreamOf(context_));
-      err != cudaSuccess) {
-    return CudaStatus(err, "cudaMemcpyAsync(host to device)");
-  }
-  return absl::OkStatus();
+  return CopyHostToDeviceOnStream(context_.device, device_dst, host_src, bytes,
+                                  StreamOf(context_));
 }
 
 absl::Status GpuResources::CopyToHost(void* host_dst, const void* device_src, std::size_t bytes) {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/row_walker.h"
+#include "kernels/cpu/transpose_loop.h"
 #include "kernels/einsum_plan.h"
 #include "kernels/plans.h"
 
@@ -19,20 +19,7 @@ namespace ndserve::kernels::cpu {
 namespace {
 
 void TransposeFloats(const float* x, ShapeSpan shape, ShapeSpan perm, float* y) {
-  const TransposePlan p = MakeTransposePlan(shape, perm);
-  if (p.numel == 0) return;
-  if (p.out_dims.empty()) {
-    y[0] = x[0];
-    return;
-  }
-  const int64_t n = p.out_dims.back();
-  const int64_t s = p.in_strides.back();
-  RowWalker<1> walk(p.out_dims, {ShapeSpan(p.in_strides)});
-  for (int64_t row = 0; row < p.numel / n; ++row, walk.Next()) {
-    const float* xr = x + walk.offset(0);
-    float* yr = y + row * n;
-    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i * s];
-  }
+  TransposeLoop(x, y, MakeTransposePlan(shape, perm));
 }
 
 absl::StatusOr<float*> Scratch(const KernelContext& ctx, int64_t n) {

@@ -3,30 +3,10 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/row_walker.h"
+#include "kernels/cpu/transpose_loop.h"
 #include "kernels/plans.h"
 
 namespace ndserve::kernels::cpu {
-namespace {
-
-template <typename E>  // E: an unsigned integer as wide as the element
-void TransposeLoop(const E* x, E* y, const TransposePlan& p) {
-  if (p.numel == 0) return;
-  if (p.out_dims.empty()) {
-    y[0] = x[0];
-    return;
-  }
-  const int64_t n = p.out_dims.back();
-  const int64_t s = p.in_strides.back();
-  RowWalker<1> walk(p.out_dims, {ShapeSpan(p.in_strides)});
-  for (int64_t row = 0; row < p.numel / n; ++row, walk.Next()) {
-    const E* xr = x + walk.offset(0);
-    E* yr = y + row * n;
-    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i * s];
-  }
-}
-
-}  // namespace
 
 absl::Status CopyInput(const KernelContext&, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs&) {
