@@ -17,6 +17,7 @@ mkdir -p "$stage/bin" "$stage/lib"
 bins=()
 for b in tests/gpu_memory_tests tests/gpu_engine_tests tests/memory_tests tests/kernels_tests tests/engine_tests \
          benchmarks/pool_benchmark benchmarks/engine_benchmark benchmarks/manager_benchmark \
+         tests/torch/torch_model_tests tests/torch/torch_daemon_test \
          server/ndserved server/ndserve-cli loadtest/ndserve-loadtest loadtest/ndserve-echo; do
   [[ -x "$BUILD_DIR/$b" ]] && bins+=("$BUILD_DIR/$b")
 done
@@ -33,5 +34,15 @@ done | sort -u | while read -r lib; do
 done
 rm -rf .gpu && mkdir -p .gpu
 tar -C "$stage" -cJf .gpu/bundle.tar.xz bin lib
+# The PyTorch fixtures (tools/gen_torch_models.py, made by the build) for the *_cuda cases
+# of torch_model_tests and torch_daemon_test on cuda:0. All of them (~170 MB) would not
+# fit in what a device call carries, so TORCH_MODELS picks which (space-separated names;
+# none by default).
+fixtures=$(sed -n 's/^NDSERVE_TORCH_FIXTURES:INTERNAL=//p' "$BUILD_DIR/CMakeCache.txt")
+if [[ -n ${TORCH_MODELS:-} && -d $fixtures ]]; then
+  mkdir -p .gpu/torch
+  for m in $TORCH_MODELS; do cp -r "$fixtures/$m" .gpu/torch/; done
+  touch .gpu/torch/DONE
+fi
 du -sh .gpu/bundle.tar.xz
 echo "bundle ready: carry .gpu and run scripts/gpu-run.sh on the GPU machine"
