@@ -1,7 +1,9 @@
 #include "kernels/gpu_resources.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "memory/cuda_runtime.h"
@@ -15,6 +17,11 @@
 #endif
 
 namespace ndserve::kernels {
+
+void GpuResources::DisableDefaultCublasWorkspace() {
+  static std::once_flag once;
+  std::call_once(once, [] { setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0", /*overwrite=*/0); });
+}
 
 #ifdef NDSERVE_WITH_CUDA
 namespace {
@@ -32,6 +39,7 @@ absl::StatusOr<std::unique_ptr<GpuResources>> GpuResources::Create(Device device
     return absl::FailedPreconditionError(
         absl::StrCat("no CUDA device ", device.ToString(), " (", CudaDeviceCount(), " present)"));
   }
+  DisableDefaultCublasWorkspace();  // before the first cublasCreate reads it
   std::unique_ptr<GpuResources> r(new GpuResources(device));
   r->error_slots_ = std::max(error_slots, 1);
   if (cudaError_t err = cudaSetDevice(device.ordinal); err != cudaSuccess) {
@@ -134,8 +142,11 @@ absl::Status GpuResources::SetTf32(bool on) {
 
 absl::Status GpuResources::BeginCapture() {
   cudaSetDevice(context_.device.ordinal);
+  // Relaxed: a pool miss inside the capture may cudaMalloc (the block then belongs to
+  // the captured run's scope for the graph's lifetime); the thread-local mode refuses
+  // that call and loses the capture.
   if (cudaError_t err =
-          cudaStreamBeginCapture(StreamOf(context_), cudaStreamCaptureModeThreadLocal);
+          cudaStreamBeginCapture(StreamOf(context_), cudaStreamCaptureModeRelaxed);
       err != cudaSuccess) {
     cudaGetLastError();
     return CudaStatus(err, "cudaStreamBeginCapture");

@@ -36,6 +36,15 @@ class GpuResources {
     uint64_t graph_launches = 0;  // LaunchGraph calls
   };
 
+  // cuBLAS gives every handle a default workspace at cublasCreate (64 MiB per handle
+  // on an H100 with CUDA 13, measured with cudaMemGetInfo), and cublasSetWorkspace does
+  // not free it. Every predictor hands cuBLAS a block of its pool instead, so the default
+  // is turned off (CUBLAS_WORKSPACE_CONFIG=:0:0) unless the environment already sets
+  // it; otherwise each loaded model would hold 64 MiB outside the pools, which neither
+  // the metrics nor Reclaim see. Sets the environment once per process: a program calls
+  // it before starting threads; Create calls it too (a no-op by then).
+  static void DisableDefaultCublasWorkspace();
+
   // FAILED_PRECONDITION when the build has no CUDA backend or `device` is not a present
   // CUDA device; INTERNAL when the stream, handle or flags cannot be created.
   // `error_slots` (>= 1) host-mapped int32 flags are made, one per graph node of a
@@ -72,8 +81,8 @@ class GpuResources {
   // TF32 tensor-core math for FP32 GEMMs on this handle (on) or exact FP32 (off).
   absl::Status SetTf32(bool on);
 
-  // CUDA graphs: BeginCapture starts capturing this stream in thread-local mode (so an
-  // unsafe call on this thread fails the capture instead of corrupting it); EndCapture
+  // CUDA graphs: BeginCapture starts capturing this stream in relaxed mode (a pool miss
+  // inside the capture may cudaMalloc; the block then stays with the captured run); EndCapture
   // stops it and returns the instantiated graph (a cudaGraphExec_t), or an error when
   // anything in between could not be captured; AbortCapture ends a capture whose run
   // failed and discards what it recorded. DestroyGraph frees an EndCapture result.

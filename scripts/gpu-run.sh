@@ -68,7 +68,7 @@ run_tests() {  # run_tests <binary> <limit s> [gtest args...]
   shift 2
   has_time "$t" || { rc=1; return; }
   timeout "$(cap "$limit")" "$G/bin/$t" --gtest_brief=1 "$@" >"/tmp/$t.txt" 2>&1 || rc=1
-  { echo "== $t: $(grep -E '^\[  (PASSED|FAILED) ' "/tmp/$t.txt" | tr '\n' ' ')"
+  { echo "== $t: $(grep -E '^\[  PASSED  \] [0-9]+ test' "/tmp/$t.txt"), $(grep -cE '^\[  FAILED  \] .*\(' "/tmp/$t.txt") failed"
     cat "/tmp/$t.txt"; } >"$W/tests_$t.txt"
   grep -E '^\[  (PASSED|FAILED|SKIPPED)' "/tmp/$t.txt" | head -20
   grep -hE 'max abs diff|driver-visible' "/tmp/$t.txt" >>"$W/gpu_figures.txt"

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "base/logging.h"
 #include "engine/engine.h"
+#include "kernels/gpu_resources.h"
 #include "memory/leak_tracker.h"
 #include "memory/memory_config.h"
 #include "memory/memory_system.h"
@@ -264,6 +265,7 @@ int Run(Options options) {
 int main(int argc, char** argv) {
   // Before any library starts a thread, so that every thread inherits the mask.
   ndserve::InstallShutdownSignals();
+  ndserve::kernels::GpuResources::DisableDefaultCublasWorkspace();
   absl::FlagsUsageConfig usage;
   // --help lists the daemon's own flags (defined here), not only those of a file named
   // like the binary, which is Abseil's default.

@@ -33,6 +33,16 @@ void ReclaimAll(MemorySystem& memory) {
   for (Pool* pool : memory.AllPools()) pool->Reclaim();
 }
 
+// What the cuda:0 pools still hold from the device, to tell the pools' share of the
+// driver's figure from everything else (CUDA context, cuBLAS, graphs).
+uint64_t PoolReservedBytes(MemorySystem& memory) {
+  uint64_t bytes = 0;
+  for (Pool* pool : memory.AllPools()) {
+    if (pool->device() == Device::Cuda(0)) bytes += pool->Stats().reserved_bytes;
+  }
+  return bytes;
+}
+
 void Serve(Engine& engine, const std::string& name, int times) {
   const testing::Case c = ReferenceCase(name);
   const InferenceRequest r = testing::MakeRequest(c, name);
@@ -73,12 +83,27 @@ TEST_F(DriverMemoryTest, UnloadAndReclaimGiveMemoryBackToTheDriver) {
   ASSERT_TRUE(engine.UnloadModel("transformer").ok());
   ReclaimAll(memory);
   const uint64_t after = DriverUsedBytes();
+  const uint64_t pools_after = PoolReservedBytes(memory);
+  // The one left alone, for scale: what mlp by itself takes from the driver.
+  ASSERT_TRUE(engine.UnloadModel("mlp").ok());
+  ReclaimAll(memory);
+  const uint64_t none = DriverUsedBytes();
+  ASSERT_TRUE(engine.LoadModel("mlp").ok());
+  Serve(engine, "mlp", 6);
+  const uint64_t mlp_alone = DriverUsedBytes();
   std::printf(
       "driver-visible used memory: start %.1f MiB, three models loaded %.1f MiB, "
-      "two unloaded and reclaimed %.1f MiB\n",
-      start / double(kMiB), loaded / double(kMiB), after / double(kMiB));
+      "two unloaded and reclaimed %.1f MiB (pools hold %.1f MiB of it); mlp alone %.1f MiB "
+      "over %.1f MiB with nothing loaded\n",
+      start / double(kMiB), loaded / double(kMiB), after / double(kMiB),
+      pools_after / double(kMiB), mlp_alone / double(kMiB), none / double(kMiB));
   EXPECT_GT(loaded, start) << "loading three models took nothing from the driver?";
   EXPECT_LE(after, start + kSlack);
+  EXPECT_LE(none, start + 2 * kMiB) << "unloading the last model left memory behind";
+  // A predictor's device memory is its pool blocks (mlp: cuBLAS's 4 MiB workspace and a
+  // few KiB) and little else: cuBLAS's own default workspace (64 MiB per handle on an
+  // H100) stays off (kernels/gpu_resources.h).
+  EXPECT_LE(mlp_alone, none + 16 * kMiB) << "one mlp predictor holds memory outside the pools";
   Serve(engine, "mlp", 3);  // the one left still serves
 }
 

@@ -27,10 +27,8 @@
 #include "memory/cuda_allocator.h"
 #include "memory/cuda_runtime.h"
 #include "memory/device_allocator.h"
+#include "memory/device_copy.h"
 #include "tests/fixture_case.h"
-#ifdef NDSERVE_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace ndserve::kernels::testing {
 
@@ -231,16 +229,11 @@ class DeviceRunner {
       std::memcpy(dst, src, bytes);
       return absl::OkStatus();
     }
-#ifdef NDSERVE_WITH_CUDA
-    cudaSetDevice(device_.ordinal);
-    const cudaError_t err =
-        cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
-    if (err != cudaSuccess) return absl::InternalError(cudaGetErrorString(err));
-    return absl::OkStatus();
-#else
-    (void)to_device;
-    return absl::FailedPreconditionError("no CUDA backend");
-#endif
+    // memory/device_copy.h finishes an upload before returning: a bare cudaMemcpy from
+    // pageable memory may return before the bytes land, and the kernels' non-blocking
+    // stream does not wait for the legacy stream it ran on.
+    return to_device ? CopyHostToDevice(device_, dst, src, bytes)
+                     : CopyDeviceToHost(device_, dst, src, bytes);
   }
 
   Device device_;
