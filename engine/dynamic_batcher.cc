@@ -74,7 +74,15 @@ bool DynamicBatcher::Compatible(const InferenceRequest& a, const ValidatedReques
 
 DynamicBatcher::Stats DynamicBatcher::stats() const {
   absl::MutexLock lock(&mu_);
-  return {.caller_runs = caller_runs_, .lane_runs = lane_runs_};
+  return {.caller_runs = caller_runs_,
+          .lane_runs = lane_runs_,
+          .padded_rows = padded_rows_.load(std::memory_order_relaxed)};
+}
+
+int64_t DynamicBatcher::PaddedRows(int64_t rows, int64_t max_rows) {
+  int64_t padded = 1;
+  while (padded < rows) padded *= 2;
+  return std::max(rows, std::min(padded, max_rows));
 }
 
 void DynamicBatcher::SetBeforeRunForTesting(
@@ -382,7 +390,12 @@ void DynamicBatcher::RunBatch(Batch& batch, int64_t rows) {
     RunEach(**lease, batch, start);
     return;
   }
-  // One request of `rows` rows: every input is the items' inputs stacked in order.
+  // One request of `rows` rows (`run_rows` with the pad): every input is the items'
+  // inputs stacked in order, then the last row again for each padded row.
+  const int64_t run_rows = options_.pad_to_power_of_two
+                               ? PaddedRows(rows, options_.max_batch_size)
+                               : rows;
+  if (run_rows > rows) padded_rows_.fetch_add(run_rows - rows, std::memory_order_relaxed);
   const InferenceRequest& lead = *batch[0]->request;
   InferenceRequest merged;
   merged.model_name = lead.model_name;
@@ -393,20 +406,25 @@ void DynamicBatcher::RunBatch(Batch& batch, int64_t rows) {
   for (size_t i = 0; i < lead.inputs.size(); ++i) {
     size_t bytes = 0;
     for (const auto& item : batch) bytes += item->request->inputs[i].data.size();
-    stacked[i].reserve(bytes);
+    const size_t row_bytes = bytes / static_cast<size_t>(rows);
+    stacked[i].reserve(row_bytes * static_cast<size_t>(run_rows));
     for (const auto& item : batch) {
       const absl::Span<const uint8_t> data = item->request->inputs[i].data;
       stacked[i].insert(stacked[i].end(), data.begin(), data.end());
+    }
+    for (int64_t pad = rows; pad < run_rows; ++pad) {
+      stacked[i].insert(stacked[i].end(), stacked[i].begin() + (rows - 1) * row_bytes,
+                        stacked[i].begin() + rows * row_bytes);
     }
     InferInputTensor& t = merged.inputs.emplace_back();
     t.name = lead.inputs[i].name;
     t.dtype = lead.inputs[i].dtype;
     t.shape = lead.inputs[i].shape;
-    t.shape[0] = rows;
+    t.shape[0] = run_rows;
     t.data = absl::MakeConstSpan(stacked[i]);
   }
   ValidatedRequest plan = batch[0]->plan;
-  plan.batch_size = rows;
+  plan.batch_size = run_rows;
   absl::StatusOr<InferenceResponse> whole = (*lease)->Predict(merged, plan);
   if (!whole.ok()) {
     // The failure may belong to one member's data, and its message may quote that
@@ -415,8 +433,8 @@ void DynamicBatcher::RunBatch(Batch& batch, int64_t rows) {
     return;
   }
   for (const InferOutputTensor& out : whole->outputs) {
-    if (out.shape.empty() || out.shape[0] != rows || out.dtype == DType::kBytes ||
-        out.data.size() % static_cast<size_t>(rows) != 0) {
+    if (out.shape.empty() || out.shape[0] != run_rows || out.dtype == DType::kBytes ||
+        out.data.size() % static_cast<size_t>(run_rows) != 0) {
       // An output that is not one row per input row cannot be cut back apart.
       RunEach(**lease, batch, start);
       return;
@@ -432,7 +450,7 @@ void DynamicBatcher::RunBatch(Batch& batch, int64_t rows) {
     response.timings = whole->timings;
     response.timings.queue_ns = absl::ToInt64Nanoseconds(start - item->queued);
     for (const InferOutputTensor& out : whole->outputs) {
-      const size_t row_bytes = out.data.size() / static_cast<size_t>(rows);
+      const size_t row_bytes = out.data.size() / static_cast<size_t>(run_rows);
       InferOutputTensor& piece = response.outputs.emplace_back();
       piece.name = out.name;
       piece.dtype = out.dtype;

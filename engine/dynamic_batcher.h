@@ -1,6 +1,7 @@
 #ifndef NDSERVE_ENGINE_DYNAMIC_BATCHER_H_
 #define NDSERVE_ENGINE_DYNAMIC_BATCHER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -91,7 +92,14 @@ class DynamicBatcher {
     uint64_t priority_levels = 0;
     uint64_t default_priority_level = 0;
     std::map<uint64_t, QueuePolicyConfig> priority_queue_policy;
+    // A merged batch of r rows runs as PaddedRows(r, max_batch_size) rows, the pad
+    // repeating the last row (a copy of a valid row is valid input to any model), and
+    // the pad's outputs are dropped. Requests that run alone are never padded.
+    bool pad_to_power_of_two = false;
   };
+
+  // The next power of two at or above `rows`, at most `max_rows` (and never below rows).
+  static int64_t PaddedRows(int64_t rows, int64_t max_rows);
 
   struct Outcome {
     absl::StatusOr<InferenceResponse> response;
@@ -123,6 +131,7 @@ class DynamicBatcher {
   struct Stats {
     uint64_t caller_runs = 0;
     uint64_t lane_runs = 0;
+    uint64_t padded_rows = 0;  // rows added by Options::pad_to_power_of_two
   };
   Stats stats() const;
 
@@ -185,6 +194,7 @@ class DynamicBatcher {
   size_t running_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t caller_runs_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t lane_runs_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> padded_rows_{0};  // bumped by RunBatch, outside mu_
   // Written under mu_ while idle, read by the thread that runs (see SetBeforeRunForTesting).
   std::function<void(const InferenceRequest&)> before_run_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

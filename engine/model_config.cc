@@ -283,6 +283,7 @@ absl::StatusOr<VersionPolicy> ToVersionPolicy(const inference::ModelVersionPolic
 
 constexpr absl::string_view kCudaGraphsParameter = "cuda_graphs";
 constexpr absl::string_view kTf32Parameter = "tf32";
+constexpr absl::string_view kPadBatchesParameter = "pad_batches";
 
 // A free-form parameter that is a switch: true or false, in any case.
 absl::StatusOr<bool> ParseBoolParameter(absl::string_view key, absl::string_view value,
@@ -337,6 +338,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
       it != proto.parameters().end()) {
     NDS_ASSIGN_OR_RETURN(config.tf32,
                          ParseBoolParameter(kTf32Parameter, it->second.string_value(), what));
+  }
+  if (auto it = proto.parameters().find(std::string(kPadBatchesParameter));
+      it != proto.parameters().end()) {
+    NDS_ASSIGN_OR_RETURN(
+        config.pad_batches,
+        ParseBoolParameter(kPadBatchesParameter, it->second.string_value(), what));
   }
   return config;
 }
@@ -423,6 +430,10 @@ std::string ModelConfigToText(const ModelConfig& config) {
   }
   if (config.tf32) {
     (*proto.mutable_parameters())[std::string(kTf32Parameter)].set_string_value("true");
+  }
+  if (config.pad_batches.has_value()) {
+    (*proto.mutable_parameters())[std::string(kPadBatchesParameter)].set_string_value(
+        *config.pad_batches ? "true" : "false");
   }
   std::string text;
   google::protobuf::TextFormat::PrintToString(proto, &text);

@@ -58,6 +58,9 @@ ServedModel::ServedModel(std::vector<std::shared_ptr<Model>> models,
     options.priority_levels = config.dynamic_batching->priority_levels;
     options.default_priority_level = config.dynamic_batching->default_priority_level;
     options.priority_queue_policy = config.dynamic_batching->priority_queue_policy;
+    bool on_gpu = false;
+    for (const std::shared_ptr<Model>& m : models_) on_gpu = on_gpu || m->device().is_cuda();
+    options.pad_to_power_of_two = config.pad_batches.value_or(on_gpu && config.cuda_graphs);
   } else {
     options.max_batch_size = 0;
   }

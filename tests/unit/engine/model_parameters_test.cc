@@ -1,7 +1,9 @@
 // The model parameters ndserve reads from config.pbtxt's free-form `parameters` map:
-// `cuda_graphs` and `tf32` (docs/design.md §4.3).
+// `cuda_graphs`, `tf32` and `pad_batches` (docs/design.md §4.3).
+#include <optional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "engine/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -80,6 +82,28 @@ TEST(ModelParametersTest, Tf32OnSurvivesTheRoundTrip) {
   EXPECT_TRUE(again->tf32);
   EXPECT_FALSE(again->cuda_graphs);
   EXPECT_THAT(ModelConfigToText(ModelConfig{}), ::testing::Not(HasSubstr("tf32")));
+}
+
+TEST(ModelParametersTest, PadBatchesIsUnsetUnlessGivenAndSurvivesTheRoundTrip) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig("max_batch_size: 4", "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->pad_batches.has_value()) << "unset: the device decides";
+  for (const bool on : {true, false}) {
+    c = ParseModelConfig(absl::StrCat("parameters { key: \"pad_batches\" value: { string_value: \"",
+                                      on ? "true" : "FALSE", "\" } }"),
+                         "m");
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE(c->pad_batches.has_value());
+    EXPECT_EQ(*c->pad_batches, on);
+    absl::StatusOr<ModelConfig> again = ParseModelConfig(ModelConfigToText(*c), "round trip");
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->pad_batches, std::optional<bool>(on));
+  }
+  c = ParseModelConfig("parameters { key: \"pad_batches\" value: { string_value: \"4\" } }",
+                       "models/m/config.pbtxt");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("parameter 'pad_batches' must be"));
+  EXPECT_THAT(ModelConfigToText(ModelConfig{}), ::testing::Not(HasSubstr("pad_batches")));
 }
 
 }  // namespace
