@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/row_walker.h"
+#include "kernels/cpu/strided_gather.h"
 #include "kernels/data_plans.h"
 #include "kernels/plans.h"
 
@@ -30,32 +30,10 @@ void ForElementSize(DType dtype, F&& f) {
   }
 }
 
-template <typename E>
-void StridedCopy(const E* x, E* y, const StridedPlan& p) {
-  if (p.numel == 0) return;
-  x += p.offset;
-  if (p.dims.empty()) {
-    y[0] = x[0];
-    return;
-  }
-  const int64_t n = p.dims.back();
-  const int64_t s = p.strides.back();
-  RowWalker<1> walk(p.dims, {ShapeSpan(p.strides)});
-  for (int64_t row = 0; row < p.numel / n; ++row, walk.Next()) {
-    const E* xr = x + walk.offset(0);
-    E* yr = y + row * n;
-    if (s == 1) {
-      std::memcpy(yr, xr, n * sizeof(E));
-    } else {
-      for (int64_t i = 0; i < n; ++i) yr[i] = xr[i * s];
-    }
-  }
-}
-
 absl::Status RunStrided(const TensorView& in, const TensorView& out, const StridedPlan& p) {
   ForElementSize(in.dtype, [&](auto e) {
     using E = decltype(e);
-    StridedCopy(in.as<const E>(), out.as<E>(), p);
+    StridedGather(in.as<const E>(), out.as<E>(), p);
   });
   return absl::OkStatus();
 }

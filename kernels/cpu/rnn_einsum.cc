@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/transpose_loop.h"
+#include "kernels/cpu/strided_gather.h"
 #include "kernels/einsum_plan.h"
 #include "kernels/plans.h"
 
@@ -19,7 +19,7 @@ namespace ndserve::kernels::cpu {
 namespace {
 
 void TransposeFloats(const float* x, ShapeSpan shape, ShapeSpan perm, float* y) {
-  TransposeLoop(x, y, MakeTransposePlan(shape, perm));
+  StridedGather(x, y, MakeTransposePlan(shape, perm));
 }
 
 absl::StatusOr<float*> Scratch(const KernelContext& ctx, int64_t n) {

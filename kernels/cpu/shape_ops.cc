@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/transpose_loop.h"
+#include "kernels/cpu/strided_gather.h"
 #include "kernels/plans.h"
 
 namespace ndserve::kernels::cpu {
@@ -45,16 +45,16 @@ absl::Status Transpose(const KernelContext&, absl::Span<const TensorView> in,
   const TransposePlan p = MakeTransposePlan(in[0].shape, perm);
   switch (DTypeSize(in[0].dtype)) {
     case 1:
-      TransposeLoop(in[0].as<const uint8_t>(), out[0].as<uint8_t>(), p);
+      StridedGather(in[0].as<const uint8_t>(), out[0].as<uint8_t>(), p);
       break;
     case 2:
-      TransposeLoop(in[0].as<const uint16_t>(), out[0].as<uint16_t>(), p);
+      StridedGather(in[0].as<const uint16_t>(), out[0].as<uint16_t>(), p);
       break;
     case 4:
-      TransposeLoop(in[0].as<const uint32_t>(), out[0].as<uint32_t>(), p);
+      StridedGather(in[0].as<const uint32_t>(), out[0].as<uint32_t>(), p);
       break;
     default:
-      TransposeLoop(in[0].as<const uint64_t>(), out[0].as<uint64_t>(), p);
+      StridedGather(in[0].as<const uint64_t>(), out[0].as<uint64_t>(), p);
       break;
   }
   return absl::OkStatus();
