@@ -207,6 +207,11 @@ PackedMatrix PackedMatrix::Pack(Side side, MatrixRef src, int64_t rows, int64_t 
   return p;
 }
 
+int64_t PackedMatrix::bytes() const {
+  return static_cast<int64_t>(data_.size() * sizeof(float)) +
+         (winograd_ != nullptr ? winograd_->bytes() : 0);
+}
+
 const float* PackedMatrix::Panel(int64_t k0, int64_t kb, int64_t index) const {
   // Every K block before this one is kPackKc deep: block k0 starts at k0 * padded_.
   return data_.data() + k0 * padded_ + index * kb;
