@@ -338,13 +338,16 @@ void WinogradConv(const ConvGeometry& g, const PackedMatrix& u, int64_t n, int64
               });
   std::fill(xp + n * c * l.plane, xp + l.xp, 0.0f);
 
-  // 8-tile groups over all images; a B panel is two of them.
-  const int64_t groups = 2 * l.tb;
+  // Tasks take whole 16-tile panels, never one 8-tile half: the two halves of a panel
+  // share every 64-byte line of V (and of M), which two threads writing at once would
+  // pass back and forth.
   const int64_t c_tasks = CeilDiv(c, kChannelsPerTask);
-  ParallelFor(groups * c_tasks, 1, [&](int64_t b, int64_t e) {
+  ParallelFor(l.tb * c_tasks, 1, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      const int64_t grp = t / c_tasks, c0 = (t % c_tasks) * kChannelsPerTask;
-      InputTransform(l, c, xp, grp, c0, std::min(c, c0 + kChannelsPerTask), v);
+      const int64_t panel = t / c_tasks, c0 = (t % c_tasks) * kChannelsPerTask;
+      const int64_t c1 = std::min(c, c0 + kChannelsPerTask);
+      InputTransform(l, c, xp, 2 * panel, c0, c1, v);
+      InputTransform(l, c, xp, 2 * panel + 1, c0, c1, v);
     }
   });
 
@@ -364,11 +367,13 @@ void WinogradConv(const ConvGeometry& g, const PackedMatrix& u, int64_t n, int64
   });
 
   const int64_t m_chunks = CeilDiv(m, kChannelsPerTask);
-  ParallelFor(groups * m_chunks, 1, [&](int64_t b, int64_t e) {
+  ParallelFor(l.tb * m_chunks, 1, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      const int64_t grp = t / m_chunks, m0 = (t % m_chunks) * kChannelsPerTask;
-      if (grp * 8 >= l.tiles) continue;
-      OutputTransform(g, l, m, mbuf, bias, act, grp, m0, std::min(m, m0 + kChannelsPerTask), y);
+      const int64_t panel = t / m_chunks, m0 = (t % m_chunks) * kChannelsPerTask;
+      const int64_t m1 = std::min(m, m0 + kChannelsPerTask);
+      for (int64_t grp = 2 * panel; grp < 2 * panel + 2 && grp * 8 < l.tiles; ++grp) {
+        OutputTransform(g, l, m, mbuf, bias, act, grp, m0, m1, y);
+      }
     }
   });
 }
