@@ -25,7 +25,8 @@ constexpr int64_t kMaxTaskPanels = 16;
 constexpr int64_t kChannelsPerTask = 16;
 
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Rounds toward +infinity for any sign of a (b > 0).
+int64_t CeilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
 // Tiles, the zero-bordered copy of the input, and the scratch buffers of one call.
 // The copy splits each padded row into 4 column phases (phase s holds padded columns
@@ -75,10 +76,13 @@ void PadChannel(const ConvGeometry& g, const Layout& l, const float* x, float* x
     }
     const float* xr = x + ih * g.in_w;
     for (int64_t s = 0; s < 4; ++s) {
-      for (int64_t u = 0; u < seg; ++u) {
-        const int64_t iw = s + 4 * u - g.pad_left;
-        row[s * seg + u] = iw >= 0 && iw < g.in_w ? xr[iw] : 0.0f;
-      }
+      // Phase s, index u holds input column s + 4 * u - pad_left: inside for [lo, hi).
+      float* out = row + s * seg;
+      const int64_t lo = std::clamp<int64_t>(CeilDiv(g.pad_left - s, 4), 0, seg);
+      const int64_t hi = std::clamp<int64_t>(CeilDiv(g.in_w + g.pad_left - s, 4), lo, seg);
+      std::fill(out, out + lo, 0.0f);
+      for (int64_t u = lo; u < hi; ++u) out[u] = xr[s + 4 * u - g.pad_left];
+      std::fill(out + hi, out + seg, 0.0f);
     }
   }
 }
@@ -208,7 +212,23 @@ struct Identity {
   float operator()(float x) const { return x; }
 };
 
-// Y for 8-tile group g and output channels [m0, m1): A^T M A + bias, through `op`.
+// The 4 x 8 floats of outputs (r, 0..3) of 8 tiles, each column j in one vector over
+// the tiles, as 32 floats in image order: tile l's four at 4 * l.
+__attribute__((always_inline)) inline void InterleaveRow(const V8* ov, int64_t r, float* out) {
+  typedef int32_t I8 __attribute__((vector_size(32)));
+  const V8 a0 = ov[r], a1 = ov[r + 4], a2 = ov[r + 8], a3 = ov[r + 12];
+  const V8 ab_lo = __builtin_shuffle(a0, a1, I8{0, 8, 1, 9, 2, 10, 3, 11});
+  const V8 ab_hi = __builtin_shuffle(a0, a1, I8{4, 12, 5, 13, 6, 14, 7, 15});
+  const V8 cd_lo = __builtin_shuffle(a2, a3, I8{0, 8, 1, 9, 2, 10, 3, 11});
+  const V8 cd_hi = __builtin_shuffle(a2, a3, I8{4, 12, 5, 13, 6, 14, 7, 15});
+  *At(out) = __builtin_shuffle(ab_lo, cd_lo, I8{0, 1, 8, 9, 2, 3, 10, 11});
+  *At(out + 8) = __builtin_shuffle(ab_lo, cd_lo, I8{4, 5, 12, 13, 6, 7, 14, 15});
+  *At(out + 16) = __builtin_shuffle(ab_hi, cd_hi, I8{0, 1, 8, 9, 2, 3, 10, 11});
+  *At(out + 24) = __builtin_shuffle(ab_hi, cd_hi, I8{4, 5, 12, 13, 6, 7, 14, 15});
+}
+
+// Y for 8-tile group g and output channels [m0, m1): A^T M A + bias, through `op`. The
+// group's tiles that lie side by side in one tile row write each output row as one run.
 template <typename Op>
 __attribute__((always_inline)) inline void OutputTransformOp(const ConvGeometry& g, const Layout& l,
                                                              int64_t m, const float* mbuf,
@@ -216,31 +236,38 @@ __attribute__((always_inline)) inline void OutputTransformOp(const ConvGeometry&
                                                              int64_t m0, int64_t m1, float* y,
                                                              Op op) {
   const int64_t panel = grp / 2, lane0 = (grp % 2) * 8, per_image = l.th * l.tw;
-  int64_t dst[8], rows[8], cols[8];
-  int64_t lanes = 0;
-  for (; lanes < 8 && grp * 8 + lanes < l.tiles; ++lanes) {
-    const int64_t t = grp * 8 + lanes, img = t / per_image, r = t % per_image;
+  struct Run {
+    int64_t j0, dst, rows, cols;  // first lane, Y offset at channel 0, valid rows, floats
+  } runs[8];
+  int count = 0;
+  for (int64_t j = 0; j < 8 && grp * 8 + j < l.tiles; ++j) {
+    const int64_t t = grp * 8 + j, img = t / per_image, r = t % per_image;
     const int64_t oh = 4 * (r / l.tw), ow = 4 * (r % l.tw);
-    dst[lanes] = img * m * g.out_plane() + oh * g.out_w + ow;
-    rows[lanes] = std::min<int64_t>(4, g.out_h - oh);
-    cols[lanes] = std::min<int64_t>(4, g.out_w - ow);
+    if (j == 0 || ow == 0) {
+      runs[count++] = {j, img * m * g.out_plane() + oh * g.out_w + ow,
+                       std::min<int64_t>(4, g.out_h - oh), 0};
+    }
+    runs[count - 1].cols = std::min(g.out_w, ow + 4) - (ow - 4 * (j - runs[count - 1].j0));
   }
   const int64_t pstride = l.tb * l.mp * kPackNr;
-  V8 mv[kPos], t[24];
-  alignas(32) float o[16][8];
+  V8 mv[kPos], t[24], ov[16];
+  alignas(32) float row[32];
   for (int64_t mi = m0; mi < m1; ++mi) {
     const float* src = mbuf + (panel * l.mp + mi) * kPackNr + lane0;
     for (int64_t p = 0; p < kPos; ++p) mv[p] = *At(src + p * pstride);
     // mv[r * 6 + q]: columns first (A^T M), then rows; t[i * 6 + q] = row i of A^T M.
     for (int64_t q = 0; q < 6; ++q) OutputRows(mv + q, 6, t + q, 6);
-    V8* ov = reinterpret_cast<V8*>(o);
     for (int64_t i = 0; i < 4; ++i) OutputRows(t + i * 6, 1, ov + i, 4);
     // ov[j * 4 + i] = output (i, j).
     const float b = bias != nullptr ? bias[mi] : 0.0f;
-    for (int64_t j = 0; j < lanes; ++j) {
-      float* yt = y + dst[j] + mi * g.out_plane();
-      for (int64_t r = 0; r < rows[j]; ++r) {
-        for (int64_t q = 0; q < cols[j]; ++q) yt[r * g.out_w + q] = op(o[q * 4 + r][j] + b);
+    float* ym = y + mi * g.out_plane();
+    for (int64_t r = 0; r < 4; ++r) {
+      InterleaveRow(ov, r, row);
+      for (int i = 0; i < count; ++i) {
+        if (r >= runs[i].rows) continue;
+        const float* in = row + 4 * runs[i].j0;
+        float* out = ym + runs[i].dst + r * g.out_w;
+        for (int64_t k = 0; k < runs[i].cols; ++k) out[k] = op(in[k] + b);
       }
     }
   }

@@ -2,7 +2,7 @@
 // convs against a naive double-precision reference, through the Conv kernel and called
 // alone: heights and widths that are no multiple of the 4-wide tile (so edge tiles are
 // cut), tile counts that are no multiple of 16 (a partial last B panel), channel counts
-// that are no multiple of the 6-row panel, c past one K block, pads 0, 1 and asymmetric,
+// that are no multiple of the 6-row panel, c past one K block, pads 0 to 3 and asymmetric,
 // batch 1, 2, 3 and 4, every fused activation, with and without bias.
 #include "kernels/cpu/winograd_conv.h"
 
@@ -50,6 +50,7 @@ std::vector<Case> Cases() {
       {"batch 3, no bias", 3, 16, 22, 9, 13, {1, 1, 1, 1}, none, false},
       {"c past one K block", 1, 300, 16, 14, 14, {1, 1, 1, 1}, relu, true},
       {"asymmetric pads", 2, 20, 17, 11, 10, {0, 1, 2, 0}, clip, true},
+      {"pads 2 and 3", 1, 16, 18, 10, 15, {2, 3, 3, 2}, relu, true},
       {"no padding", 1, 18, 25, 19, 26, {0, 0, 0, 0}, hswish, true},
       {"batch 4 of 7x7 (resnet's last stage)", 4, 40, 33, 7, 7, {1, 1, 1, 1}, sigmoid, true},
       {"wide rows", 1, 16, 64, 9, 61, {1, 1, 1, 1}, relu, false},
