@@ -21,6 +21,10 @@ constexpr int64_t kPos = 36;  // positions of a transformed 6 x 6 tile
 constexpr int64_t kMinChannels = 16;
 // Most A rows of a GEMM task (as the direct conv): a K block of them stays in L2.
 constexpr int64_t kMaxTaskPanels = 16;
+// Most bytes of V and M together: a conv's tile panels go through the transforms and
+// GEMMs a chunk at a time, so its scratch (a request's peak memory) stays near the
+// padded input's size, and V and M stay in L2 and L3 (resnet18 b1 layer1: 5 chunks of 3 panels).
+constexpr int64_t kChunkBytes = int64_t{1} << 20;
 // Channels one transform task takes: its 8-tile group's offsets are worked out once.
 constexpr int64_t kChannelsPerTask = 16;
 
@@ -37,6 +41,7 @@ struct Layout {
   int64_t th, tw;     // tiles down and across one image
   int64_t tiles;      // n * th * tw
   int64_t tb;         // 16-tile B panels: ceil(tiles / 16)
+  int64_t cp;         // panels per chunk: V and M hold one chunk's at a time
   int64_t hp, wq;     // padded plane: 4 * th + 2 rows of 4 phases of tw + 1
   int64_t plane;      // hp * wq
   int64_t mp;         // m rounded up to whole A panels
@@ -58,8 +63,9 @@ Layout MakeLayout(const ConvGeometry& g, int64_t n, int64_t c, int64_t m) {
   l.plane = l.hp * l.wq;
   l.mp = RoundUp(m, kPackMr);
   l.xp = RoundUp(n * c * l.plane + kXpSlack, 16);
-  l.v = kPos * l.tb * kPackNr * c;
-  l.mb = kPos * l.tb * kPackNr * l.mp;
+  l.cp = std::clamp<int64_t>(kChunkBytes / (kPos * kPackNr * (c + l.mp) * 4), 1, l.tb);
+  l.v = kPos * l.cp * kPackNr * c;
+  l.mb = kPos * l.cp * kPackNr * l.mp;
   return l;
 }
 
@@ -149,9 +155,9 @@ typedef int32_t V8i __attribute__((vector_size(32)));
 // V for 8-tile group g and channels [c0, c1): V holds, per position p and 16-tile panel
 // b, a c x 16 B panel at (p * tb + b) * c * 16.
 NDS_CPU_CLONES
-void InputTransform(const Layout& l, int64_t c, const float* xp, int64_t g, int64_t c0, int64_t c1,
-                    float* v) {
-  const int64_t panel = g / 2, lane0 = (g % 2) * 8, pstride = l.tb * c * kPackNr;
+void InputTransform(const Layout& l, int64_t c, const float* xp, int64_t g, int64_t pb0, int64_t c0,
+                    int64_t c1, float* v) {
+  const int64_t panel = g / 2 - pb0, lane0 = (g % 2) * 8, pstride = l.cp * c * kPackNr;
   if (g * 8 >= l.tiles) {  // the empty half of the last panel: zeros for the GEMMs
     for (int64_t p = 0; p < kPos; ++p) {
       for (int64_t ci = c0; ci < c1; ++ci)
@@ -197,8 +203,8 @@ void GemmTask(const Layout& l, const PackedMatrix& u, int64_t c, const float* v,
   for (int64_t k0 = 0; k0 < c; k0 += kPackKc) {
     const int64_t kb = std::min(kPackKc, c - k0);
     for (int64_t b = b0; b < b1; ++b) {
-      const float* bp = v + ((p * l.tb + b) * c + k0) * kPackNr;
-      float* out = mbuf + (p * l.tb + b) * l.mp * kPackNr;
+      const float* bp = v + ((p * l.cp + b) * c + k0) * kPackNr;
+      float* out = mbuf + (p * l.cp + b) * l.mp * kPackNr;
       for (int64_t i = i0; i < i1; i += kPackMr) {
         MicroKernel(
             kb, u.Panel(k0, kb, p * l.mp + i), [&](int64_t r) { return bp + r * kPackNr; },
@@ -233,8 +239,8 @@ template <typename Op>
 __attribute__((always_inline)) inline void OutputTransformOp(const ConvGeometry& g, const Layout& l,
                                                              int64_t m, const float* mbuf,
                                                              const float* bias, int64_t grp,
-                                                             int64_t m0, int64_t m1, float* y,
-                                                             Op op) {
+                                                             int64_t pb0, int64_t m0, int64_t m1,
+                                                             float* y, Op op) {
   const int64_t panel = grp / 2, lane0 = (grp % 2) * 8, per_image = l.th * l.tw;
   struct Run {
     int64_t j0, dst, rows, cols;  // first lane, Y offset at channel 0, valid rows, floats
@@ -249,11 +255,11 @@ __attribute__((always_inline)) inline void OutputTransformOp(const ConvGeometry&
     }
     runs[count - 1].cols = std::min(g.out_w, ow + 4) - (ow - 4 * (j - runs[count - 1].j0));
   }
-  const int64_t pstride = l.tb * l.mp * kPackNr;
+  const int64_t pstride = l.cp * l.mp * kPackNr;
   V8 mv[kPos], t[24], ov[16];
   alignas(32) float row[32];
   for (int64_t mi = m0; mi < m1; ++mi) {
-    const float* src = mbuf + (panel * l.mp + mi) * kPackNr + lane0;
+    const float* src = mbuf + ((panel - pb0) * l.mp + mi) * kPackNr + lane0;
     for (int64_t p = 0; p < kPos; ++p) mv[p] = *At(src + p * pstride);
     // mv[r * 6 + q]: columns first (A^T M), then rows; t[i * 6 + q] = row i of A^T M.
     for (int64_t q = 0; q < 6; ++q) OutputRows(mv + q, 6, t + q, 6);
@@ -275,19 +281,19 @@ __attribute__((always_inline)) inline void OutputTransformOp(const ConvGeometry&
 
 NDS_CPU_CLONES
 void OutputTransform(const ConvGeometry& g, const Layout& l, int64_t m, const float* mbuf,
-                     const float* bias, const ConvEpilogue& act, int64_t grp, int64_t m0,
-                     int64_t m1, float* y) {
+                     const float* bias, const ConvEpilogue& act, int64_t grp, int64_t pb0,
+                     int64_t m0, int64_t m1, float* y) {
   switch (act.kind) {
     case ConvActivation::kNone:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, m0, m1, y, Identity());
+      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, Identity());
     case ConvActivation::kRelu:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, m0, m1, y, ReluOp());
+      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, ReluOp());
     case ConvActivation::kClip:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, m0, m1, y, ClipOp{act.lo, act.hi});
+      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, ClipOp{act.lo, act.hi});
     case ConvActivation::kHardSwish:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, m0, m1, y, HardSwishOp());
+      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, HardSwishOp());
     case ConvActivation::kSigmoid:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, m0, m1, y, SigmoidOp());
+      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, SigmoidOp());
   }
 }
 
@@ -365,44 +371,47 @@ void WinogradConv(const ConvGeometry& g, const PackedMatrix& u, int64_t n, int64
               });
   std::fill(xp + n * c * l.plane, xp + l.xp, 0.0f);
 
-  // Tasks take whole 16-tile panels, never one 8-tile half: the two halves of a panel
-  // share every 64-byte line of V (and of M), which two threads writing at once would
-  // pass back and forth.
   const int64_t c_tasks = CeilDiv(c, kChannelsPerTask);
-  ParallelFor(l.tb * c_tasks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t panel = t / c_tasks, c0 = (t % c_tasks) * kChannelsPerTask;
-      const int64_t c1 = std::min(c, c0 + kChannelsPerTask);
-      InputTransform(l, c, xp, 2 * panel, c0, c1, v);
-      InputTransform(l, c, xp, 2 * panel + 1, c0, c1, v);
-    }
-  });
-
-  // Positions x M blocks x runs of B panels; runs are cut only when there are fewer
-  // tasks than four per thread.
   const int64_t panels = CeilDiv(m, kPackMr);
   const int64_t m_tasks = CeilDiv(panels, kMaxTaskPanels);
   const int64_t mb = CeilDiv(panels, m_tasks) * kPackMr;
-  const int64_t b_tasks = std::clamp<int64_t>(CeilDiv(4 * threads, kPos * m_tasks), 1, l.tb);
-  const int64_t bt = CeilDiv(l.tb, b_tasks);
-  ParallelFor(kPos * m_tasks * b_tasks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t p = t / (m_tasks * b_tasks), r = t % (m_tasks * b_tasks);
-      const int64_t i0 = (r / b_tasks) * mb, b0 = (r % b_tasks) * bt;
-      GemmTask(l, u, c, v, p, i0, std::min(l.mp, i0 + mb), b0, std::min(l.tb, b0 + bt), mbuf);
-    }
-  });
-
   const int64_t m_chunks = CeilDiv(m, kChannelsPerTask);
-  ParallelFor(l.tb * m_chunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t panel = t / m_chunks, m0 = (t % m_chunks) * kChannelsPerTask;
-      const int64_t m1 = std::min(m, m0 + kChannelsPerTask);
-      for (int64_t grp = 2 * panel; grp < 2 * panel + 2 && grp * 8 < l.tiles; ++grp) {
-        OutputTransform(g, l, m, mbuf, bias, act, grp, m0, m1, y);
+  for (int64_t pb0 = 0; pb0 < l.tb; pb0 += l.cp) {
+    const int64_t nb = std::min(l.cp, l.tb - pb0);
+    // Tasks take whole 16-tile panels, never one 8-tile half: the two halves of a panel
+    // share every 64-byte line of V (and of M), which two threads writing at once would
+    // pass back and forth.
+    ParallelFor(nb * c_tasks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t panel = pb0 + t / c_tasks, c0 = (t % c_tasks) * kChannelsPerTask;
+        const int64_t c1 = std::min(c, c0 + kChannelsPerTask);
+        InputTransform(l, c, xp, 2 * panel, pb0, c0, c1, v);
+        InputTransform(l, c, xp, 2 * panel + 1, pb0, c0, c1, v);
       }
-    }
-  });
+    });
+
+    // Positions x M blocks x runs of B panels; runs are cut only when there are fewer
+    // tasks than four per thread.
+    const int64_t b_tasks = std::clamp<int64_t>(CeilDiv(4 * threads, kPos * m_tasks), 1, nb);
+    const int64_t bt = CeilDiv(nb, b_tasks);
+    ParallelFor(kPos * m_tasks * b_tasks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t p = t / (m_tasks * b_tasks), r = t % (m_tasks * b_tasks);
+        const int64_t i0 = (r / b_tasks) * mb, b0 = (r % b_tasks) * bt;
+        GemmTask(l, u, c, v, p, i0, std::min(l.mp, i0 + mb), b0, std::min(nb, b0 + bt), mbuf);
+      }
+    });
+
+    ParallelFor(nb * m_chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t panel = pb0 + t / m_chunks, m0 = (t % m_chunks) * kChannelsPerTask;
+        const int64_t m1 = std::min(m, m0 + kChannelsPerTask);
+        for (int64_t grp = 2 * panel; grp < 2 * panel + 2 && grp * 8 < l.tiles; ++grp) {
+          OutputTransform(g, l, m, mbuf, bias, act, grp, pb0, m0, m1, y);
+        }
+      }
+    });
+  }
 }
 
 }  // namespace ndserve::kernels::cpu

@@ -3,7 +3,8 @@
 // alone: heights and widths that are no multiple of the 4-wide tile (so edge tiles are
 // cut), tile counts that are no multiple of 16 (a partial last B panel), channel counts
 // that are no multiple of the 6-row panel, c past one K block, pads 0 to 3 and asymmetric,
-// batch 1, 2, 3 and 4, every fused activation, with and without bias.
+// batch 1, 2, 3 and 4, more tile panels than one chunk holds, every fused activation,
+// with and without bias.
 #include "kernels/cpu/winograd_conv.h"
 
 #include <algorithm>
@@ -54,6 +55,7 @@ std::vector<Case> Cases() {
       {"no padding", 1, 18, 25, 19, 26, {0, 0, 0, 0}, hswish, true},
       {"batch 4 of 7x7 (resnet's last stage)", 4, 40, 33, 7, 7, {1, 1, 1, 1}, sigmoid, true},
       {"wide rows", 1, 16, 64, 9, 61, {1, 1, 1, 1}, relu, false},
+      {"several chunks of panels", 2, 64, 70, 30, 29, {1, 1, 1, 1}, relu, true},
   };
 }
 
