@@ -21,10 +21,12 @@ constexpr int64_t kPos = 36;  // positions of a transformed 6 x 6 tile
 constexpr int64_t kMinChannels = 16;
 // Most A rows of a GEMM task (as the direct conv): a K block of them stays in L2.
 constexpr int64_t kMaxTaskPanels = 16;
-// Most bytes of V and M together: a conv's tile panels go through the transforms and
-// GEMMs a chunk at a time, so its scratch (a request's peak memory) stays near the
-// padded input's size, and V and M stay in L2 and L3 (resnet18 b1 layer1: 5 chunks of 3 panels).
-constexpr int64_t kChunkBytes = int64_t{1} << 20;
+// V and M hold a chunk of tile panels at a time, at least this many bytes of them
+// (resnet18 b1 layer1: 3 chunks of 6 panels), so a request's peak memory does not grow
+// by the whole conv's V and M; a chunk also takes at least twice the padded input's
+// bytes and twice U's, so the chunks' ParallelFor joins and their reads of U stay few
+// (resnet18 b8: layer1 in 3 chunks, the deeper layers in 1 or 2).
+constexpr int64_t kChunkBytes = int64_t{2} << 20;
 // Channels one transform task takes: its 8-tile group's offsets are worked out once.
 constexpr int64_t kChannelsPerTask = 16;
 
@@ -63,7 +65,8 @@ Layout MakeLayout(const ConvGeometry& g, int64_t n, int64_t c, int64_t m) {
   l.plane = l.hp * l.wq;
   l.mp = RoundUp(m, kPackMr);
   l.xp = RoundUp(n * c * l.plane + kXpSlack, 16);
-  l.cp = std::clamp<int64_t>(kChunkBytes / (kPos * kPackNr * (c + l.mp) * 4), 1, l.tb);
+  const int64_t budget = std::max({kChunkBytes, 2 * 4 * kPos * l.mp * c, 2 * 4 * l.xp});
+  l.cp = std::clamp<int64_t>(budget / (kPos * kPackNr * (c + l.mp) * 4), 1, l.tb);
   l.v = kPos * l.cp * kPackNr * c;
   l.mb = kPos * l.cp * kPackNr * l.mp;
   return l;
