@@ -5,15 +5,15 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/conv_micro_kernel.h"
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch_slots.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
 
-using conv_micro::MicroKernel;
+using micro::MicroKernel;
 
 // Most A rows of one task: 16 panels, so a K block of them (96 KB) stays in L2 while
 // the task's tiles pass, and the task's C buffer stays small.
@@ -185,7 +185,7 @@ void RunTask(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, floa
       for (int64_t i = m0; i < m1; i += kPackMr) {
         MicroKernel(
             kb, p.w->Panel(k0, kb, i), [&](int64_t r) { return x + off[r]; },
-            ct + (i - m0) * kPackNr, k0 > 0);
+            ct + (i - m0) * kPackNr, kPackNr, k0 > 0);
       }
     }
   }

@@ -4,16 +4,16 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/conv_micro_kernel.h"
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
 
-using conv_micro::At;
-using conv_micro::MicroKernel;
-using conv_micro::V8;
+using micro::At;
+using micro::MicroKernel;
+using micro::V8;
 
 constexpr int64_t kPos = 36;  // positions of a transformed 6 x 6 tile
 // Fewest channels (in and out) for a Winograd packing: below them the transforms,
@@ -211,7 +211,7 @@ void GemmTask(const Layout& l, const PackedMatrix& u, int64_t c, const float* v,
       for (int64_t i = i0; i < i1; i += kPackMr) {
         MicroKernel(
             kb, u.Panel(k0, kb, p * l.mp + i), [&](int64_t r) { return bp + r * kPackNr; },
-            out + i * kPackNr, k0 > 0);
+            out + i * kPackNr, kPackNr, k0 > 0);
       }
     }
   }

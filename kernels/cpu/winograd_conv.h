@@ -8,7 +8,7 @@
 // GEMM M_p [m x tiles] = U_p [m x c] x V_p [c x tiles]: U is transformed and packed once
 // at load as PackedGemm's A side (36 blocks of round_up(m, 6) rows x c), V is the input
 // transform laid out as 16-tile B panels, and the GEMMs run PackedGemm's micro-kernel
-// (conv_micro_kernel.h). Bias and the fused activation are applied in the output
+// (micro_kernel_6x16.h). Bias and the fused activation are applied in the output
 // transform. U is 36/9 = 4x W's floats, so the direct conv keeps its own packing and
 // takes the calls with too few tiles to pay for reading U (docs/design.md §4.4.2).
 
