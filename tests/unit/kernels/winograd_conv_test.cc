@@ -59,24 +59,36 @@ std::vector<Case> Cases() {
   };
 }
 
-ConvAttrs AttrsOf(const Case& k) {
+// A case's random X, W and bias (seeds from `seed`), its attrs and geometry.
+struct Inputs {
+  HostTensor x, w, b;
   ConvAttrs a;
-  a.pads = k.pads;
-  a.activation = k.act;
-  return a;
+  ConvGeometry g;
+};
+
+Inputs MakeInputs(const Case& k, uint32_t seed) {
+  Inputs in{RandomTensor({k.n, k.c, k.h, k.w}, seed),
+            RandomTensor({k.m, k.c, 3, 3}, seed + 1, -0.2f, 0.2f),
+            RandomTensor({k.m}, seed + 2),
+            {},
+            {}};
+  in.a.pads = k.pads;
+  in.a.activation = k.act;
+  const Shape xs = in.x.shape, ws = in.w.shape;
+  const auto g =
+      MakeConvGeometry("Conv", in.a, ShapeSpan(xs).subspan(2), ShapeSpan(ws).subspan(2), false);
+  EXPECT_TRUE(g.ok()) << k.name << ": " << g.status();
+  if (g.ok()) in.g = *g;
+  return in;
 }
 
 TEST(WinogradConvTest, ConvTakesItAndMatchesNaive) {
   uint32_t seed = 4100;
   for (const Case& k : Cases()) {
-    const HostTensor x = RandomTensor({k.n, k.c, k.h, k.w}, ++seed);
-    const HostTensor w = RandomTensor({k.m, k.c, 3, 3}, ++seed, -0.2f, 0.2f);
-    const HostTensor b = RandomTensor({k.m}, ++seed);
-    const ConvAttrs a = AttrsOf(k);
-    const Shape xs = x.shape, ws = w.shape;
-    const auto g =
-        MakeConvGeometry("Conv", a, ShapeSpan(xs).subspan(2), ShapeSpan(ws).subspan(2), false);
-    ASSERT_TRUE(g.ok()) << k.name << ": " << g.status();
+    const Inputs in = MakeInputs(k, seed += 3);
+    const HostTensor &x = in.x, &w = in.w, &b = in.b;
+    const ConvAttrs& a = in.a;
+    const ConvGeometry* g = &in.g;
     TensorView wv{const_cast<uint8_t*>(w.bytes.data()), w.dtype, w.shape, Device::Cpu()};
     const auto packed = cpu::PackNodeWeight(OpKind::kConv, a, wv);
     ASSERT_NE(packed, nullptr) << k.name;
@@ -84,9 +96,9 @@ TEST(WinogradConvTest, ConvTakesItAndMatchesNaive) {
     ASSERT_TRUE(cpu::WinogradConvSuits(*g, *packed->winograd(), k.n, k.c, k.m)) << k.name;
     DeviceRunner runner(Device::Cpu());
     runner.set_packed_weight(packed.get());
-    std::vector<HostTensor> in = {x, w};
-    if (k.bias) in.push_back(b);
-    const auto got = runner.Run(OpKind::kConv, in, a, 1);
+    std::vector<HostTensor> args = {x, w};
+    if (k.bias) args.push_back(b);
+    const auto got = runner.Run(OpKind::kConv, args, a, 1);
     ASSERT_TRUE(got.ok()) << k.name << ": " << got.status();
     const HostTensor want = NaiveConv2d(x, w, k.bias ? b.Values<float>() : std::vector<float>{},
                                         {1, 1}, {1, 1}, k.pads, k.act);
@@ -105,14 +117,9 @@ TEST(WinogradConvTest, ReadsNoScratchItDidNotWrite) {
   cases.push_back({"one tile", 1, 3, 2, 3, 3, {1, 1, 1, 1}, {}, true});
   cases.push_back({"4 tiles", 1, 9, 13, 7, 7, {1, 1, 1, 1}, {}, false});
   for (const Case& k : cases) {
-    const HostTensor x = RandomTensor({k.n, k.c, k.h, k.w}, ++seed);
-    const HostTensor w = RandomTensor({k.m, k.c, 3, 3}, ++seed, -0.2f, 0.2f);
-    const HostTensor b = RandomTensor({k.m}, ++seed);
-    const ConvAttrs a = AttrsOf(k);
-    const Shape xs = x.shape, ws = w.shape;
-    const auto g =
-        MakeConvGeometry("Conv", a, ShapeSpan(xs).subspan(2), ShapeSpan(ws).subspan(2), false);
-    ASSERT_TRUE(g.ok()) << k.name;
+    const Inputs in = MakeInputs(k, seed += 3);
+    const HostTensor &x = in.x, &w = in.w, &b = in.b;
+    const ConvGeometry* g = &in.g;
     const std::vector<float> wf = w.Values<float>(), xf = x.Values<float>(), bf = b.Values<float>();
     const auto u = cpu::PackWinogradWeight(wf.data(), k.m, k.c);
     std::vector<float> scratch(cpu::WinogradConvScratchFloats(*g, k.n, k.c, k.m),
