@@ -9,6 +9,7 @@
 // copy into Y with bias and Relu; the packed GEMM's rows leave out im2col and the
 // epilogue, so they are a lower bound on the im2col path's time.
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -17,6 +18,7 @@
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/winograd_conv.h"
 #include "kernels/dispatch.h"
 #include "kernels/gpu_resources.h"
 #include "memory/cuda_allocator.h"
@@ -192,6 +194,50 @@ void DirectConvShapes(benchmark::internal::Benchmark* b) {
   b->Args({64, 56, 128, 3, 2})->Args({128, 28, 256, 3, 2})->Args({256, 14, 512, 3, 2});
 }
 
+// A 3x3 stride-1 pad-1 conv of N images of C x H x H into M channels (bias, fused Relu)
+// by the direct conv (winograd 0) or the Winograd conv (1). GFLOP/s counts the direct
+// conv's multiply-adds for both, so the two columns compare as speeds.
+void BM_Conv3x3(benchmark::State& state) {
+  const int64_t c = state.range(0), h = state.range(1), m = state.range(2);
+  const int64_t n = state.range(3);
+  const bool winograd = state.range(4) != 0;
+  ConvAttrs a;
+  a.pads = {1, 1, 1, 1};
+  a.activation.kind = ConvActivation::kRelu;
+  const int64_t xs[] = {h, h}, ks[] = {3, 3};
+  const ConvGeometry g = *MakeConvGeometry("Conv", a, xs, ks, false);
+  const int64_t kk = c * 9;
+  std::vector<float> w = Filled(m * kk, 0.01f), x = Filled(n * c * h * h, 0.25f), bias(m, 0.5f);
+  std::vector<float> y(n * m * g.out_plane());
+  const cpu::PackedMatrix packed = cpu::PackedMatrix::Pack(
+      cpu::PackedMatrix::Side::kA, cpu::MatrixRef{w.data(), kk, false}, m, kk);
+  const auto u = cpu::PackWinogradWeight(w.data(), m, c);
+  std::vector<float> scratch(winograd ? cpu::WinogradConvScratchFloats(g, n, c, m)
+                                      : cpu::DirectConvScratchFloats(g, n, c, m));
+  for (auto _ : state) {
+    if (winograd) {
+      cpu::WinogradConv(g, *u, n, c, m, x.data(), bias.data(), a.activation, scratch.data(),
+                        y.data());
+    } else {
+      cpu::DirectConv(g, packed, n, c, m, x.data(), bias.data(), a.activation, scratch.data(),
+                      y.data());
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, m, n * g.out_plane(), kk);
+}
+
+// resnet18's 3x3 stride-1 convs at batch 1 and 8, each by both kernels.
+void Conv3x3Shapes(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  for (int64_t n : {1, 8}) {
+    for (const auto& [c, h] : {std::pair<int64_t, int64_t>{64, 56}, {128, 28}, {256, 14},
+                               {512, 7}}) {
+      for (int64_t wino : {0, 1}) b->Args({c, h, c, n, wino});
+    }
+  }
+}
+
 // PointwiseShapes as C, H, M, 1, 1 (DirectConvSuits turns these down; here to compare).
 void DirectPointwiseShapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
@@ -212,6 +258,7 @@ BENCHMARK_CAPTURE(BM_DispatchGemm, cuda, Device::Cuda(0))->Apply(Shapes);
 BENCHMARK(BM_FmaPeak)->UseRealTime();
 BENCHMARK(BM_PackedConvGemm)->Apply(ConvShapes);
 BENCHMARK(BM_DirectConv)->Apply(DirectConvShapes);
+BENCHMARK(BM_Conv3x3)->Apply(Conv3x3Shapes);
 BENCHMARK(BM_PackedConvGemm)->Apply(PointwiseShapes)->Name("BM_PackedConvGemm/pointwise");
 BENCHMARK(BM_DirectConv)->Apply(DirectPointwiseShapes)->Name("BM_DirectConv/pointwise");
 

@@ -10,7 +10,8 @@
 // are PackedGemm's instead (packed_gemm.h), on ParallelFor's threads, with bias and
 // activation applied per finished tile block (docs/design.md §4.4); and a packed conv
 // that is not pointwise skips im2col and the fold altogether: the direct conv
-// (direct_conv.h) reads the padded image in place (docs/design.md §4.4.1).
+// (direct_conv.h) reads the padded image in place (docs/design.md §4.4.1), or, for a 3x3
+// stride-1 conv with a Winograd packing and enough tiles, winograd_conv.h (§4.4.2).
 // ConvTranspose: col = W_g^T x_g by GEMM, then col2im scatters and accumulates col into Y.
 #include <cblas.h>
 
@@ -27,6 +28,7 @@
 #include "kernels/cpu/direct_conv.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/winograd_conv.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -285,6 +287,13 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   // which reads the image in place and needs neither im2col nor the fold below.
   if (const PackedMatrix* packed = k > 0 ? PackedConvWeight(ctx, groups, m, k) : nullptr;
       packed != nullptr && DirectConvSuits(g, c)) {
+    if (const PackedMatrix* u = packed->winograd();
+        u != nullptr && WinogradConvSuits(g, *u, n, c, m)) {
+      NDS_ASSIGN_OR_RETURN(float* scratch,
+                           Scratch("Conv", ctx, WinogradConvScratchFloats(g, n, c, m)));
+      WinogradConv(g, *u, n, c, m, x, bias, act, scratch, y);
+      return absl::OkStatus();
+    }
     NDS_ASSIGN_OR_RETURN(float* scratch,
                          Scratch("Conv", ctx, DirectConvScratchFloats(g, n, c, m)));
     DirectConv(g, *packed, n, c, m, x, bias, act, scratch, y);

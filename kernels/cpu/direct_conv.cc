@@ -6,19 +6,14 @@
 #include <vector>
 
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch_slots.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
 
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
-
-inline const V8u* At(const float* p) { return reinterpret_cast<const V8u*>(p); }
-inline V8u* At(float* p) { return reinterpret_cast<V8u*>(p); }
-// One vbroadcastss (see packed_gemm.cc on why not V8{} + x).
-#define NDS_SPLAT(x) (V8{(x), (x), (x), (x), (x), (x), (x), (x)})
+using micro::MicroKernel;
 
 // Most A rows of one task: 16 panels, so a K block of them (96 KB) stays in L2 while
 // the task's tiles pass, and the task's C buffer stays small.
@@ -131,45 +126,6 @@ void PadChannel(const ConvGeometry& g, const Layout& l, const float* x, float* x
   std::fill(xp + used, xp + l.chan, 0.0f);
 }
 
-// The 6 x 16 tile c (rows 16 floats apart) = (accumulate ? c : 0) + a panel x B over kb
-// rows of K, row k of B at x + off[k]: PackedGemm's micro-kernel with B read in place.
-__attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* a, const float* x,
-                                                       const int32_t* off, float* c,
-                                                       bool accumulate) {
-  V8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
-  V8 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
-  for (int64_t k = 0; k < kb; ++k, a += kPackMr) {
-    const float* b = x + off[k];
-    const V8 b0 = *At(b), b1 = *At(b + 8);
-    V8 v = NDS_SPLAT(a[0]);
-    c00 += v * b0;
-    c01 += v * b1;
-    v = NDS_SPLAT(a[1]);
-    c10 += v * b0;
-    c11 += v * b1;
-    v = NDS_SPLAT(a[2]);
-    c20 += v * b0;
-    c21 += v * b1;
-    v = NDS_SPLAT(a[3]);
-    c30 += v * b0;
-    c31 += v * b1;
-    v = NDS_SPLAT(a[4]);
-    c40 += v * b0;
-    c41 += v * b1;
-    v = NDS_SPLAT(a[5]);
-    c50 += v * b0;
-    c51 += v * b1;
-  }
-  if (accumulate) {
-    c00 += *At(c), c01 += *At(c + 8), c10 += *At(c + 16), c11 += *At(c + 24);
-    c20 += *At(c + 32), c21 += *At(c + 40), c30 += *At(c + 48), c31 += *At(c + 56);
-    c40 += *At(c + 64), c41 += *At(c + 72), c50 += *At(c + 80), c51 += *At(c + 88);
-  }
-  *At(c) = c00, *At(c + 8) = c01, *At(c + 16) = c10, *At(c + 24) = c11;
-  *At(c + 32) = c20, *At(c + 40) = c21, *At(c + 48) = c30, *At(c + 56) = c31;
-  *At(c + 64) = c40, *At(c + 72) = c41, *At(c + 80) = c50, *At(c + 88) = c51;
-}
-
 struct Call {
   const ConvGeometry* g;
   const Layout* l;
@@ -227,7 +183,9 @@ void RunTask(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, floa
       const float* x = p.xp + img * p.l->image + n0;
       float* ct = cbuf + (t - t0) * rows * kPackNr;
       for (int64_t i = m0; i < m1; i += kPackMr) {
-        MicroKernel(kb, p.w->Panel(k0, kb, i), x, off, ct + (i - m0) * kPackNr, k0 > 0);
+        MicroKernel(
+            kb, p.w->Panel(k0, kb, i), [&](int64_t r) { return x + off[r]; },
+            ct + (i - m0) * kPackNr, kPackNr, k0 > 0);
       }
     }
   }

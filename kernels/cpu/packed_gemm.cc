@@ -3,25 +3,15 @@
 #include <algorithm>
 
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch_slots.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
 
-// Eight floats as one value (GCC vector extension), as in row_gemm.cc: an AVX register in
-// the x86-64-v3 clone, two SSE registers in the baseline one.
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
-
-// Only pointers to vectors cross function boundaries (a vector passed by value has
-// different ABIs with and without AVX).
-inline const V8u* At(const float* p) { return reinterpret_cast<const V8u*>(p); }
-inline V8u* At(float* p) { return reinterpret_cast<V8u*>(p); }
-// x in every lane: one vbroadcastss from memory. (V8{} + x adds 0.0f first, which is no
-// identity for -0.0f, so GCC keeps a scalar add in front of every broadcast: half the
-// micro-kernel's speed.)
-#define NDS_SPLAT(x) (V8{(x), (x), (x), (x), (x), (x), (x), (x)})
+using micro::At;
+using micro::MicroKernel;
 
 // The streamed operand's slab per task: with the packed operand on the A side, up to
 // kSlabCols columns of B (a K block of them is 192 KB, held in L2 while every A panel
@@ -88,50 +78,6 @@ __attribute__((always_inline)) inline void PackBPanels(MatrixRef src, int64_t c0
   }
 }
 
-// The 6 x 16 tile: c (row stride ldc) = (accumulate ? c : 0) + a panel x b panel over kb.
-// Twelve accumulators, two B vectors and one broadcast A value: 15 of AVX2's 16
-// registers, two FMAs per B load.
-__attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* a, const float* b,
-                                                       float* c, int64_t ldc, bool accumulate) {
-  V8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
-  V8 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
-  for (int64_t k = 0; k < kb; ++k, a += kPackMr, b += kPackNr) {
-    const V8 b0 = *At(b), b1 = *At(b + 8);
-    V8 x = NDS_SPLAT(a[0]);
-    c00 += x * b0;
-    c01 += x * b1;
-    x = NDS_SPLAT(a[1]);
-    c10 += x * b0;
-    c11 += x * b1;
-    x = NDS_SPLAT(a[2]);
-    c20 += x * b0;
-    c21 += x * b1;
-    x = NDS_SPLAT(a[3]);
-    c30 += x * b0;
-    c31 += x * b1;
-    x = NDS_SPLAT(a[4]);
-    c40 += x * b0;
-    c41 += x * b1;
-    x = NDS_SPLAT(a[5]);
-    c50 += x * b0;
-    c51 += x * b1;
-  }
-  if (accumulate) {
-    c00 += *At(c), c01 += *At(c + 8);
-    c10 += *At(c + ldc), c11 += *At(c + ldc + 8);
-    c20 += *At(c + 2 * ldc), c21 += *At(c + 2 * ldc + 8);
-    c30 += *At(c + 3 * ldc), c31 += *At(c + 3 * ldc + 8);
-    c40 += *At(c + 4 * ldc), c41 += *At(c + 4 * ldc + 8);
-    c50 += *At(c + 5 * ldc), c51 += *At(c + 5 * ldc + 8);
-  }
-  *At(c) = c00, *At(c + 8) = c01;
-  *At(c + ldc) = c10, *At(c + ldc + 8) = c11;
-  *At(c + 2 * ldc) = c20, *At(c + 2 * ldc + 8) = c21;
-  *At(c + 3 * ldc) = c30, *At(c + 3 * ldc + 8) = c31;
-  *At(c + 4 * ldc) = c40, *At(c + 4 * ldc + 8) = c41;
-  *At(c + 5 * ldc) = c50, *At(c + 5 * ldc + 8) = c51;
-}
-
 struct Product {
   const PackedMatrix* packed;
   MatrixRef other;
@@ -163,8 +109,10 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
         const float* bp = packed_a ? slab + (j - n0) * kb : p.packed->Panel(k0, kb, j);
         const int64_t cols = std::min(kPackNr, n1 - j);
         float* ct = p.c + i * p.ldc + j;
+        // B's rows are its panel's, 16 floats apart.
+        const auto brow = [bp](int64_t k) { return bp + k * kPackNr; };
         if (rows == kPackMr && cols == kPackNr) {
-          MicroKernel(kb, ap, bp, ct, p.ldc, accumulate);
+          MicroKernel(kb, ap, brow, ct, p.ldc, accumulate);
           continue;
         }
         // An edge tile: through a full-size copy, so the kernel never reads or writes
@@ -174,7 +122,7 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
             std::copy(ct + r * p.ldc, ct + r * p.ldc + cols, edge + r * kPackNr);
           }
         }
-        MicroKernel(kb, ap, bp, edge, kPackNr, accumulate);
+        MicroKernel(kb, ap, brow, edge, kPackNr, accumulate);
         for (int64_t r = 0; r < rows; ++r) {
           std::copy(edge + r * kPackNr, edge + r * kPackNr + cols, ct + r * p.ldc);
         }
@@ -205,6 +153,11 @@ PackedMatrix PackedMatrix::Pack(Side side, MatrixRef src, int64_t rows, int64_t 
     }
   }
   return p;
+}
+
+int64_t PackedMatrix::bytes() const {
+  return static_cast<int64_t>(data_.size() * sizeof(float)) +
+         (winograd_ != nullptr ? winograd_->bytes() : 0);
 }
 
 const float* PackedMatrix::Panel(int64_t k0, int64_t kb, int64_t index) const {

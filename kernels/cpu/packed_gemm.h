@@ -18,6 +18,8 @@
 // FMA and for baseline x86-64 and picked at load (isa_clones.h). Reentrant.
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -50,7 +52,12 @@ class PackedMatrix {
   Side side() const { return side_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
-  int64_t bytes() const { return static_cast<int64_t>(data_.size() * sizeof(float)); }
+  // Its floats and its Winograd companion's.
+  int64_t bytes() const;
+  // A conv W's second packing for 3x3 stride-1 convs (winograd_conv.h), made at load
+  // beside this one, or null.
+  const PackedMatrix* winograd() const { return winograd_.get(); }
+  void set_winograd(std::unique_ptr<const PackedMatrix> w) { winograd_ = std::move(w); }
   // The panel of K block [k0, k0 + kb) that holds row (A) or column (B) `index`.
   const float* Panel(int64_t k0, int64_t kb, int64_t index) const;
 
@@ -59,6 +66,7 @@ class PackedMatrix {
   int64_t rows_ = 0, cols_ = 0;
   int64_t padded_ = 0;  // M or N rounded up to whole panels
   std::vector<float> data_;
+  std::unique_ptr<const PackedMatrix> winograd_;
 };
 
 // Called once per finished block of C, rows [r0, r1) and columns [c0, c1), after its

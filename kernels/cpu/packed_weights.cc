@@ -2,6 +2,8 @@
 
 #include <variant>
 
+#include "kernels/cpu/winograd_conv.h"
+
 namespace ndserve::kernels::cpu {
 
 int PackableWeightInput(OpKind op, const OpAttrs& attrs) {
@@ -35,8 +37,12 @@ std::unique_ptr<PackedMatrix> PackNodeWeight(OpKind op, const OpAttrs& attrs,
   if (op == OpKind::kConv) {
     if (s.size() < 3) return nullptr;
     const int64_t m = s[0], k = weight.numel() / m;
-    return std::make_unique<PackedMatrix>(
+    auto packed = std::make_unique<PackedMatrix>(
         PackedMatrix::Pack(PackedMatrix::Side::kA, MatrixRef{w, k, false}, m, k));
+    if (s.size() == 4 && WinogradWeightSuits(std::get<ConvAttrs>(attrs), m, s[1], s[2], s[3])) {
+      packed->set_winograd(PackWinogradWeight(w, m, s[1]));
+    }
+    return packed;
   }
   if (s.size() != 2) return nullptr;
   const bool trans = op == OpKind::kGemm && std::get<GemmAttrs>(attrs).trans_b;

@@ -20,7 +20,8 @@ namespace ndserve::kernels::cpu {
 int PackableWeightInput(OpKind op, const OpAttrs& attrs);
 
 // `weight` (host FP32, the node's input PackableWeightInput) packed the way the node's
-// kernel reads it: Conv W [M, C, kh, kw] as the A side (M x C*kh*kw), Gemm B ([K, N], or
+// kernel reads it: Conv W [M, C, kh, kw] as the A side (M x C*kh*kw), with a Winograd
+// packing beside it where WinogradWeightSuits (winograd_conv.h), Gemm B ([K, N], or
 // [N, K] with transB) and a rank-2 MatMul B as the B side. Null when the weight does not
 // suit (another dtype or rank).
 std::unique_ptr<PackedMatrix> PackNodeWeight(OpKind op, const OpAttrs& attrs,
