@@ -162,18 +162,21 @@ void ActivateBand(const ConvEpilogue& e, float* y, int64_t channels, int64_t pla
   for (int64_t ch = 0; ch < channels; ++ch) Activate(e, y + ch * plane + offset, len);
 }
 
-// y[r][c0, c1) = act(y + bias[r]) for rows [r0, r1), rows ldc apart: PackedGemm's
-// epilogue, on a block of C it has just finished.
-void BiasActivateBlock(const ConvEpilogue& e, const float* bias, float* y, int64_t ldc, int64_t r0,
-                       int64_t r1, int64_t c0, int64_t c1) {
-  for (int64_t r = r0; r < r1; ++r) {
-    float* row = y + r * ldc + c0;
-    if (bias != nullptr) {
-      const float b = bias[r];
-      for (int64_t j = 0; j < c1 - c0; ++j) row[j] += b;
-    }
-    Activate(e, row, c1 - c0);
-  }
+// The bias and the activation PackedGemm's micro-kernel applies to each tile before
+// storing it: every activation but Sigmoid (LateActivateBlock's).
+PackedRowOutput InKernelOutput(const ConvEpilogue& e, const float* bias) {
+  PackedRowOutput out;
+  out.bias = bias;
+  if (PackedRowOutput::FusesActivation(e.kind)) out.act = e;
+  return out;
+}
+
+// y[r][c0, c1) = act(y) for rows [r0, r1), rows ldc apart, when the micro-kernel could
+// not apply it (InKernelOutput): PackedGemm's epilogue, on a block it has just finished.
+void LateActivateBlock(const ConvEpilogue& e, float* y, int64_t ldc, int64_t r0, int64_t r1,
+                       int64_t c0, int64_t c1) {
+  if (PackedRowOutput::FusesActivation(e.kind)) return;
+  for (int64_t r = r0; r < r1; ++r) Activate(e, y + r * ldc + c0, c1 - c0);
 }
 
 // The packed W of this call, or null when there is none or it is not this conv's
@@ -327,8 +330,9 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
       float* yg = yi + gi * mg * p;
       if (pointwise && packed != nullptr) {
         PackedGemm(*packed, MatrixRef{xg, p, false}, mg, p, k, yg, p, /*accumulate=*/false,
-                   packed_scratch, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-                     BiasActivateBlock(act, bg, yg, p, r0, r1, c0, c1);
+                   packed_scratch, InKernelOutput(act, bg),
+                   [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+                     LateActivateBlock(act, yg, p, r0, r1, c0, c1);
                    });
         continue;
       }
@@ -356,9 +360,9 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
         float* yb = yg + r0 * w.col_w;
         if (packed != nullptr) {
           PackedGemm(*packed, MatrixRef{col, cols, false}, mg, cols, k, yb, p,
-                     /*accumulate=*/false, packed_scratch,
+                     /*accumulate=*/false, packed_scratch, InKernelOutput(act, bg),
                      [&](int64_t q0, int64_t q1, int64_t c0, int64_t c1) {
-                       BiasActivateBlock(act, bg, yb, p, q0, q1, c0, c1);
+                       LateActivateBlock(act, yb, p, q0, q1, c0, c1);
                      });
           continue;
         }

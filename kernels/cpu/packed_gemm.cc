@@ -1,6 +1,8 @@
 #include "kernels/cpu/packed_gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/parallel.h"
@@ -14,10 +16,16 @@ namespace {
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
 
+// Sixteen floats: one AVX-512 register in RunTaskAvx512, the only code that uses it.
+typedef float V16 __attribute__((vector_size(64)));
+typedef float V16u __attribute__((vector_size(64), aligned(4), may_alias));
+
 // Only pointers to vectors cross function boundaries (a vector passed by value has
 // different ABIs with and without AVX).
 inline const V8u* At(const float* p) { return reinterpret_cast<const V8u*>(p); }
 inline V8u* At(float* p) { return reinterpret_cast<V8u*>(p); }
+inline const V16u* At16(const float* p) { return reinterpret_cast<const V16u*>(p); }
+inline V16u* At16(float* p) { return reinterpret_cast<V16u*>(p); }
 // x in every lane: one vbroadcastss from memory. (V8{} + x adds 0.0f first, which is no
 // identity for -0.0f, so GCC keeps a scalar add in front of every broadcast: half the
 // micro-kernel's speed.)
@@ -88,11 +96,70 @@ __attribute__((always_inline)) inline void PackBPanels(MatrixRef src, int64_t c0
   }
 }
 
-// The 6 x 16 tile: c (row stride ldc) = (accumulate ? c : 0) + a panel x b panel over kb.
+// A tile's finish in registers (PackedRowOutput) after its last K block: `bias` the tile's
+// kPackMr row biases (null: none), then the activation.
+struct TileFinish {
+  const float* bias = nullptr;
+  ConvActivation kind = ConvActivation::kNone;
+  float lo = 0.0f, hi = 0.0f;  // kClip's bounds
+};
+
+// The activations lane by lane, in place, as the scalar functors of
+// kernels/conv_activation.h compute them (NaN stays NaN through Relu and Clip: every
+// comparison with it is false). By reference: vectors do not cross calls by value.
+template <typename V>
+__attribute__((always_inline)) inline void ReluV(V& v) {
+  const V zero = {};
+  v = v < zero ? zero : v;
+}
+template <typename V>
+__attribute__((always_inline)) inline void ClipV(V& v, const V& lo, const V& hi) {
+  v = v < lo ? lo : v;
+  v = v > hi ? hi : v;
+}
+template <typename V>
+__attribute__((always_inline)) inline void HardSwishV(V& v) {
+  const V zero = {};
+  const V one = zero + 1.0f, sixth = zero + 1.0f / 6.0f, half = zero + 0.5f;  // folded
+  V t = sixth * v + half;
+  t = t < zero ? zero : (t > one ? one : t);
+  v = v * t;
+}
+
+// Applies `f` (not null) to a tile's accumulators: `rows(op)` calls op(v, r) on each
+// accumulator v, r being the tile row it holds (a constant once inlined).
+template <typename V, typename Rows>
+__attribute__((always_inline)) inline void FinishTile(const TileFinish* f, Rows rows) {
+  if (f->bias != nullptr) {
+    const float* bias = f->bias;
+    rows([bias](V& v, int r) { v += bias[r]; });
+  }
+  switch (f->kind) {
+    case ConvActivation::kRelu:
+      rows([](V& v, int) { ReluV(v); });
+      break;
+    case ConvActivation::kClip: {
+      V lo = {}, hi = {};
+      lo += f->lo;
+      hi += f->hi;
+      rows([&lo, &hi](V& v, int) { ClipV(v, lo, hi); });
+      break;
+    }
+    case ConvActivation::kHardSwish:
+      rows([](V& v, int) { HardSwishV(v); });
+      break;
+    default:
+      break;
+  }
+}
+
+// The 6 x 16 tile: c (row stride ldc) = finish((accumulate ? c : 0) + a panel x b panel
+// over kb), where finish is `f`'s bias and activation, or nothing when `f` is null.
 // Twelve accumulators, two B vectors and one broadcast A value: 15 of AVX2's 16
 // registers, two FMAs per B load.
 __attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* a, const float* b,
-                                                       float* c, int64_t ldc, bool accumulate) {
+                                                       float* c, int64_t ldc, bool accumulate,
+                                                       const TileFinish* f) {
   V8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
   V8 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
   for (int64_t k = 0; k < kb; ++k, a += kPackMr, b += kPackNr) {
@@ -124,12 +191,67 @@ __attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* 
     c40 += *At(c + 4 * ldc), c41 += *At(c + 4 * ldc + 8);
     c50 += *At(c + 5 * ldc), c51 += *At(c + 5 * ldc + 8);
   }
+  if (f != nullptr) {
+    FinishTile<V8>(f, [&](auto op) {
+      op(c00, 0), op(c01, 0), op(c10, 1), op(c11, 1), op(c20, 2), op(c21, 2);
+      op(c30, 3), op(c31, 3), op(c40, 4), op(c41, 4), op(c50, 5), op(c51, 5);
+    });
+  }
   *At(c) = c00, *At(c + 8) = c01;
   *At(c + ldc) = c10, *At(c + ldc + 8) = c11;
   *At(c + 2 * ldc) = c20, *At(c + 2 * ldc + 8) = c21;
   *At(c + 3 * ldc) = c30, *At(c + 3 * ldc + 8) = c31;
   *At(c + 4 * ldc) = c40, *At(c + 4 * ldc + 8) = c41;
   *At(c + 5 * ldc) = c50, *At(c + 5 * ldc + 8) = c51;
+}
+
+// The 6 x 32 tile of two adjacent B panels, `b` and `b + kPackNr * kb`, in AVX-512
+// registers: twelve 16-wide accumulators, per k two B loads and six broadcasts for
+// twelve FMAs of twice MicroKernel's width. On a core whose FMA units are 256 bits wide
+// (AMD Zen 4) the arithmetic per cycle is the same; what halves is the instructions per
+// multiply-add (loads, broadcasts, loop), which is what held MicroKernel at about 70 % of
+// the FMA peak. Same finish and accumulate as MicroKernel.
+__attribute__((always_inline)) inline void WideKernel(int64_t kb, const float* a, const float* b,
+                                                      float* c, int64_t ldc, bool accumulate,
+                                                      const TileFinish* f) {
+  V16 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
+  V16 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
+  const float* b1p = b + kPackNr * kb;
+  for (int64_t k = 0; k < kb; ++k, a += kPackMr, b += kPackNr, b1p += kPackNr) {
+    const V16 b0 = *At16(b), b1 = *At16(b1p);
+    c00 += a[0] * b0;
+    c01 += a[0] * b1;
+    c10 += a[1] * b0;
+    c11 += a[1] * b1;
+    c20 += a[2] * b0;
+    c21 += a[2] * b1;
+    c30 += a[3] * b0;
+    c31 += a[3] * b1;
+    c40 += a[4] * b0;
+    c41 += a[4] * b1;
+    c50 += a[5] * b0;
+    c51 += a[5] * b1;
+  }
+  if (accumulate) {
+    c00 += *At16(c), c01 += *At16(c + 16);
+    c10 += *At16(c + ldc), c11 += *At16(c + ldc + 16);
+    c20 += *At16(c + 2 * ldc), c21 += *At16(c + 2 * ldc + 16);
+    c30 += *At16(c + 3 * ldc), c31 += *At16(c + 3 * ldc + 16);
+    c40 += *At16(c + 4 * ldc), c41 += *At16(c + 4 * ldc + 16);
+    c50 += *At16(c + 5 * ldc), c51 += *At16(c + 5 * ldc + 16);
+  }
+  if (f != nullptr) {
+    FinishTile<V16>(f, [&](auto op) {
+      op(c00, 0), op(c01, 0), op(c10, 1), op(c11, 1), op(c20, 2), op(c21, 2);
+      op(c30, 3), op(c31, 3), op(c40, 4), op(c41, 4), op(c50, 5), op(c51, 5);
+    });
+  }
+  *At16(c) = c00, *At16(c + 16) = c01;
+  *At16(c + ldc) = c10, *At16(c + ldc + 16) = c11;
+  *At16(c + 2 * ldc) = c20, *At16(c + 2 * ldc + 16) = c21;
+  *At16(c + 3 * ldc) = c30, *At16(c + 3 * ldc + 16) = c31;
+  *At16(c + 4 * ldc) = c40, *At16(c + 4 * ldc + 16) = c41;
+  *At16(c + 5 * ldc) = c50, *At16(c + 5 * ldc + 16) = c51;
 }
 
 struct Product {
@@ -139,15 +261,21 @@ struct Product {
   float* c;
   int64_t ldc;
   bool accumulate;
+  const PackedRowOutput* out;  // null: the tiles are stored as summed
 };
 
 // One task: rows [m0, m1) x columns [n0, n1) of C over all of K, m0 and n0 on panel
 // boundaries. The streamed operand's part is packed a K block at a time into `slab`.
-NDS_CPU_CLONES
-void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* slab,
-             PackedEpilogue epilogue) {
+// kWide: full tiles go two B panels at a time through WideKernel (AVX-512 only).
+template <bool kWide>
+__attribute__((always_inline)) inline void RunTaskImpl(const Product& p, int64_t m0, int64_t m1,
+                                                       int64_t n0, int64_t n1, float* slab,
+                                                       PackedEpilogue epilogue) {
   const bool packed_a = p.packed->side() == PackedMatrix::Side::kA;
   alignas(32) float edge[kPackMr * kPackNr];
+  float edge_bias[kPackMr] = {};
+  TileFinish finish;
+  if (p.out != nullptr) finish.lo = p.out->act.lo, finish.hi = p.out->act.hi;
   for (int64_t k0 = 0; k0 < p.k; k0 += kPackKc) {
     const int64_t kb = std::min(kPackKc, p.k - k0);
     const bool accumulate = p.accumulate || k0 > 0, last = k0 + kb == p.k;
@@ -159,12 +287,28 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
     for (int64_t i = m0; i < m1; i += kPackMr) {
       const float* ap = packed_a ? p.packed->Panel(k0, kb, i) : slab + (i - m0) * kb;
       const int64_t rows = std::min(kPackMr, m1 - i);
+      // The finish, on the last K block only; a short panel's biases through a full copy.
+      const TileFinish* fp = nullptr;
+      if (last && p.out != nullptr) {
+        finish.kind = p.out->act.kind;
+        finish.bias = p.out->bias != nullptr ? p.out->bias + i : nullptr;
+        if (finish.bias != nullptr && rows < kPackMr) {
+          std::copy(finish.bias, finish.bias + rows, edge_bias);
+          finish.bias = edge_bias;
+        }
+        fp = &finish;
+      }
       for (int64_t j = n0; j < n1; j += kPackNr) {
         const float* bp = packed_a ? slab + (j - n0) * kb : p.packed->Panel(k0, kb, j);
         const int64_t cols = std::min(kPackNr, n1 - j);
         float* ct = p.c + i * p.ldc + j;
+        if (kWide && rows == kPackMr && j + 2 * kPackNr <= n1) {
+          WideKernel(kb, ap, bp, ct, p.ldc, accumulate, fp);
+          j += kPackNr;
+          continue;
+        }
         if (rows == kPackMr && cols == kPackNr) {
-          MicroKernel(kb, ap, bp, ct, p.ldc, accumulate);
+          MicroKernel(kb, ap, bp, ct, p.ldc, accumulate, fp);
           continue;
         }
         // An edge tile: through a full-size copy, so the kernel never reads or writes
@@ -174,7 +318,7 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
             std::copy(ct + r * p.ldc, ct + r * p.ldc + cols, edge + r * kPackNr);
           }
         }
-        MicroKernel(kb, ap, bp, edge, kPackNr, accumulate);
+        MicroKernel(kb, ap, bp, edge, kPackNr, accumulate, fp);
         for (int64_t r = 0; r < rows; ++r) {
           std::copy(edge + r * kPackNr, edge + r * kPackNr + cols, ct + r * p.ldc);
         }
@@ -183,6 +327,36 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
     }
   }
 }
+
+NDS_CPU_CLONES
+void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* slab,
+             PackedEpilogue epilogue) {
+  RunTaskImpl<false>(p, m0, m1, n0, n1, slab, epilogue);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("arch=x86-64-v4"))) void RunTaskAvx512(const Product& p, int64_t m0,
+                                                             int64_t m1, int64_t n0, int64_t n1,
+                                                             float* slab,
+                                                             PackedEpilogue epilogue) {
+  RunTaskImpl<true>(p, m0, m1, n0, n1, slab, epilogue);
+}
+
+// Whether RunTaskAvx512 runs: the CPU and the OS support AVX-512 (F, VL, BW, DQ, CD: the
+// x86-64-v4 level it is compiled for), and NDSERVE_PACKED_GEMM_AVX512 is not "0" (kept as
+// a switch for measuring one against the other on the same machine).
+bool UseAvx512() {
+  static const bool use = [] {
+    const char* env = std::getenv("NDSERVE_PACKED_GEMM_AVX512");
+    if (env != nullptr && std::string_view(env) == "0") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512cd");
+  }();
+  return use;
+}
+#endif
 
 }  // namespace
 
@@ -218,12 +392,24 @@ int64_t PackedGemmScratchFloats(const PackedMatrix& packed, int64_t m, int64_t n
 
 void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t n, int64_t k,
                 float* c, int64_t ldc, bool accumulate, float* scratch, PackedEpilogue epilogue) {
+  PackedGemm(packed, other, m, n, k, c, ldc, accumulate, scratch, PackedRowOutput{}, epilogue);
+}
+
+void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t n, int64_t k,
+                float* c, int64_t ldc, bool accumulate, float* scratch,
+                const PackedRowOutput& out, PackedEpilogue epilogue) {
   const bool packed_a = packed.side() == PackedMatrix::Side::kA;
   const int threads = IntraOpThreads();
   // Task blocks: the streamed operand's slab on one side, the packed operand's rows
   // (all of them for A, kTaskCols columns for B) on the other.
   int64_t mb = packed_a ? RoundUp(m, kPackMr) : kSlabRows;
   int64_t nb = packed_a ? kSlabCols : kTaskCols;
+  if (packed_a) {
+    // Columns in even slabs: a pointwise conv's N = 196 in 192 + 4 gave one task a sixteenth
+    // of another's work (and a thread that drew it idled at the join); 112 + 84 do not.
+    const int64_t slabs = (n + kSlabCols - 1) / kSlabCols;
+    nb = RoundUp((n + slabs - 1) / slabs, kPackNr);
+  }
   // Fewer tasks than two per thread: cut the blocks, so each thread has work and a
   // thread slowed by other load hands its share on.
   const int64_t want = 2 * threads;
@@ -239,15 +425,26 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
     }
   }
   const int64_t m_tasks = (m + mb - 1) / mb, n_tasks = (n + nb - 1) / nb;
-  const Product p{&packed, other, m, n, k, c, ldc, accumulate};
+  const bool finishes = out.bias != nullptr || out.act.kind != ConvActivation::kNone;
+  const Product p{&packed, other, m, n, k, c, ldc, accumulate, finishes ? &out : nullptr};
   const int64_t slab = SlabFloats(packed.side(), m, n, k);
   ScratchSlots slots;
+#if defined(__x86_64__)
+  const bool avx512 = UseAvx512();
+#endif
   const int64_t task_macs = mb * nb * k;
   ParallelFor(m_tasks * n_tasks, (kMinParallelMacs + task_macs - 1) / task_macs,
               [&](int64_t t0, int64_t t1) {
                 const int s = slots.Claim();
                 for (int64_t t = t0; t < t1; ++t) {
                   const int64_t m0 = (t / n_tasks) * mb, n0 = (t % n_tasks) * nb;
+#if defined(__x86_64__)
+                  if (avx512) {
+                    RunTaskAvx512(p, m0, std::min(m, m0 + mb), n0, std::min(n, n0 + nb),
+                                  scratch + s * slab, epilogue);
+                    continue;
+                  }
+#endif
                   RunTask(p, m0, std::min(m, m0 + mb), n0, std::min(n, n0 + nb),
                           scratch + s * slab, epilogue);
                 }
