@@ -7,8 +7,9 @@
 // after its GEMM, while the band is still in cache. im2col and the depthwise loop run on
 // ParallelFor (parallel.h); the GEMMs on OpenBLAS's threads, never inside a parallel
 // region. With one group and W packed at load (KernelContext::packed_weight), the GEMMs
-// are PackedGemm's instead (packed_gemm.h), on ParallelFor's threads, with bias and
-// activation applied per finished tile block (docs/design.md §4.4); and a packed conv
+// are PackedGemm's instead (packed_gemm.h), on ParallelFor's threads, with the bias and
+// activation applied by its micro-kernel before each tile's store (a Sigmoid per finished
+// block after it; docs/design.md §4.4); and a packed conv
 // that is not pointwise skips im2col and the fold altogether: the direct conv
 // (direct_conv.h) reads the padded image in place (docs/design.md §4.4.1).
 // ConvTranspose: col = W_g^T x_g by GEMM, then col2im scatters and accumulates col into Y.

@@ -126,31 +126,56 @@ __attribute__((always_inline)) inline void HardSwishV(V& v) {
   v = v * t;
 }
 
-// Applies `f` (not null) to a tile's accumulators: `rows(op)` calls op(v, r) on each
-// accumulator v, r being the tile row it holds (a constant once inlined).
+// Applies `f` (not null) to a tile's accumulators: `rows(op)` calls op(v, r, q) on each
+// accumulator v, r being the tile row it holds and q its place in the row (constants
+// once inlined).
 template <typename V, typename Rows>
 __attribute__((always_inline)) inline void FinishTile(const TileFinish* f, Rows rows) {
   if (f->bias != nullptr) {
     const float* bias = f->bias;
-    rows([bias](V& v, int r) { v += bias[r]; });
+    rows([bias](V& v, int r, int) { v += bias[r]; });
   }
   switch (f->kind) {
     case ConvActivation::kRelu:
-      rows([](V& v, int) { ReluV(v); });
+      rows([](V& v, int, int) { ReluV(v); });
       break;
     case ConvActivation::kClip: {
       V lo = {}, hi = {};
       lo += f->lo;
       hi += f->hi;
-      rows([&lo, &hi](V& v, int) { ClipV(v, lo, hi); });
+      rows([&lo, &hi](V& v, int, int) { ClipV(v, lo, hi); });
       break;
     }
     case ConvActivation::kHardSwish:
-      rows([](V& v, int) { HardSwishV(v); });
+      rows([](V& v, int, int) { HardSwishV(v); });
       break;
     default:
       break;
   }
+}
+
+// A tile's end, the same for both kernels' vector widths: the twelve accumulators (row
+// r in c<r>0 and c<r>1, one vector V each, at c + r * ldc and one vector to its right)
+// plus C's old value when `accumulate`, then `f`'s finish when given, then the store.
+template <typename V>
+__attribute__((always_inline)) inline void StoreTile(float* c, int64_t ldc, bool accumulate,
+                                                     const TileFinish* f, V& c00, V& c01, V& c10,
+                                                     V& c11, V& c20, V& c21, V& c30, V& c31,
+                                                     V& c40, V& c41, V& c50, V& c51) {
+  constexpr int64_t w = sizeof(V) / sizeof(float);
+  auto rows = [&](auto op) {
+    op(c00, 0, 0), op(c01, 0, 1), op(c10, 1, 0), op(c11, 1, 1), op(c20, 2, 0), op(c21, 2, 1);
+    op(c30, 3, 0), op(c31, 3, 1), op(c40, 4, 0), op(c41, 4, 1), op(c50, 5, 0), op(c51, 5, 1);
+  };
+  if (accumulate) {
+    rows([&](V& v, int r, int q) {
+      V old;
+      __builtin_memcpy(&old, c + r * ldc + q * w, sizeof(V));
+      v += old;
+    });
+  }
+  if (f != nullptr) FinishTile<V>(f, rows);
+  rows([&](V& v, int r, int q) { __builtin_memcpy(c + r * ldc + q * w, &v, sizeof(V)); });
 }
 
 // The 6 x 16 tile: c (row stride ldc) = finish((accumulate ? c : 0) + a panel x b panel
@@ -183,26 +208,7 @@ __attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* 
     c50 += x * b0;
     c51 += x * b1;
   }
-  if (accumulate) {
-    c00 += *At(c), c01 += *At(c + 8);
-    c10 += *At(c + ldc), c11 += *At(c + ldc + 8);
-    c20 += *At(c + 2 * ldc), c21 += *At(c + 2 * ldc + 8);
-    c30 += *At(c + 3 * ldc), c31 += *At(c + 3 * ldc + 8);
-    c40 += *At(c + 4 * ldc), c41 += *At(c + 4 * ldc + 8);
-    c50 += *At(c + 5 * ldc), c51 += *At(c + 5 * ldc + 8);
-  }
-  if (f != nullptr) {
-    FinishTile<V8>(f, [&](auto op) {
-      op(c00, 0), op(c01, 0), op(c10, 1), op(c11, 1), op(c20, 2), op(c21, 2);
-      op(c30, 3), op(c31, 3), op(c40, 4), op(c41, 4), op(c50, 5), op(c51, 5);
-    });
-  }
-  *At(c) = c00, *At(c + 8) = c01;
-  *At(c + ldc) = c10, *At(c + ldc + 8) = c11;
-  *At(c + 2 * ldc) = c20, *At(c + 2 * ldc + 8) = c21;
-  *At(c + 3 * ldc) = c30, *At(c + 3 * ldc + 8) = c31;
-  *At(c + 4 * ldc) = c40, *At(c + 4 * ldc + 8) = c41;
-  *At(c + 5 * ldc) = c50, *At(c + 5 * ldc + 8) = c51;
+  StoreTile(c, ldc, accumulate, f, c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51);
 }
 
 // The 6 x 32 tile of two adjacent B panels, `b` and `b + kPackNr * kb`, in AVX-512
@@ -219,39 +225,12 @@ __attribute__((always_inline)) inline void WideKernel(int64_t kb, const float* a
   const float* b1p = b + kPackNr * kb;
   for (int64_t k = 0; k < kb; ++k, a += kPackMr, b += kPackNr, b1p += kPackNr) {
     const V16 b0 = *At16(b), b1 = *At16(b1p);
-    c00 += a[0] * b0;
-    c01 += a[0] * b1;
-    c10 += a[1] * b0;
-    c11 += a[1] * b1;
-    c20 += a[2] * b0;
-    c21 += a[2] * b1;
-    c30 += a[3] * b0;
-    c31 += a[3] * b1;
-    c40 += a[4] * b0;
-    c41 += a[4] * b1;
-    c50 += a[5] * b0;
-    c51 += a[5] * b1;
+    // Row r of the tile: its two accumulators += a[r] x (b0, b1); a[r] broadcast once.
+    auto row = [&b0, &b1](V16& lo, V16& hi, float x) { lo += x * b0, hi += x * b1; };
+    row(c00, c01, a[0]), row(c10, c11, a[1]), row(c20, c21, a[2]);
+    row(c30, c31, a[3]), row(c40, c41, a[4]), row(c50, c51, a[5]);
   }
-  if (accumulate) {
-    c00 += *At16(c), c01 += *At16(c + 16);
-    c10 += *At16(c + ldc), c11 += *At16(c + ldc + 16);
-    c20 += *At16(c + 2 * ldc), c21 += *At16(c + 2 * ldc + 16);
-    c30 += *At16(c + 3 * ldc), c31 += *At16(c + 3 * ldc + 16);
-    c40 += *At16(c + 4 * ldc), c41 += *At16(c + 4 * ldc + 16);
-    c50 += *At16(c + 5 * ldc), c51 += *At16(c + 5 * ldc + 16);
-  }
-  if (f != nullptr) {
-    FinishTile<V16>(f, [&](auto op) {
-      op(c00, 0), op(c01, 0), op(c10, 1), op(c11, 1), op(c20, 2), op(c21, 2);
-      op(c30, 3), op(c31, 3), op(c40, 4), op(c41, 4), op(c50, 5), op(c51, 5);
-    });
-  }
-  *At16(c) = c00, *At16(c + 16) = c01;
-  *At16(c + ldc) = c10, *At16(c + ldc + 16) = c11;
-  *At16(c + 2 * ldc) = c20, *At16(c + 2 * ldc + 16) = c21;
-  *At16(c + 3 * ldc) = c30, *At16(c + 3 * ldc + 16) = c31;
-  *At16(c + 4 * ldc) = c40, *At16(c + 4 * ldc + 16) = c41;
-  *At16(c + 5 * ldc) = c50, *At16(c + 5 * ldc + 16) = c51;
+  StoreTile(c, ldc, accumulate, f, c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51);
 }
 
 struct Product {
