@@ -8,8 +8,8 @@
 // ParallelFor (parallel.h); the GEMMs on OpenBLAS's threads, never inside a parallel
 // region. With one group and W packed at load (KernelContext::packed_weight), the GEMMs
 // are PackedGemm's instead (packed_gemm.h), on ParallelFor's threads, with the bias and
-// activation applied by its micro-kernel before each tile's store (a Sigmoid per finished
-// block after it; docs/design.md §4.4); and a packed conv
+// activation applied by its micro-kernel before each tile's store (HardSwish and Sigmoid
+// per finished block after it; docs/design.md §4.4); and a packed conv
 // that is not pointwise skips im2col and the fold altogether: the direct conv
 // (direct_conv.h) reads the padded image in place (docs/design.md §4.4.1).
 // ConvTranspose: col = W_g^T x_g by GEMM, then col2im scatters and accumulates col into Y.
@@ -164,7 +164,7 @@ void ActivateBand(const ConvEpilogue& e, float* y, int64_t channels, int64_t pla
 }
 
 // The bias and the activation PackedGemm's micro-kernel applies to each tile before
-// storing it: every activation but Sigmoid (LateActivateBlock's).
+// storing it: Relu and Clip (HardSwish and Sigmoid are LateActivateBlock's).
 PackedRowOutput InKernelOutput(const ConvEpilogue& e, const float* bias) {
   PackedRowOutput out;
   out.bias = bias;

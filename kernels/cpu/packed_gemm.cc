@@ -117,15 +117,6 @@ __attribute__((always_inline)) inline void ClipV(V& v, const V& lo, const V& hi)
   v = v < lo ? lo : v;
   v = v > hi ? hi : v;
 }
-template <typename V>
-__attribute__((always_inline)) inline void HardSwishV(V& v) {
-  const V zero = {};
-  const V one = zero + 1.0f, sixth = zero + 1.0f / 6.0f, half = zero + 0.5f;  // folded
-  V t = sixth * v + half;
-  t = t < zero ? zero : (t > one ? one : t);
-  v = v * t;
-}
-
 // Applies `f` (not null) to a tile's accumulators: `rows(op)` calls op(v, r, q) on each
 // accumulator v, r being the tile row it holds and q its place in the row (constants
 // once inlined).
@@ -146,9 +137,6 @@ __attribute__((always_inline)) inline void FinishTile(const TileFinish* f, Rows 
       rows([&lo, &hi](V& v, int, int) { ClipV(v, lo, hi); });
       break;
     }
-    case ConvActivation::kHardSwish:
-      rows([](V& v, int, int) { HardSwishV(v); });
-      break;
     default:
       break;
   }
@@ -380,30 +368,32 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
   const bool packed_a = packed.side() == PackedMatrix::Side::kA;
   const int threads = IntraOpThreads();
   // Task blocks: the streamed operand's slab on one side, the packed operand's rows
-  // (all of them for A, kTaskCols columns for B) on the other.
+  // (all of them for A, kTaskCols columns for B) on the other. Column blocks split C's
+  // 16-wide panels evenly, so no block is a sliver of another (N = 196 in two is
+  // 112 + 84, not 192 + 4, whose thread would idle at the join).
+  const int64_t panels = (n + kPackNr - 1) / kPackNr;
   int64_t mb = packed_a ? RoundUp(m, kPackMr) : kSlabRows;
-  int64_t nb = packed_a ? kSlabCols : kTaskCols;
+  const int64_t block_cols = packed_a ? kSlabCols : kTaskCols;
+  int64_t n_tasks = (n + block_cols - 1) / block_cols;
   if (packed_a) {
-    // Columns in even slabs: a pointwise conv's N = 196 in 192 + 4 gave one task a sixteenth
-    // of another's work (and a thread that drew it idled at the join); 112 + 84 do not.
-    const int64_t slabs = (n + kSlabCols - 1) / kSlabCols;
-    nb = RoundUp((n + slabs - 1) / slabs, kPackNr);
+    // At least four column blocks per thread while each keeps 64 columns: a pointwise
+    // conv's N = 784 in five blocks of 160 left one thread three and the other two.
+    n_tasks = std::max(n_tasks, std::min<int64_t>(4 * threads, (n + 63) / 64));
   }
   // Fewer tasks than two per thread: cut the blocks, so each thread has work and a
   // thread slowed by other load hands its share on.
   const int64_t want = 2 * threads;
-  auto tasks = [&] { return ((m + mb - 1) / mb) * ((n + nb - 1) / nb); };
-  if (threads > 1 && tasks() < want) {
+  if (threads > 1 && ((m + mb - 1) / mb) * n_tasks < want) {
     if (packed_a) {
-      const int64_t parts = (want + (n + nb - 1) / nb - 1) / ((n + nb - 1) / nb);
+      const int64_t parts = (want + n_tasks - 1) / n_tasks;
       mb = std::clamp(RoundUp((m + parts - 1) / parts, kPackMr), kPackMr, mb);
     }
-    if (tasks() < want) {
-      const int64_t parts = (want + (m + mb - 1) / mb - 1) / ((m + mb - 1) / mb);
-      nb = std::clamp(RoundUp((n + parts - 1) / parts, kPackNr), kPackNr, nb);
-    }
+    const int64_t m_blocks = (m + mb - 1) / mb;
+    if (m_blocks * n_tasks < want) n_tasks = (want + m_blocks - 1) / m_blocks;
   }
-  const int64_t m_tasks = (m + mb - 1) / mb, n_tasks = (n + nb - 1) / nb;
+  n_tasks = std::min(n_tasks, panels);
+  const int64_t m_tasks = (m + mb - 1) / mb;
+  auto col = [&](int64_t block) { return std::min(n, block * panels / n_tasks * kPackNr); };
   const bool finishes = out.bias != nullptr || out.act.kind != ConvActivation::kNone;
   const Product p{&packed, other, m, n, k, c, ldc, accumulate, finishes ? &out : nullptr};
   const int64_t slab = SlabFloats(packed.side(), m, n, k);
@@ -411,21 +401,20 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
 #if defined(__x86_64__)
   const bool avx512 = UseAvx512();
 #endif
-  const int64_t task_macs = mb * nb * k;
+  const int64_t task_macs = mb * ((panels + n_tasks - 1) / n_tasks) * kPackNr * k;
   ParallelFor(m_tasks * n_tasks, (kMinParallelMacs + task_macs - 1) / task_macs,
               [&](int64_t t0, int64_t t1) {
                 const int s = slots.Claim();
                 for (int64_t t = t0; t < t1; ++t) {
-                  const int64_t m0 = (t / n_tasks) * mb, n0 = (t % n_tasks) * nb;
+                  const int64_t m0 = (t / n_tasks) * mb, m1 = std::min(m, m0 + mb);
+                  const int64_t n0 = col(t % n_tasks), n1 = col(t % n_tasks + 1);
 #if defined(__x86_64__)
                   if (avx512) {
-                    RunTaskAvx512(p, m0, std::min(m, m0 + mb), n0, std::min(n, n0 + nb),
-                                  scratch + s * slab, epilogue);
+                    RunTaskAvx512(p, m0, m1, n0, n1, scratch + s * slab, epilogue);
                     continue;
                   }
 #endif
-                  RunTask(p, m0, std::min(m, m0 + mb), n0, std::min(n, n0 + nb),
-                          scratch + s * slab, epilogue);
+                  RunTask(p, m0, m1, n0, n1, scratch + s * slab, epilogue);
                 }
                 slots.Release(s);
               });

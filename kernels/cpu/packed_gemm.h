@@ -71,13 +71,18 @@ using PackedEpilogue = absl::FunctionRef<void(int64_t r0, int64_t r1, int64_t c0
 // block, before its one store: add `bias[row]` (M floats; null: none), then `act`. A
 // Conv's bias and fused activation cost no pass over C of their own this way, which at
 // a pointwise conv's small K (16-64) is a large share of the product's time
-// (docs/design.md section 4.4). `act` is kNone, kRelu, kClip or kHardSwish
-// (FusesActivation); a Sigmoid stays in the caller's epilogue.
+// (docs/design.md section 4.4). `act` is kNone, kRelu or kClip (FusesActivation): their
+// results are the scalar functors' to the bit, so a fused conv still equals the unfused
+// pair. HardSwish (whose multiply-add the vector clones would contract into an FMA) and
+// Sigmoid stay in the caller's epilogue.
 struct PackedRowOutput {
   const float* bias = nullptr;
   ConvEpilogue act;
 
-  static bool FusesActivation(ConvActivation kind) { return kind != ConvActivation::kSigmoid; }
+  static bool FusesActivation(ConvActivation kind) {
+    return kind == ConvActivation::kNone || kind == ConvActivation::kRelu ||
+           kind == ConvActivation::kClip;
+  }
 };
 
 // Floats of scratch PackedGemm needs for an M x N x K product: one slab of the unpacked

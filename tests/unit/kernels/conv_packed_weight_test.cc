@@ -57,7 +57,8 @@ TEST(ConvPackedWeightTest, EveryGemmPathMatchesNaive) {
   }
 }
 
-// Pointwise convs whose bias and activation the micro-kernel applies (Sigmoid after it),
+// Pointwise convs whose bias and activation the micro-kernel applies (HardSwish and
+// Sigmoid after it),
 // at mobilenet-like shapes off every tile edge: Cout and Cin not multiples of 6 or 16,
 // planes of 1, 7 x 7, 49 x 1 and 3137 = 3 x 1045 + 2 pixels; with and without a bias.
 TEST(ConvPackedWeightTest, PointwiseBiasAndActivationMatchNaive) {

@@ -178,8 +178,7 @@ TEST(PackedGemmTest, RowOutputInTheMicroKernel) {
   const ConvEpilogue acts[] = {{ConvActivation::kNone},
                                {ConvActivation::kRelu},
                                {ConvActivation::kClip, 0.0f, 0.3f},
-                               {ConvActivation::kClip, -0.2f, 6.0f},
-                               {ConvActivation::kHardSwish}};
+                               {ConvActivation::kClip, -0.2f, 6.0f}};
   for (const ConvEpilogue& act : acts) {
     for (bool with_bias : {false, true}) {
       // A pointwise conv's shapes (K = Cin, N = H * W), rows and columns off the tiles.
