@@ -126,7 +126,6 @@ void BM_FmaPeak(benchmark::State& state) {
 
 // Conv's call: W [M x K] packed at load, col [K x N] streamed, the bias and a Clip(0, 6)
 // applied by the micro-kernel (PackedRowOutput), as mobilenet_v2's convs have them.
-// NDSERVE_PACKED_GEMM_AVX512=0 measures the AVX2 kernel on a CPU with AVX-512.
 void BM_PackedConvGemm(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   std::vector<float> w = Filled(m * k, 0.5f), col = Filled(k * n, 0.25f), y(m * n);

@@ -1,8 +1,6 @@
 #include "kernels/cpu/packed_gemm.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/parallel.h"
@@ -16,16 +14,10 @@ namespace {
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
 
-// Sixteen floats: one AVX-512 register in RunTaskAvx512, the only code that uses it.
-typedef float V16 __attribute__((vector_size(64)));
-typedef float V16u __attribute__((vector_size(64), aligned(4), may_alias));
-
 // Only pointers to vectors cross function boundaries (a vector passed by value has
 // different ABIs with and without AVX).
 inline const V8u* At(const float* p) { return reinterpret_cast<const V8u*>(p); }
 inline V8u* At(float* p) { return reinterpret_cast<V8u*>(p); }
-inline const V16u* At16(const float* p) { return reinterpret_cast<const V16u*>(p); }
-inline V16u* At16(float* p) { return reinterpret_cast<V16u*>(p); }
 // x in every lane: one vbroadcastss from memory. (V8{} + x adds 0.0f first, which is no
 // identity for -0.0f, so GCC keeps a scalar add in front of every broadcast: half the
 // micro-kernel's speed.)
@@ -142,9 +134,9 @@ __attribute__((always_inline)) inline void FinishTile(const TileFinish* f, Rows 
   }
 }
 
-// A tile's end, the same for both kernels' vector widths: the twelve accumulators (row
-// r in c<r>0 and c<r>1, one vector V each, at c + r * ldc and one vector to its right)
-// plus C's old value when `accumulate`, then `f`'s finish when given, then the store.
+// A tile's end: the twelve accumulators (row r in c<r>0 and c<r>1, one vector V each, at
+// c + r * ldc and one vector to its right) plus C's old value when `accumulate`, then
+// `f`'s finish when given, then the store.
 template <typename V>
 __attribute__((always_inline)) inline void StoreTile(float* c, int64_t ldc, bool accumulate,
                                                      const TileFinish* f, V& c00, V& c01, V& c10,
@@ -199,28 +191,6 @@ __attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* 
   StoreTile(c, ldc, accumulate, f, c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51);
 }
 
-// The 6 x 32 tile of two adjacent B panels, `b` and `b + kPackNr * kb`, in AVX-512
-// registers: twelve 16-wide accumulators, per k two B loads and six broadcasts for
-// twelve FMAs of twice MicroKernel's width. On a core whose FMA units are 256 bits wide
-// (AMD Zen 4) the arithmetic per cycle is the same; what halves is the instructions per
-// multiply-add (loads, broadcasts, loop), which is what held MicroKernel at about 70 % of
-// the FMA peak. Same finish and accumulate as MicroKernel.
-__attribute__((always_inline)) inline void WideKernel(int64_t kb, const float* a, const float* b,
-                                                      float* c, int64_t ldc, bool accumulate,
-                                                      const TileFinish* f) {
-  V16 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
-  V16 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
-  const float* b1p = b + kPackNr * kb;
-  for (int64_t k = 0; k < kb; ++k, a += kPackMr, b += kPackNr, b1p += kPackNr) {
-    const V16 b0 = *At16(b), b1 = *At16(b1p);
-    // Row r of the tile: its two accumulators += a[r] x (b0, b1); a[r] broadcast once.
-    auto row = [&b0, &b1](V16& lo, V16& hi, float x) { lo += x * b0, hi += x * b1; };
-    row(c00, c01, a[0]), row(c10, c11, a[1]), row(c20, c21, a[2]);
-    row(c30, c31, a[3]), row(c40, c41, a[4]), row(c50, c51, a[5]);
-  }
-  StoreTile(c, ldc, accumulate, f, c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51);
-}
-
 struct Product {
   const PackedMatrix* packed;
   MatrixRef other;
@@ -233,11 +203,9 @@ struct Product {
 
 // One task: rows [m0, m1) x columns [n0, n1) of C over all of K, m0 and n0 on panel
 // boundaries. The streamed operand's part is packed a K block at a time into `slab`.
-// kWide: full tiles go two B panels at a time through WideKernel (AVX-512 only).
-template <bool kWide>
-__attribute__((always_inline)) inline void RunTaskImpl(const Product& p, int64_t m0, int64_t m1,
-                                                       int64_t n0, int64_t n1, float* slab,
-                                                       PackedEpilogue epilogue) {
+NDS_CPU_CLONES
+void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* slab,
+             PackedEpilogue epilogue) {
   const bool packed_a = p.packed->side() == PackedMatrix::Side::kA;
   alignas(32) float edge[kPackMr * kPackNr];
   float edge_bias[kPackMr] = {};
@@ -269,11 +237,6 @@ __attribute__((always_inline)) inline void RunTaskImpl(const Product& p, int64_t
         const float* bp = packed_a ? slab + (j - n0) * kb : p.packed->Panel(k0, kb, j);
         const int64_t cols = std::min(kPackNr, n1 - j);
         float* ct = p.c + i * p.ldc + j;
-        if (kWide && rows == kPackMr && j + 2 * kPackNr <= n1) {
-          WideKernel(kb, ap, bp, ct, p.ldc, accumulate, fp);
-          j += kPackNr;
-          continue;
-        }
         if (rows == kPackMr && cols == kPackNr) {
           MicroKernel(kb, ap, bp, ct, p.ldc, accumulate, fp);
           continue;
@@ -294,36 +257,6 @@ __attribute__((always_inline)) inline void RunTaskImpl(const Product& p, int64_t
     }
   }
 }
-
-NDS_CPU_CLONES
-void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* slab,
-             PackedEpilogue epilogue) {
-  RunTaskImpl<false>(p, m0, m1, n0, n1, slab, epilogue);
-}
-
-#if defined(__x86_64__)
-__attribute__((target("arch=x86-64-v4"))) void RunTaskAvx512(const Product& p, int64_t m0,
-                                                             int64_t m1, int64_t n0, int64_t n1,
-                                                             float* slab,
-                                                             PackedEpilogue epilogue) {
-  RunTaskImpl<true>(p, m0, m1, n0, n1, slab, epilogue);
-}
-
-// Whether RunTaskAvx512 runs: the CPU and the OS support AVX-512 (F, VL, BW, DQ, CD: the
-// x86-64-v4 level it is compiled for), and NDSERVE_PACKED_GEMM_AVX512 is not "0" (kept as
-// a switch for measuring one against the other on the same machine).
-bool UseAvx512() {
-  static const bool use = [] {
-    const char* env = std::getenv("NDSERVE_PACKED_GEMM_AVX512");
-    if (env != nullptr && std::string_view(env) == "0") return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512cd");
-  }();
-  return use;
-}
-#endif
 
 }  // namespace
 
@@ -398,9 +331,6 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
   const Product p{&packed, other, m, n, k, c, ldc, accumulate, finishes ? &out : nullptr};
   const int64_t slab = SlabFloats(packed.side(), m, n, k);
   ScratchSlots slots;
-#if defined(__x86_64__)
-  const bool avx512 = UseAvx512();
-#endif
   const int64_t task_macs = mb * ((panels + n_tasks - 1) / n_tasks) * kPackNr * k;
   ParallelFor(m_tasks * n_tasks, (kMinParallelMacs + task_macs - 1) / task_macs,
               [&](int64_t t0, int64_t t1) {
@@ -408,12 +338,6 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
                 for (int64_t t = t0; t < t1; ++t) {
                   const int64_t m0 = (t / n_tasks) * mb, m1 = std::min(m, m0 + mb);
                   const int64_t n0 = col(t % n_tasks), n1 = col(t % n_tasks + 1);
-#if defined(__x86_64__)
-                  if (avx512) {
-                    RunTaskAvx512(p, m0, m1, n0, n1, scratch + s * slab, epilogue);
-                    continue;
-                  }
-#endif
                   RunTask(p, m0, m1, n0, n1, scratch + s * slab, epilogue);
                 }
                 slots.Release(s);
