@@ -7,8 +7,9 @@
 // after its GEMM, while the band is still in cache. im2col and the depthwise loop run on
 // ParallelFor (parallel.h); the GEMMs on OpenBLAS's threads, never inside a parallel
 // region. With one group and W packed at load (KernelContext::packed_weight), the GEMMs
-// are PackedGemm's instead (packed_gemm.h), on ParallelFor's threads, with bias and
-// activation applied per finished tile block (docs/design.md §4.4); and a packed conv
+// are PackedGemm's instead (packed_gemm.h), on ParallelFor's threads, with the bias and
+// activation applied by its micro-kernel before each tile's store (HardSwish and Sigmoid
+// per finished block after it; docs/design.md §4.4); and a packed conv
 // that is not pointwise skips im2col and the fold altogether: the direct conv
 // (direct_conv.h) reads the padded image in place (docs/design.md §4.4.1), or, for a 3x3
 // stride-1 conv with a Winograd packing and enough tiles, winograd_conv.h (§4.4.2).
@@ -164,18 +165,21 @@ void ActivateBand(const ConvEpilogue& e, float* y, int64_t channels, int64_t pla
   for (int64_t ch = 0; ch < channels; ++ch) Activate(e, y + ch * plane + offset, len);
 }
 
-// y[r][c0, c1) = act(y + bias[r]) for rows [r0, r1), rows ldc apart: PackedGemm's
-// epilogue, on a block of C it has just finished.
-void BiasActivateBlock(const ConvEpilogue& e, const float* bias, float* y, int64_t ldc, int64_t r0,
-                       int64_t r1, int64_t c0, int64_t c1) {
-  for (int64_t r = r0; r < r1; ++r) {
-    float* row = y + r * ldc + c0;
-    if (bias != nullptr) {
-      const float b = bias[r];
-      for (int64_t j = 0; j < c1 - c0; ++j) row[j] += b;
-    }
-    Activate(e, row, c1 - c0);
-  }
+// The bias and the activation PackedGemm's micro-kernel applies to each tile before
+// storing it: Relu and Clip (HardSwish and Sigmoid are LateActivateBlock's).
+PackedRowOutput InKernelOutput(const ConvEpilogue& e, const float* bias) {
+  PackedRowOutput out;
+  out.bias = bias;
+  if (PackedRowOutput::FusesActivation(e.kind)) out.act = e;
+  return out;
+}
+
+// y[r][c0, c1) = act(y) for rows [r0, r1), rows ldc apart, when the micro-kernel could
+// not apply it (InKernelOutput): PackedGemm's epilogue, on a block it has just finished.
+void LateActivateBlock(const ConvEpilogue& e, float* y, int64_t ldc, int64_t r0, int64_t r1,
+                       int64_t c0, int64_t c1) {
+  if (PackedRowOutput::FusesActivation(e.kind)) return;
+  for (int64_t r = r0; r < r1; ++r) Activate(e, y + r * ldc + c0, c1 - c0);
 }
 
 // The packed W of this call, or null when there is none or it is not this conv's
@@ -336,8 +340,9 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
       float* yg = yi + gi * mg * p;
       if (pointwise && packed != nullptr) {
         PackedGemm(*packed, MatrixRef{xg, p, false}, mg, p, k, yg, p, /*accumulate=*/false,
-                   packed_scratch, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-                     BiasActivateBlock(act, bg, yg, p, r0, r1, c0, c1);
+                   packed_scratch, InKernelOutput(act, bg),
+                   [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+                     LateActivateBlock(act, yg, p, r0, r1, c0, c1);
                    });
         continue;
       }
@@ -365,9 +370,9 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
         float* yb = yg + r0 * w.col_w;
         if (packed != nullptr) {
           PackedGemm(*packed, MatrixRef{col, cols, false}, mg, cols, k, yb, p,
-                     /*accumulate=*/false, packed_scratch,
+                     /*accumulate=*/false, packed_scratch, InKernelOutput(act, bg),
                      [&](int64_t q0, int64_t q1, int64_t c0, int64_t c1) {
-                       BiasActivateBlock(act, bg, yb, p, q0, q1, c0, c1);
+                       LateActivateBlock(act, yb, p, q0, q1, c0, c1);
                      });
           continue;
         }

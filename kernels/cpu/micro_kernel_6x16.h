@@ -5,11 +5,13 @@
 // direct conv (B rows read in place from the padded image, direct_conv.cc) and the
 // Winograd conv (B from its transformed tiles, winograd_conv.cc). Twelve accumulators,
 // two B vectors and one broadcast A value: 15 of AVX2's 16 registers, two FMAs per B
-// load. Inlined into each caller's NDS_CPU_CLONES function, so it is compiled for AVX2 +
-// FMA there.
+// load. PackedGemm may also finish a tile in its registers (bias and Relu/Clip, TileFinish)
+// before the one store. Inlined into each caller's NDS_CPU_CLONES function, so it is
+// compiled for AVX2 + FMA there.
 
 #include <cstdint>
 
+#include "kernels/conv_activation.h"
 #include "kernels/cpu/packed_gemm.h"
 
 namespace ndserve::kernels::cpu::micro {
@@ -28,11 +30,84 @@ inline V8u* At(float* p) { return reinterpret_cast<V8u*>(p); }
 // micro-kernel's speed.)
 #define NDS_SPLAT(x) (V8{(x), (x), (x), (x), (x), (x), (x), (x)})
 
-// The 6 x 16 tile c (rows ldc floats apart) = (accumulate ? c : 0) + a panel x B over kb
-// rows of K, where brow(k) points at row k's 16 floats.
+// A tile's finish in registers (PackedRowOutput) after its last K block: `bias` the tile's
+// kPackMr row biases (null: none), then the activation.
+struct TileFinish {
+  const float* bias = nullptr;
+  ConvActivation kind = ConvActivation::kNone;
+  float lo = 0.0f, hi = 0.0f;  // kClip's bounds
+};
+
+// The activations lane by lane, in place, as the scalar functors of
+// kernels/conv_activation.h compute them (NaN stays NaN through Relu and Clip: every
+// comparison with it is false). By reference: vectors do not cross calls by value.
+template <typename V>
+__attribute__((always_inline)) inline void ReluV(V& v) {
+  const V zero = {};
+  v = v < zero ? zero : v;
+}
+template <typename V>
+__attribute__((always_inline)) inline void ClipV(V& v, const V& lo, const V& hi) {
+  v = v < lo ? lo : v;
+  v = v > hi ? hi : v;
+}
+// Applies `f` (not null) to a tile's accumulators: `rows(op)` calls op(v, r, q) on each
+// accumulator v, r being the tile row it holds and q its place in the row (constants
+// once inlined).
+template <typename V, typename Rows>
+__attribute__((always_inline)) inline void FinishTile(const TileFinish* f, Rows rows) {
+  if (f->bias != nullptr) {
+    const float* bias = f->bias;
+    rows([bias](V& v, int r, int) { v += bias[r]; });
+  }
+  switch (f->kind) {
+    case ConvActivation::kRelu:
+      rows([](V& v, int, int) { ReluV(v); });
+      break;
+    case ConvActivation::kClip: {
+      V lo = {}, hi = {};
+      lo += f->lo;
+      hi += f->hi;
+      rows([&lo, &hi](V& v, int, int) { ClipV(v, lo, hi); });
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// A tile's end: the twelve accumulators (row r in c<r>0 and c<r>1, one vector V each, at
+// c + r * ldc and one vector to its right) plus C's old value when `accumulate`, then
+// `f`'s finish when given, then the store.
+template <typename V>
+__attribute__((always_inline)) inline void StoreTile(float* c, int64_t ldc, bool accumulate,
+                                                     const TileFinish* f, V& c00, V& c01, V& c10,
+                                                     V& c11, V& c20, V& c21, V& c30, V& c31,
+                                                     V& c40, V& c41, V& c50, V& c51) {
+  constexpr int64_t w = sizeof(V) / sizeof(float);
+  auto rows = [&](auto op) {
+    op(c00, 0, 0), op(c01, 0, 1), op(c10, 1, 0), op(c11, 1, 1), op(c20, 2, 0), op(c21, 2, 1);
+    op(c30, 3, 0), op(c31, 3, 1), op(c40, 4, 0), op(c41, 4, 1), op(c50, 5, 0), op(c51, 5, 1);
+  };
+  if (accumulate) {
+    rows([&](V& v, int r, int q) {
+      V old;
+      __builtin_memcpy(&old, c + r * ldc + q * w, sizeof(V));
+      v += old;
+    });
+  }
+  if (f != nullptr) FinishTile<V>(f, rows);
+  rows([&](V& v, int r, int q) { __builtin_memcpy(c + r * ldc + q * w, &v, sizeof(V)); });
+}
+
+// The 6 x 16 tile c (rows ldc floats apart) = finish((accumulate ? c : 0) + a panel x B
+// over kb rows of K), where brow(k) points at row k's 16 floats and finish is `f`'s bias
+// and activation, or nothing when `f` is null (the direct and Winograd convs apply theirs
+// after the whole sum).
 template <typename BRow>
 __attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* a, BRow brow,
-                                                       float* c, int64_t ldc, bool accumulate) {
+                                                       float* c, int64_t ldc, bool accumulate,
+                                                       const TileFinish* f = nullptr) {
   V8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
   V8 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
   for (int64_t k = 0; k < kb; ++k, a += kPackMr) {
@@ -57,20 +132,7 @@ __attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* 
     c50 += v * b0;
     c51 += v * b1;
   }
-  if (accumulate) {
-    c00 += *At(c), c01 += *At(c + 8);
-    c10 += *At(c + ldc), c11 += *At(c + ldc + 8);
-    c20 += *At(c + 2 * ldc), c21 += *At(c + 2 * ldc + 8);
-    c30 += *At(c + 3 * ldc), c31 += *At(c + 3 * ldc + 8);
-    c40 += *At(c + 4 * ldc), c41 += *At(c + 4 * ldc + 8);
-    c50 += *At(c + 5 * ldc), c51 += *At(c + 5 * ldc + 8);
-  }
-  *At(c) = c00, *At(c + 8) = c01;
-  *At(c + ldc) = c10, *At(c + ldc + 8) = c11;
-  *At(c + 2 * ldc) = c20, *At(c + 2 * ldc + 8) = c21;
-  *At(c + 3 * ldc) = c30, *At(c + 3 * ldc + 8) = c31;
-  *At(c + 4 * ldc) = c40, *At(c + 4 * ldc + 8) = c41;
-  *At(c + 5 * ldc) = c50, *At(c + 5 * ldc + 8) = c51;
+  StoreTile(c, ldc, accumulate, f, c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51);
 }
 
 }  // namespace ndserve::kernels::cpu::micro

@@ -12,6 +12,7 @@ namespace {
 
 using micro::At;
 using micro::MicroKernel;
+using micro::TileFinish;
 
 // The streamed operand's slab per task: with the packed operand on the A side, up to
 // kSlabCols columns of B (a K block of them is 192 KB, held in L2 while every A panel
@@ -85,6 +86,7 @@ struct Product {
   float* c;
   int64_t ldc;
   bool accumulate;
+  const PackedRowOutput* out;  // null: the tiles are stored as summed
 };
 
 // One task: rows [m0, m1) x columns [n0, n1) of C over all of K, m0 and n0 on panel
@@ -94,6 +96,9 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
              PackedEpilogue epilogue) {
   const bool packed_a = p.packed->side() == PackedMatrix::Side::kA;
   alignas(32) float edge[kPackMr * kPackNr];
+  float edge_bias[kPackMr] = {};
+  TileFinish finish;
+  if (p.out != nullptr) finish.lo = p.out->act.lo, finish.hi = p.out->act.hi;
   for (int64_t k0 = 0; k0 < p.k; k0 += kPackKc) {
     const int64_t kb = std::min(kPackKc, p.k - k0);
     const bool accumulate = p.accumulate || k0 > 0, last = k0 + kb == p.k;
@@ -105,6 +110,17 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
     for (int64_t i = m0; i < m1; i += kPackMr) {
       const float* ap = packed_a ? p.packed->Panel(k0, kb, i) : slab + (i - m0) * kb;
       const int64_t rows = std::min(kPackMr, m1 - i);
+      // The finish, on the last K block only; a short panel's biases through a full copy.
+      const TileFinish* fp = nullptr;
+      if (last && p.out != nullptr) {
+        finish.kind = p.out->act.kind;
+        finish.bias = p.out->bias != nullptr ? p.out->bias + i : nullptr;
+        if (finish.bias != nullptr && rows < kPackMr) {
+          std::copy(finish.bias, finish.bias + rows, edge_bias);
+          finish.bias = edge_bias;
+        }
+        fp = &finish;
+      }
       for (int64_t j = n0; j < n1; j += kPackNr) {
         const float* bp = packed_a ? slab + (j - n0) * kb : p.packed->Panel(k0, kb, j);
         const int64_t cols = std::min(kPackNr, n1 - j);
@@ -112,7 +128,7 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
         // B's rows are its panel's, 16 floats apart.
         const auto brow = [bp](int64_t k) { return bp + k * kPackNr; };
         if (rows == kPackMr && cols == kPackNr) {
-          MicroKernel(kb, ap, brow, ct, p.ldc, accumulate);
+          MicroKernel(kb, ap, brow, ct, p.ldc, accumulate, fp);
           continue;
         }
         // An edge tile: through a full-size copy, so the kernel never reads or writes
@@ -122,7 +138,7 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
             std::copy(ct + r * p.ldc, ct + r * p.ldc + cols, edge + r * kPackNr);
           }
         }
-        MicroKernel(kb, ap, brow, edge, kPackNr, accumulate);
+        MicroKernel(kb, ap, brow, edge, kPackNr, accumulate, fp);
         for (int64_t r = 0; r < rows; ++r) {
           std::copy(edge + r * kPackNr, edge + r * kPackNr + cols, ct + r * p.ldc);
         }
@@ -171,38 +187,53 @@ int64_t PackedGemmScratchFloats(const PackedMatrix& packed, int64_t m, int64_t n
 
 void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t n, int64_t k,
                 float* c, int64_t ldc, bool accumulate, float* scratch, PackedEpilogue epilogue) {
+  PackedGemm(packed, other, m, n, k, c, ldc, accumulate, scratch, PackedRowOutput{}, epilogue);
+}
+
+void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t n, int64_t k,
+                float* c, int64_t ldc, bool accumulate, float* scratch,
+                const PackedRowOutput& out, PackedEpilogue epilogue) {
   const bool packed_a = packed.side() == PackedMatrix::Side::kA;
   const int threads = IntraOpThreads();
   // Task blocks: the streamed operand's slab on one side, the packed operand's rows
-  // (all of them for A, kTaskCols columns for B) on the other.
+  // (all of them for A, kTaskCols columns for B) on the other. Column blocks split C's
+  // 16-wide panels evenly, so no block is a sliver of another (N = 196 in two is
+  // 112 + 84, not 192 + 4, whose thread would idle at the join).
+  const int64_t panels = (n + kPackNr - 1) / kPackNr;
   int64_t mb = packed_a ? RoundUp(m, kPackMr) : kSlabRows;
-  int64_t nb = packed_a ? kSlabCols : kTaskCols;
+  const int64_t block_cols = packed_a ? kSlabCols : kTaskCols;
+  int64_t n_tasks = (n + block_cols - 1) / block_cols;
+  if (packed_a) {
+    // At least four column blocks per thread while each keeps 64 columns: a pointwise
+    // conv's N = 784 in five blocks of 160 left one thread three and the other two.
+    n_tasks = std::max(n_tasks, std::min<int64_t>(4 * threads, (n + 63) / 64));
+  }
   // Fewer tasks than two per thread: cut the blocks, so each thread has work and a
   // thread slowed by other load hands its share on.
   const int64_t want = 2 * threads;
-  auto tasks = [&] { return ((m + mb - 1) / mb) * ((n + nb - 1) / nb); };
-  if (threads > 1 && tasks() < want) {
+  if (threads > 1 && ((m + mb - 1) / mb) * n_tasks < want) {
     if (packed_a) {
-      const int64_t parts = (want + (n + nb - 1) / nb - 1) / ((n + nb - 1) / nb);
+      const int64_t parts = (want + n_tasks - 1) / n_tasks;
       mb = std::clamp(RoundUp((m + parts - 1) / parts, kPackMr), kPackMr, mb);
     }
-    if (tasks() < want) {
-      const int64_t parts = (want + (m + mb - 1) / mb - 1) / ((m + mb - 1) / mb);
-      nb = std::clamp(RoundUp((n + parts - 1) / parts, kPackNr), kPackNr, nb);
-    }
+    const int64_t m_blocks = (m + mb - 1) / mb;
+    if (m_blocks * n_tasks < want) n_tasks = (want + m_blocks - 1) / m_blocks;
   }
-  const int64_t m_tasks = (m + mb - 1) / mb, n_tasks = (n + nb - 1) / nb;
-  const Product p{&packed, other, m, n, k, c, ldc, accumulate};
+  n_tasks = std::min(n_tasks, panels);
+  const int64_t m_tasks = (m + mb - 1) / mb;
+  auto col = [&](int64_t block) { return std::min(n, block * panels / n_tasks * kPackNr); };
+  const bool finishes = out.bias != nullptr || out.act.kind != ConvActivation::kNone;
+  const Product p{&packed, other, m, n, k, c, ldc, accumulate, finishes ? &out : nullptr};
   const int64_t slab = SlabFloats(packed.side(), m, n, k);
   ScratchSlots slots;
-  const int64_t task_macs = mb * nb * k;
+  const int64_t task_macs = mb * ((panels + n_tasks - 1) / n_tasks) * kPackNr * k;
   ParallelFor(m_tasks * n_tasks, (kMinParallelMacs + task_macs - 1) / task_macs,
               [&](int64_t t0, int64_t t1) {
                 const int s = slots.Claim();
                 for (int64_t t = t0; t < t1; ++t) {
-                  const int64_t m0 = (t / n_tasks) * mb, n0 = (t % n_tasks) * nb;
-                  RunTask(p, m0, std::min(m, m0 + mb), n0, std::min(n, n0 + nb),
-                          scratch + s * slab, epilogue);
+                  const int64_t m0 = (t / n_tasks) * mb, m1 = std::min(m, m0 + mb);
+                  const int64_t n0 = col(t % n_tasks), n1 = col(t % n_tasks + 1);
+                  RunTask(p, m0, m1, n0, n1, scratch + s * slab, epilogue);
                 }
                 slots.Release(s);
               });

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "kernels/conv_activation.h"
 
 namespace ndserve::kernels::cpu {
 
@@ -74,6 +75,24 @@ class PackedMatrix {
 // ParallelFor's threads, concurrently for disjoint blocks; must not call BLAS.
 using PackedEpilogue = absl::FunctionRef<void(int64_t r0, int64_t r1, int64_t c0, int64_t c1)>;
 
+// What the micro-kernel does to a tile of C in its registers after the tile's last K
+// block, before its one store: add `bias[row]` (M floats; null: none), then `act`. A
+// Conv's bias and fused activation cost no pass over C of their own this way, which at
+// a pointwise conv's small K (16-64) is a large share of the product's time
+// (docs/design.md section 4.4). `act` is kNone, kRelu or kClip (FusesActivation): their
+// results are the scalar functors' to the bit, so a fused conv still equals the unfused
+// pair. HardSwish (whose multiply-add the vector clones would contract into an FMA) and
+// Sigmoid stay in the caller's epilogue.
+struct PackedRowOutput {
+  const float* bias = nullptr;
+  ConvEpilogue act;
+
+  static bool FusesActivation(ConvActivation kind) {
+    return kind == ConvActivation::kNone || kind == ConvActivation::kRelu ||
+           kind == ConvActivation::kClip;
+  }
+};
+
 // Floats of scratch PackedGemm needs for an M x N x K product: one slab of the unpacked
 // operand per thread that may work on it.
 int64_t PackedGemmScratchFloats(const PackedMatrix& packed, int64_t m, int64_t n, int64_t k);
@@ -85,6 +104,12 @@ int64_t PackedGemmScratchFloats(const PackedMatrix& packed, int64_t m, int64_t n
 // inside a ParallelFor body with a threaded BLAS; it calls no BLAS itself).
 void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t n, int64_t k,
                 float* c, int64_t ldc, bool accumulate, float* scratch, PackedEpilogue epilogue);
+
+// The same with `out` applied to every tile of C before its store (after the sum and, when
+// `accumulate`, after C's old value is added), and `epilogue` called afterwards as above.
+void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t n, int64_t k,
+                float* c, int64_t ldc, bool accumulate, float* scratch,
+                const PackedRowOutput& out, PackedEpilogue epilogue);
 
 }  // namespace ndserve::kernels::cpu
 

@@ -4,6 +4,8 @@
 // reference; and proof that the kernel reads the packed operand rather than its W input.
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 #include "gtest/gtest.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/node_attrs.h"
@@ -52,6 +54,49 @@ TEST(ConvPackedWeightTest, EveryGemmPathMatchesNaive) {
     ASSERT_TRUE(got.ok()) << k.name << ": " << got.status();
     const HostTensor want = NaiveConv(x, w, b.Values<float>(), k.stride, k.pad, k.act);
     EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol)) << k.name;
+  }
+}
+
+// Pointwise convs whose bias and activation the micro-kernel applies (HardSwish and
+// Sigmoid after it),
+// at mobilenet-like shapes off every tile edge: Cout and Cin not multiples of 6 or 16,
+// planes of 1, 7 x 7, 49 x 1 and 3137 = 3 x 1045 + 2 pixels; with and without a bias.
+TEST(ConvPackedWeightTest, PointwiseBiasAndActivationMatchNaive) {
+  struct Shape {
+    int64_t n, c, m, h, w;
+  };
+  const Shape shapes[] = {{1, 17, 25, 1, 1},  {2, 16, 96, 7, 7},  {1, 33, 13, 49, 1},
+                          {1, 24, 11, 3137, 1}, {1, 320, 19, 7, 7}, {1, 5, 7, 3, 5}};
+  const ConvEpilogue acts[] = {{ConvActivation::kNone},
+                               {ConvActivation::kRelu},
+                               {ConvActivation::kClip, 0.0f, 6.0f},
+                               {ConvActivation::kHardSwish},
+                               {ConvActivation::kSigmoid}};
+  uint32_t seed = 500;
+  for (const Shape& s : shapes) {
+    for (const ConvEpilogue& act : acts) {
+      for (bool with_bias : {true, false}) {
+        const std::string name = absl::StrCat(s.n, "x", s.c, "x", s.h, "x", s.w, " -> ", s.m,
+                                              " act ", static_cast<int>(act.kind),
+                                              with_bias ? " bias" : "");
+        const HostTensor x = RandomTensor({s.n, s.c, s.h, s.w}, ++seed, -3.0f, 3.0f);
+        const HostTensor w = RandomTensor({s.m, s.c, 1, 1}, ++seed, -0.5f, 0.5f);
+        const HostTensor b = RandomTensor({s.m}, ++seed, -2.0f, 2.0f);
+        ConvAttrs a;
+        a.activation = act;
+        const auto packed = Pack(w, a);
+        ASSERT_NE(packed, nullptr) << name;
+        DeviceRunner runner(Device::Cpu());
+        runner.set_packed_weight(packed.get());
+        const auto got = with_bias ? runner.Run(OpKind::kConv, {x, w, b}, a, 1)
+                                   : runner.Run(OpKind::kConv, {x, w}, a, 1);
+        ASSERT_TRUE(got.ok()) << name << ": " << got.status();
+        const std::vector<float> bias =
+            with_bias ? b.Values<float>() : std::vector<float>(s.m, 0.0f);
+        const HostTensor want = NaiveConv(x, w, bias, 1, 0, act);
+        EXPECT_TRUE(AllClose((*got)[0], want, kAtol, kRtol)) << name;
+      }
+    }
   }
 }
 

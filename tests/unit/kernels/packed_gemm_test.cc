@@ -3,7 +3,7 @@
 // (6-row and 16-column tiles, 256-deep K blocks, the per-task slabs), C overwritten or
 // accumulated onto, the epilogue called exactly once for every element of C, on the
 // pool's threads and on one thread (inside a ParallelFor body, where a nested one runs
-// inline).
+// inline); and PackedRowOutput's bias and activation in the micro-kernel.
 #include "kernels/cpu/packed_gemm.h"
 
 #include <atomic>
@@ -131,6 +131,64 @@ TEST(PackedGemmTest, OneThreadMatchesNaive) {
   for (auto side : {PackedMatrix::Side::kA, PackedMatrix::Side::kB}) {
     Check({131, 517, 300, side, false, false, false}, true);
     Check({7, 17, 129, side, true, false, true}, true);
+  }
+}
+
+// PackedRowOutput: the bias of C's row and the activation applied in the micro-kernel
+// before the store, on full and edge tiles, after one K block or several, onto C's old
+// value when accumulating; the caller's epilogue still sees every element once, after.
+void CheckRowOutput(int64_t m, int64_t n, int64_t k, bool with_bias, ConvEpilogue act,
+                    bool accumulate) {
+  const std::string name = absl::StrCat(m, "x", n, "x", k, with_bias ? " bias" : "",
+                                        " act ", static_cast<int>(act.kind),
+                                        accumulate ? " accumulate" : "");
+  const std::vector<float> a = Random(m * k, 11), b = Random(k * n, 12);
+  const std::vector<float> bias = Random(m, 13);
+  const int64_t ldc = n + 5;
+  std::vector<float> y = Random(m * ldc, 14);
+  const std::vector<float> y0 = y;
+  const PackedMatrix packed = PackedMatrix::Pack(PackedMatrix::Side::kA, {a.data(), k, false}, m, k);
+  std::vector<float> scratch(PackedGemmScratchFloats(packed, m, n, k));
+  PackedRowOutput out;
+  out.bias = with_bias ? bias.data() : nullptr;
+  out.act = act;
+  std::vector<int> seen(m * n, 0);
+  PackedGemm(packed, {b.data(), n, false}, m, n, k, y.data(), ldc, accumulate, scratch.data(),
+             out, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+               for (int64_t r = r0; r < r1; ++r) {
+                 for (int64_t j = c0; j < c1; ++j) ++seen[r * n + j];
+               }
+             });
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = accumulate ? y0[i * ldc + j] : 0.0;
+      for (int64_t l = 0; l < k; ++l) s += static_cast<double>(a[i * k + l]) * b[l * n + j];
+      if (with_bias) s += bias[i];
+      const double w = act(static_cast<float>(s));
+      ASSERT_NEAR(y[i * ldc + j], w, 1e-4 + 1e-4 * std::abs(w)) << name << " at " << i << "," << j;
+      ASSERT_EQ(seen[i * n + j], 1) << name << " epilogue at " << i << "," << j;
+    }
+    for (int64_t j = n; j < ldc; ++j) {
+      ASSERT_EQ(y[i * ldc + j], y0[i * ldc + j]) << name << " wrote past column n";
+    }
+  }
+}
+
+TEST(PackedGemmTest, RowOutputInTheMicroKernel) {
+  const ConvEpilogue acts[] = {{ConvActivation::kNone},
+                               {ConvActivation::kRelu},
+                               {ConvActivation::kClip, 0.0f, 0.3f},
+                               {ConvActivation::kClip, -0.2f, 6.0f}};
+  for (const ConvEpilogue& act : acts) {
+    for (bool with_bias : {false, true}) {
+      // A pointwise conv's shapes (K = Cin, N = H * W), rows and columns off the tiles.
+      for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{49}, int64_t{196}, int64_t{3137}}) {
+        CheckRowOutput(13, n, 19, with_bias, act, false);
+      }
+      CheckRowOutput(6, 16, 16, with_bias, act, false);
+      CheckRowOutput(37, 45, 600, with_bias, act, false);  // three K blocks
+      CheckRowOutput(37, 45, 259, with_bias, act, true);
+    }
   }
 }
 
