@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/parallel_spin.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -70,6 +71,48 @@ TEST(ParallelForTest, NestedCallsRunInline) {
     }
   });
   EXPECT_EQ(sum.load(), 800);
+}
+
+TEST(ParallelForTest, SpinBudgetIsClampedAndSettable) {
+  const int saved = ParallelSpinMicros();
+  SetParallelSpinMicros(-5);
+  EXPECT_EQ(ParallelSpinMicros(), 0);
+  SetParallelSpinMicros(kMaxParallelSpinMicros + 1);
+  EXPECT_EQ(ParallelSpinMicros(), kMaxParallelSpinMicros);
+  SetParallelSpinMicros(37);
+  EXPECT_EQ(ParallelSpinMicros(), 37);
+  SetParallelSpinMicros(saved);
+}
+
+// With spinning off every wait blocks at once: callers and workers must still meet.
+// The budget changes between rounds while other callers are inside ParallelFor.
+TEST(ParallelForTest, CoversRangesWithSpinningOffAndChangingUnderway) {
+  const int saved = ParallelSpinMicros();
+  constexpr int kCallers = 4;
+  constexpr int64_t kN = 3001;
+  std::vector<std::vector<int>> hits(kCallers, std::vector<int>(kN, 0));
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kCallers; ++t) {
+    callers.emplace_back([&hits, t] {
+      for (int round = 0; round < 30; ++round) {
+        if (t == 0) SetParallelSpinMicros(round % 3 == 0 ? 0 : (round % 3 == 1 ? 1 : 200));
+        ParallelFor(kN, 7, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) ++hits[t][i];
+        });
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  for (int t = 0; t < kCallers; ++t) {
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(hits[t][i], 30) << "caller " << t << " i " << i;
+  }
+  SetParallelSpinMicros(0);
+  std::atomic<int64_t> sum{0};
+  for (int round = 0; round < 100; ++round) {
+    ParallelFor(64, 1, [&](int64_t b, int64_t e) { sum.fetch_add(e - b); });
+  }
+  EXPECT_EQ(sum.load(), 6400);
+  SetParallelSpinMicros(saved);
 }
 
 }  // namespace
