@@ -30,14 +30,7 @@ GRPC_ADDR=127.0.0.1:$((PORT_BASE + 1))
 work=$(mktemp -d)
 TICKS=$(getconf CLK_TCK)
 
-server_pid=""
-stop_server() {
-  if [[ -n $server_pid ]]; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
-}
+source scripts/daemon-proc.sh
 trap 'stop_server; rm -rf "$work"' EXIT
 
 # utime + stime of the daemon, all its threads, in clock ticks.

@@ -22,14 +22,7 @@ PORT_BASE=${PORT_BASE:-18500}
 GRPC_ADDR=127.0.0.1:$((PORT_BASE + 1))
 work=$(mktemp -d)
 
-server_pid=""
-stop_server() {
-  if [[ -n $server_pid ]]; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
-}
+source scripts/daemon-proc.sh
 trap 'stop_server; rm -rf "$work"' EXIT
 
 # The daemon serves a repository holding only this model, without config.pbtxt.
