@@ -76,14 +76,7 @@ METRICS_ADDR=127.0.0.1:$((PORT_BASE + 12))
 ADMIN_ADDR=127.0.0.1:$((PORT_BASE + 13))
 
 # Only the processes this script started are stopped, by pid.
-server_pid=""
-stop_server() {
-  if [[ -n $server_pid ]]; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
-}
+source scripts/daemon-proc.sh
 trap stop_server EXIT
 
 # Both servers get the same inputs, given explicitly: the echo server has no

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "base/logging.h"
 #include "engine/engine.h"
+#include "kernels/cpu/parallel_spin.h"
 #include "kernels/gpu_resources.h"
 #include "memory/leak_tracker.h"
 #include "memory/memory_config.h"
@@ -70,6 +71,9 @@ ABSL_FLAG(std::string, memory_thread_cache, "",
           "Binned pool: bytes of freed blocks up to 1 MiB each thread keeps for itself (0 or "
           "off: none). Counted as cached; Reclaim and memory pressure take them back. "
           "Default: $NDSERVE_MEMORY_THREAD_CACHE, else 4MiB.");
+ABSL_FLAG(std::string, intra_op_spin_us, "",
+          "Microseconds the CPU kernels' intra-op pool polls for work before its threads "
+          "block (0: never poll). Default: $NDSERVE_INTRA_OP_SPIN_US, else 200.");
 ABSL_FLAG(int, exit_timeout_seconds, 30,
           "On SIGTERM/SIGINT, how long requests in flight may take to finish; those still "
           "running then are answered UNAVAILABLE, and the process exits within about 1 s "
@@ -143,6 +147,7 @@ Options OptionsFromFlags() {
   o.memory_limit = absl::GetFlag(FLAGS_memory_limit);
   o.debug_level = absl::GetFlag(FLAGS_debug_level);
   o.memory_thread_cache = absl::GetFlag(FLAGS_memory_thread_cache);
+  o.intra_op_spin_us = absl::GetFlag(FLAGS_intra_op_spin_us);
   o.exit_timeout_seconds = absl::GetFlag(FLAGS_exit_timeout_seconds);
   o.model_control_mode = absl::GetFlag(FLAGS_model_control_mode);
   o.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
@@ -179,10 +184,15 @@ int Run(Options options) {
   if (!device.ok()) return StartupError(device.status());
   absl::StatusOr<HostBounds> bounds = ResolveHostBounds(options);
   if (!bounds.ok()) return StartupError(bounds.status());
+  absl::StatusOr<int> spin_micros = ResolveIntraOpSpinMicros(options);
+  if (!spin_micros.ok()) return StartupError(spin_micros.status());
+  // Before any model loads, so that no parallel region has run with the default.
+  kernels::cpu::SetParallelSpinMicros(*spin_micros);
 
   LOG(INFO) << "ndserved " << NDSERVE_VERSION << " starting: device " << device->ToString()
             << ", memory pool " << PoolKindName(memory->pool) << ", debug level "
-            << memory->debug_level << ", model repository '" << options.model_repository
+            << memory->debug_level << ", intra-op spin " << *spin_micros
+            << " us, model repository '" << options.model_repository
             << "', model control " << ModelControlModeName(options.model_control_mode);
 
   // The one memory system of the process: the engine allocates from it, admin and
@@ -278,9 +288,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       absl::StrCat("ndserved ", NDSERVE_VERSION,
                    ": serves ONNX models over KServe v2 gRPC and HTTP/REST.\n"
-                   "NDSERVE_MEMORY_POOL, NDSERVE_MEMORY_LIMIT, NDSERVE_DEBUG_LEVEL and "
-                   "NDSERVE_MEMORY_THREAD_CACHE give the defaults of --memory_pool, "
-                   "--memory_limit, --debug_level and --memory_thread_cache.\n"
+                   "NDSERVE_MEMORY_POOL, NDSERVE_MEMORY_LIMIT, NDSERVE_DEBUG_LEVEL, "
+                   "NDSERVE_MEMORY_THREAD_CACHE and NDSERVE_INTRA_OP_SPIN_US give the "
+                   "defaults of --memory_pool, --memory_limit, --debug_level, "
+                   "--memory_thread_cache and --intra_op_spin_us.\n"
                    "Usage: ndserved [flags]"));
   absl::ParseCommandLine(argc, argv);
   ndserve::InitializeSymbolizer(argv[0]);

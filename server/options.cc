@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cpu/parallel_spin.h"
 #include "memory/cuda_runtime.h"
 #include "memory/pool.h"
 
@@ -141,6 +142,19 @@ absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options, const E
     config.thread_cache_bytes = *bytes;
   }
   return config;
+}
+
+absl::StatusOr<int> ResolveIntraOpSpinMicros(const Options& options, const EnvLookup& env) {
+  const Setting s = Pick(options.intra_op_spin_us, "intra_op_spin_us", kIntraOpSpinEnv, env);
+  if (s.source.empty()) return kernels::cpu::kDefaultParallelSpinMicros;
+  int micros = 0;
+  if (!absl::SimpleAtoi(s.text, &micros) || micros < 0 ||
+      micros > kernels::cpu::kMaxParallelSpinMicros) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.source, "='", s.text, "': microseconds from 0 (never spin) to ",
+                     kernels::cpu::kMaxParallelSpinMicros, " expected"));
+  }
+  return micros;
 }
 
 namespace {
@@ -278,6 +292,9 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
   }
   if (absl::StatusOr<MemoryConfig> memory = ResolveMemoryConfig(options, env); !memory.ok()) {
     return memory.status();
+  }
+  if (absl::StatusOr<int> spin = ResolveIntraOpSpinMicros(options, env); !spin.ok()) {
+    return spin.status();
   }
   if (options.exit_timeout_seconds < 0) {
     return Invalid("exit_timeout_seconds", std::to_string(options.exit_timeout_seconds),

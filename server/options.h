@@ -19,6 +19,8 @@ inline constexpr char kPoolEnv[] = "NDSERVE_MEMORY_POOL";
 inline constexpr char kLimitEnv[] = "NDSERVE_MEMORY_LIMIT";
 inline constexpr char kDebugLevelEnv[] = "NDSERVE_DEBUG_LEVEL";
 inline constexpr char kThreadCacheEnv[] = "NDSERVE_MEMORY_THREAD_CACHE";
+// The intra-op pool's spin budget (kernels/cpu/parallel_spin.h).
+inline constexpr char kIntraOpSpinEnv[] = "NDSERVE_INTRA_OP_SPIN_US";
 
 // What the repository RPCs may do (docs/design.md §5).
 enum class ModelControlMode {
@@ -64,6 +66,9 @@ struct Options {
   std::string debug_level;
   // Empty: $NDSERVE_MEMORY_THREAD_CACHE, else 4MiB.
   std::string memory_thread_cache;
+  // Microseconds the intra-op pool polls before blocking. Empty: $NDSERVE_INTRA_OP_SPIN_US,
+  // else kernels::cpu::kDefaultParallelSpinMicros; 0: never poll.
+  std::string intra_op_spin_us;
   int exit_timeout_seconds = 30;
   ModelControlMode model_control_mode = ModelControlMode::kExplicit;
 
@@ -113,7 +118,7 @@ EnvLookup ProcessEnvironment();
 // Checks every option that can be checked without side effects: addresses parse, the
 // admin listener is on loopback unless a token file and TLS are given (the token must not
 // cross the network in clear text), the TLS files read as PEM, the device and the
-// memory settings parse, the timeout is not negative, the host bounds parse
+// memory settings and the intra-op spin parse, the timeout is not negative, the host bounds parse
 // (ResolveHostBounds), the repository is a directory.
 // The first problem found is INVALID_ARGUMENT naming the flag (or the environment
 // variable a memory setting came from).
@@ -124,6 +129,12 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env = Proc
 // text.
 absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options,
                                                  const EnvLookup& env = ProcessEnvironment());
+
+// --intra_op_spin_us, else $NDSERVE_INTRA_OP_SPIN_US, else the kernels' default: an
+// integer from 0 to kernels::cpu::kMaxParallelSpinMicros. Anything else is
+// INVALID_ARGUMENT naming the flag or the variable.
+absl::StatusOr<int> ResolveIntraOpSpinMicros(const Options& options,
+                                             const EnvLookup& env = ProcessEnvironment());
 
 // "auto" becomes cuda:0 when a GPU is present, else cpu:0. A CUDA device that is not
 // present is FAILED_PRECONDITION naming --device.

@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/cpu/parallel_spin.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -31,16 +32,19 @@ struct Job {
   std::atomic<bool> finished{false};
 };
 
-// How long a worker polls for the next job, and a caller for its job's last chunk, before
-// blocking on the mutex. A transformer layer at one sequence is a run of parallel regions
-// of 20-100 us each; a blocked thread's wake-up costs tens of microseconds on a VM's
-// vCPU, which is most of a region (docs/design.md section 4). ORT's pool spins too.
-constexpr auto kSpin = std::chrono::microseconds(200);
-
-// Polls `ready` until it holds or kSpin has passed; true if it holds.
+// A worker polls for the next job, and a caller for its job's last chunk, for up to
+// ParallelSpinMicros() before blocking on the mutex. A transformer layer at one sequence
+// is a run of parallel regions of 20-100 us each; a blocked thread's wake-up costs tens
+// of microseconds on a VM's vCPU, which is most of a region (docs/design.md section 4).
+// ORT's pool spins too. Through the daemon the polling pays on bert and costs a few
+// percent of CPU elsewhere (docs/benchmark-history.md, "Daemon under load").
+// Polls `ready` until it holds or the budget has passed; true if it holds. With a
+// budget of 0 it looks once.
 template <typename F>
 bool SpinUntil(F ready) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  const int micros = ParallelSpinMicros();
+  if (micros == 0) return ready();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (ready()) return true;

@@ -5,11 +5,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/parallel_spin.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -37,25 +39,33 @@ TEST(ParallelForTest, CoversTheRangeOnceInChunksOfAtLeastMinChunk) {
   }
 }
 
-TEST(ParallelForTest, ManyCallersAtOnceEachGetTheirOwnRange) {
-  constexpr int kCallers = 6;
-  constexpr int64_t kN = 5000;
-  std::vector<std::vector<int>> hits(kCallers, std::vector<int>(kN, 0));
-  std::vector<std::thread> callers;
-  for (int t = 0; t < kCallers; ++t) {
-    callers.emplace_back([&hits, t] {
-      for (int round = 0; round < 20; ++round) {
+// `callers` threads each call ParallelFor(n, min_chunk) `rounds` times at once, calling
+// before_round(caller, round) first; every caller's range must be covered once per round.
+void ExpectCallersCoverTheirRanges(int callers, int64_t n, int64_t min_chunk, int rounds,
+                                   const std::function<void(int, int)>& before_round) {
+  std::vector<std::vector<int>> hits(callers, std::vector<int>(n, 0));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < callers; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < rounds; ++round) {
+        before_round(t, round);
         // Disjoint chunks of one call write disjoint elements: no race.
-        ParallelFor(kN, 16, [&](int64_t b, int64_t e) {
+        ParallelFor(n, min_chunk, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) ++hits[t][i];
         });
       }
     });
   }
-  for (std::thread& c : callers) c.join();
-  for (int t = 0; t < kCallers; ++t) {
-    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(hits[t][i], 20) << "caller " << t << " i " << i;
+  for (std::thread& c : threads) c.join();
+  for (int t = 0; t < callers; ++t) {
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(hits[t][i], rounds) << "caller " << t << " i " << i;
+    }
   }
+}
+
+TEST(ParallelForTest, ManyCallersAtOnceEachGetTheirOwnRange) {
+  ExpectCallersCoverTheirRanges(6, 5000, 16, 20, [](int, int) {});
 }
 
 TEST(ParallelForTest, NestedCallsRunInline) {
@@ -70,6 +80,33 @@ TEST(ParallelForTest, NestedCallsRunInline) {
     }
   });
   EXPECT_EQ(sum.load(), 800);
+}
+
+TEST(ParallelForTest, SpinBudgetIsClampedAndSettable) {
+  const int saved = ParallelSpinMicros();
+  SetParallelSpinMicros(-5);
+  EXPECT_EQ(ParallelSpinMicros(), 0);
+  SetParallelSpinMicros(kMaxParallelSpinMicros + 1);
+  EXPECT_EQ(ParallelSpinMicros(), kMaxParallelSpinMicros);
+  SetParallelSpinMicros(37);
+  EXPECT_EQ(ParallelSpinMicros(), 37);
+  SetParallelSpinMicros(saved);
+}
+
+// With spinning off every wait blocks at once: callers and workers must still meet.
+// The budget changes between rounds while other callers are inside ParallelFor.
+TEST(ParallelForTest, CoversRangesWithSpinningOffAndChangingUnderway) {
+  const int saved = ParallelSpinMicros();
+  ExpectCallersCoverTheirRanges(4, 3001, 7, 30, [](int caller, int round) {
+    if (caller == 0) SetParallelSpinMicros(round % 3 == 0 ? 0 : (round % 3 == 1 ? 1 : 200));
+  });
+  SetParallelSpinMicros(0);
+  std::atomic<int64_t> sum{0};
+  for (int round = 0; round < 100; ++round) {
+    ParallelFor(64, 1, [&](int64_t b, int64_t e) { sum.fetch_add(e - b); });
+  }
+  EXPECT_EQ(sum.load(), 6400);
+  SetParallelSpinMicros(saved);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/parallel_spin.h"
 #include "memory/cuda_runtime.h"
 
 namespace ndserve {
@@ -62,6 +63,36 @@ TEST(OptionsTest, ThreadCacheFromEnvironmentOrFlag) {
   EXPECT_THAT(
       ValidateOptions(Options{}, FakeEnv({{"NDSERVE_MEMORY_THREAD_CACHE", "-3"}})).message(),
       HasSubstr("NDSERVE_MEMORY_THREAD_CACHE"));
+}
+
+TEST(OptionsTest, IntraOpSpinFromFlagThenEnvironmentThenDefault) {
+  EXPECT_EQ(*ResolveIntraOpSpinMicros(Options{}, kEmptyEnv), kernels::cpu::kDefaultParallelSpinMicros);
+  // An empty variable keeps the default, as the memory variables do.
+  EXPECT_EQ(*ResolveIntraOpSpinMicros(Options{}, FakeEnv({{kIntraOpSpinEnv, ""}})),
+            kernels::cpu::kDefaultParallelSpinMicros);
+  const EnvLookup env = FakeEnv({{kIntraOpSpinEnv, "0"}});
+  EXPECT_EQ(*ResolveIntraOpSpinMicros(Options{}, env), 0);
+  Options flags;
+  flags.intra_op_spin_us = "50";
+  EXPECT_EQ(*ResolveIntraOpSpinMicros(flags, env), 50);
+  flags.intra_op_spin_us = std::to_string(kernels::cpu::kMaxParallelSpinMicros);
+  EXPECT_EQ(*ResolveIntraOpSpinMicros(flags, env), kernels::cpu::kMaxParallelSpinMicros);
+  EXPECT_TRUE(ValidateOptions(flags, env).ok());
+}
+
+TEST(OptionsTest, BadIntraOpSpinNamesItsSource) {
+  for (const char* bad : {"-1", "fast", "1.5", "100001", "99999999999"}) {
+    Options flags;
+    flags.intra_op_spin_us = bad;
+    EXPECT_THAT(ValidateOptions(flags, kEmptyEnv).message(),
+                HasSubstr(absl::StrCat("--intra_op_spin_us='", bad, "'")));
+    EXPECT_THAT(ValidateOptions(Options{}, FakeEnv({{kIntraOpSpinEnv, bad}})).message(),
+                HasSubstr(absl::StrCat("NDSERVE_INTRA_OP_SPIN_US='", bad, "'")));
+  }
+  // A good flag hides a bad variable.
+  Options flags;
+  flags.intra_op_spin_us = "0";
+  EXPECT_TRUE(ValidateOptions(flags, FakeEnv({{kIntraOpSpinEnv, "fast"}})).ok());
 }
 
 TEST(OptionsTest, EnvironmentGivesDefaultsAndFlagsOverride) {
