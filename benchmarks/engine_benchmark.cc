@@ -14,26 +14,34 @@
 //
 // recsys/1/model.onnx is generated at build time (tools/gen_models.py). The configs
 // allow batch 64; the benchmark loads both models with max_batch_size 256.
-// NDSERVE_BENCH_DEVICE=cuda:0 runs the engine rows on a GPU (the kernels-only baseline
-// stays a CPU measurement and is skipped there); NDSERVE_BENCH_CUDA_GRAPHS=0 runs them
-// without CUDA graph capture, the baseline of the replayed runs (docs/design.md §4.3).
+// NDSERVE_BENCH_DEVICE=cuda:0 runs the rows on a GPU, the kernels-only baseline as the
+// floor of a plain run (pinned copies in and out, kernels, one synchronization, nothing
+// allocated per run); NDSERVE_BENCH_CUDA_GRAPHS=0 runs the engine rows without CUDA
+// graph capture, the baseline of the replayed runs (docs/design.md §4.3).
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "benchmark/benchmark.h"
 #include "engine/repository.h"
 #include "engine/served_model.h"
 #include "kernels/dispatch.h"
+#include "kernels/gpu_resources.h"
 #include "kernels/shape_inference.h"
+#include "memory/cuda_allocator.h"
+#include "memory/cuda_host_allocator.h"
 #include "memory/memory_system.h"
 
 namespace ndserve::engine {
@@ -140,39 +148,114 @@ void BM_Engine(benchmark::State& state, const std::string& name) {
   SetRate(state, batch);
 }
 
-// The baseline: the graph's kernels over host buffers made once.
+// Scratch for the baseline's CUDA kernels: one device buffer, handed out from the front
+// and rewound before every run (the run synchronizes at its end, so nothing in flight
+// still reads it).
+class BumpScratch : public kernels::ScratchAllocator {
+ public:
+  BumpScratch(void* base, std::size_t bytes) : base_(static_cast<char*>(base)), bytes_(bytes) {}
+  absl::StatusOr<void*> Allocate(std::size_t bytes) override {
+    const std::size_t at = (used_ + 255) / 256 * 256;
+    if (at + bytes > bytes_) return absl::ResourceExhaustedError("benchmark scratch");
+    used_ = at + bytes;
+    return base_ + at;
+  }
+  void Rewind() { used_ = 0; }
+
+ private:
+  char* base_;
+  std::size_t bytes_, used_ = 0;
+};
+
+// The baseline: the graph's kernels over buffers made once. On a GPU it is the floor of a
+// plain (uncaptured) predictor run: one H2D copy per input from pinned memory, the
+// kernels, one D2H copy per output into pinned memory and one synchronization, on
+// device buffers, a cuBLAS workspace and scratch allocated up front.
 void BM_Kernels(benchmark::State& state, const std::string& name) {
   ServedModel* served = Model(name);
   if (served == nullptr) return state.SkipWithError("model did not load");
-  if (served->device().is_cuda()) return state.SkipWithError("the kernels-only baseline is CPU");
+  const Device device = served->device();
   const int64_t batch = state.range(0);
   Inputs inputs(*served, batch);
   const Graph& graph = served->model().graph();
+
+  std::unique_ptr<kernels::GpuResources> gpu;
+  std::unique_ptr<DeviceAllocator> device_memory, pinned_memory;
+  std::vector<std::pair<DeviceAllocator*, std::pair<void*, std::size_t>>> owned;
+  auto free_owned = [&] {
+    if (gpu != nullptr) gpu->Synchronize().IgnoreError();
+    for (auto& [allocator, block] : owned) allocator->Deallocate(block.first, block.second);
+    owned.clear();
+  };
+  // A block of at least one byte from `allocator`, freed when the benchmark ends.
+  auto allocate = [&](DeviceAllocator* allocator, std::size_t bytes) -> absl::StatusOr<void*> {
+    bytes = std::max<std::size_t>(bytes, 256);
+    NDS_ASSIGN_OR_RETURN(void* p, allocator->Allocate(bytes));
+    owned.push_back({allocator, {p, bytes}});
+    return p;
+  };
+  std::unique_ptr<BumpScratch> scratch;
+  if (device.is_cuda()) {
+    absl::Status made = [&]() -> absl::Status {
+      NDS_ASSIGN_OR_RETURN(
+          gpu, kernels::GpuResources::Create(device, static_cast<int>(graph.nodes().size())));
+      NDS_ASSIGN_OR_RETURN(device_memory, CudaAllocator::Create(device.ordinal));
+      NDS_ASSIGN_OR_RETURN(pinned_memory, CudaHostAllocator::Create(device.ordinal));
+      constexpr std::size_t kWorkspace = std::size_t{4} << 20, kScratch = std::size_t{64} << 20;
+      NDS_ASSIGN_OR_RETURN(void* workspace, allocate(device_memory.get(), kWorkspace));
+      NDS_RETURN_IF_ERROR(gpu->SetCublasWorkspace(workspace, kWorkspace));
+      NDS_ASSIGN_OR_RETURN(void* scratch_base, allocate(device_memory.get(), kScratch));
+      scratch = std::make_unique<BumpScratch>(scratch_base, kScratch);
+      return absl::OkStatus();
+    }();
+    if (!made.ok()) {
+      free_owned();
+      return state.SkipWithError(std::string(made.message()).c_str());
+    }
+  }
+
   struct Slot {
     std::shared_ptr<std::vector<uint8_t>> storage;
     void* data = nullptr;
     kernels::TensorDesc desc;
   };
+  struct Copy {
+    void* device;
+    void* host;  // pinned
+    std::size_t bytes;
+  };
+  std::vector<Copy> uploads, downloads;
   std::vector<Slot> slots(graph.values().size());
-  for (int v = 0; v < static_cast<int>(graph.values().size()); ++v) {
-    const Value& value = graph.values()[v];
-    if (value.source == ValueSource::kInitializer) {
-      const NDArray& a = served->model().initializer(value.index);
-      slots[v].data = *a.Data();
-      slots[v].desc = {a.dtype(), kernels::Shape(a.shape().begin(), a.shape().end())};
-    } else if (value.source == ValueSource::kInput) {
-      const InferInputTensor& in = inputs.request.inputs[value.index];
-      slots[v].data = const_cast<uint8_t*>(in.data.data());
-      slots[v].desc = {in.dtype, kernels::Shape(in.shape.begin(), in.shape.end())};
+  absl::Status laid_out = [&]() -> absl::Status {
+    for (int v = 0; v < static_cast<int>(graph.values().size()); ++v) {
+      const Value& value = graph.values()[v];
+      if (value.source == ValueSource::kInitializer) {
+        const NDArray& a = served->model().initializer(value.index);
+        NDS_ASSIGN_OR_RETURN(slots[v].data, a.Data());
+        slots[v].desc = {a.dtype(), kernels::Shape(a.shape().begin(), a.shape().end())};
+      } else if (value.source == ValueSource::kInput) {
+        const InferInputTensor& in = inputs.request.inputs[value.index];
+        slots[v].desc = {in.dtype, kernels::Shape(in.shape.begin(), in.shape.end())};
+        slots[v].data = const_cast<uint8_t*>(in.data.data());
+        if (gpu != nullptr) {
+          NDS_ASSIGN_OR_RETURN(void* host, allocate(pinned_memory.get(), in.data.size()));
+          std::memcpy(host, in.data.data(), in.data.size());
+          NDS_ASSIGN_OR_RETURN(slots[v].data, allocate(device_memory.get(), in.data.size()));
+          uploads.push_back({slots[v].data, host, in.data.size()});
+        }
+      }
     }
-  }
+    return absl::OkStatus();
+  }();
   struct Step {
     kernels::KernelFn fn;
     std::vector<kernels::TensorView> inputs, outputs;
     const Node* node;
+    int index;
   };
   std::vector<Step> steps;
-  for (const Node& node : graph.nodes()) {
+  for (int n = 0; laid_out.ok() && n < static_cast<int>(graph.nodes().size()); ++n) {
+    const Node& node = graph.nodes()[n];
     std::vector<kernels::TensorDesc> descs;
     for (int in : node.inputs) descs.push_back(slots[in].desc);
     std::vector<kernels::TensorDesc> out = *kernels::InferOutputs(node.op, descs, node.attrs);
@@ -181,28 +264,86 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
       slots[node.outputs[0]].desc = out[0];
       continue;
     }
-    Step step{*kernels::Lookup(node.op, Device::Cpu()), {}, {}, &node};
+    absl::StatusOr<kernels::KernelFn> fn = kernels::Lookup(node.op, device);
+    if (!fn.ok()) {
+      laid_out = fn.status();
+      break;
+    }
+    Step step{*fn, {}, {}, &node, n};
     for (int in : node.inputs) {
       step.inputs.push_back({slots[in].data, slots[in].desc.dtype, slots[in].desc.shape, {}});
     }
     for (size_t j = 0; j < node.outputs.size(); ++j) {
-      auto storage = std::make_shared<std::vector<uint8_t>>(
-          kernels::NumElements(out[j].shape) * DTypeSize(out[j].dtype) + 1);
-      Slot s{storage, storage->data(), out[j]};
+      const std::size_t bytes = kernels::NumElements(out[j].shape) * DTypeSize(out[j].dtype);
+      Slot s{nullptr, nullptr, out[j]};
+      if (gpu != nullptr) {
+        absl::StatusOr<void*> p = allocate(device_memory.get(), bytes);
+        if (!p.ok()) {
+          laid_out = p.status();
+          break;
+        }
+        s.data = *p;
+      } else {
+        s.storage = std::make_shared<std::vector<uint8_t>>(bytes + 1);
+        s.data = s.storage->data();
+      }
       if (node.outputs[j] != kNoValue) slots[node.outputs[j]] = s;
       step.outputs.push_back({s.data, s.desc.dtype, s.desc.shape, {}});
       if (node.outputs[j] == kNoValue) slots.push_back(s);  // keep it alive
     }
     steps.push_back(std::move(step));
   }
-  const kernels::KernelContext ctx = kernels::KernelContext::Cpu();
-  for (auto _ : state) {
+  for (int v : graph.output_values()) {
+    if (gpu == nullptr || !laid_out.ok()) break;
+    const std::size_t bytes =
+        kernels::NumElements(slots[v].desc.shape) * DTypeSize(slots[v].desc.dtype);
+    absl::StatusOr<void*> host = allocate(pinned_memory.get(), bytes);
+    if (!host.ok()) {
+      laid_out = host.status();
+      break;
+    }
+    downloads.push_back({slots[v].data, *host, bytes});
+  }
+  if (!laid_out.ok()) {
+    free_owned();
+    return state.SkipWithError(std::string(laid_out.message()).c_str());
+  }
+
+  kernels::KernelContext ctx = gpu != nullptr ? gpu->context() : kernels::KernelContext::Cpu();
+  if (gpu != nullptr) {
+    ctx.defer_error_check = true;
+    ctx.scratch = scratch.get();
+  }
+  auto run = [&]() -> absl::Status {
+    if (gpu != nullptr) {
+      scratch->Rewind();
+      gpu->ClearErrorFlags();
+      for (const Copy& c : uploads) {
+        NDS_RETURN_IF_ERROR(gpu->CopyToDevice(c.device, c.host, c.bytes));
+      }
+    }
     for (const Step& step : steps) {
-      absl::Status s = step.fn(ctx, step.inputs, step.outputs, step.node->attrs);
-      if (!s.ok()) return state.SkipWithError(std::string(s.message()).c_str());
+      kernels::KernelContext node_ctx = ctx;
+      if (gpu != nullptr) node_ctx.error_flag = gpu->error_flag(step.index);
+      NDS_RETURN_IF_ERROR(step.fn(node_ctx, step.inputs, step.outputs, step.node->attrs));
+    }
+    if (gpu != nullptr) {
+      for (const Copy& c : downloads) {
+        NDS_RETURN_IF_ERROR(gpu->CopyToHost(c.host, c.device, c.bytes));
+      }
+      NDS_RETURN_IF_ERROR(gpu->Synchronize());
+      if (gpu->FirstRaisedErrorFlag() >= 0) return absl::InternalError("a kernel raised its flag");
+    }
+    return absl::OkStatus();
+  };
+  for (auto _ : state) {
+    if (absl::Status s = run(); !s.ok()) {
+      free_owned();
+      return state.SkipWithError(std::string(s.message()).c_str());
     }
     benchmark::ClobberMemory();
   }
+  free_owned();
   SetRate(state, batch);
 }
 

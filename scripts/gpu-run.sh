@@ -91,8 +91,9 @@ mark "after correctness tests"
 run_tests gpu_engine_tests 180
 mark "after tests"
 # Pools over the CUDA allocator against raw cudaMalloc/cudaFree, the scope benchmark,
-# and the engine on cuda:0: one predictor with graphs on, then off (same run: the
-# replay's baseline), then BENCH_INSTANCES predictors with graphs on.
+# and the engine on cuda:0: one predictor with graphs on (and, in the same call, the
+# kernels-only floor of a plain run), then off (same run: the replay's baseline), then
+# BENCH_INSTANCES predictors with graphs on.
 {
   [[ ${SKIP_POOLS:-0} != 1 ]] && has_time pool_benchmark &&
     NDSERVE_BENCH_DEVICE=cuda:0 timeout "$(cap 60)" "$G/bin/pool_benchmark" \
@@ -105,7 +106,8 @@ mark "after tests"
     has_time "engine_benchmark $n $graphs" || continue
     echo "== engine on cuda:0, $n predictor(s) per model, CUDA graphs $([[ $graphs == 1 ]] && echo on || echo off)"
     NDSERVE_BENCH_DEVICE=cuda:0 NDSERVE_BENCH_INSTANCES=$n NDSERVE_BENCH_CUDA_GRAPHS=$graphs \
-      timeout "$(cap 90)" "$G/bin/engine_benchmark" --benchmark_min_time=0.2 --benchmark_filter='engine/'
+      timeout "$(cap 90)" "$G/bin/engine_benchmark" --benchmark_min_time=0.2 \
+      --benchmark_filter="$([[ $run == "1 1" ]] && echo 'engine/|kernels/' || echo 'engine/')"
   done
 } 2>&1 | grep -v '^I' | tee "$W/benchmarks_cuda.txt"
 mark "after benchmarks"
