@@ -287,6 +287,18 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   }
   NDS_RETURN_IF_ERROR(CheckBlasDims("Conv", mg, p, k));
   const bool pointwise = g.IsPointwise();
+  // A 1x1 conv of a 1x1 plane (the squeeze-and-excitation convs of mobilenet_v3 and
+  // efficientnet) is a matrix-vector product per image, and the images are the rows of
+  // one product with W^T: the packed GEMM's 16-column tiles would be 15/16 padding.
+  if (pointwise && p == 1 && groups == 1 && k > 0) {
+    NDS_RETURN_IF_ERROR(CheckBlasDims("Conv", n, m, k));
+    for (int64_t i = 0; i < n; ++i) FillBias(bias, m, 1, y + i * m);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(m),
+                static_cast<int>(k), 1.0f, x, static_cast<int>(k), wt, static_cast<int>(k), 1.0f, y,
+                static_cast<int>(m));
+    for (int64_t i = 0; i < n; ++i) ActivateBand(act, y + i * m, m, 1, 0, 1);
+    return absl::OkStatus();
+  }
   // W packed at load and a kernel wider than 1x1 (or strided or padded): the direct conv,
   // which reads the image in place and needs neither im2col nor the fold below.
   if (const PackedMatrix* packed = k > 0 ? PackedConvWeight(ctx, groups, m, k) : nullptr;

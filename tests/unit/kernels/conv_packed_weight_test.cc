@@ -60,13 +60,17 @@ TEST(ConvPackedWeightTest, EveryGemmPathMatchesNaive) {
 // Pointwise convs whose bias and activation the micro-kernel applies (HardSwish and
 // Sigmoid after it),
 // at mobilenet-like shapes off every tile edge: Cout and Cin not multiples of 6 or 16,
-// planes of 1, 7 x 7, 49 x 1 and 3137 = 3 x 1045 + 2 pixels; with and without a bias.
+// planes of 1 (batches of 1 and 3), 7 x 7, 49 x 1 and 3137 = 3 x 1045 + 2 pixels; with
+// and without a bias.
 TEST(ConvPackedWeightTest, PointwiseBiasAndActivationMatchNaive) {
   struct Shape {
     int64_t n, c, m, h, w;
   };
-  const Shape shapes[] = {{1, 17, 25, 1, 1},  {2, 16, 96, 7, 7},  {1, 33, 13, 49, 1},
-                          {1, 24, 11, 3137, 1}, {1, 320, 19, 7, 7}, {1, 5, 7, 3, 5}};
+  // The 1 x 1 planes are matrix-vector products (the batch's images as rows of one
+  // product), which read W itself rather than its packed copy.
+  const Shape shapes[] = {{1, 17, 25, 1, 1},   {3, 40, 144, 1, 1}, {2, 16, 96, 7, 7},
+                          {1, 33, 13, 49, 1},  {1, 24, 11, 3137, 1}, {1, 320, 19, 7, 7},
+                          {1, 5, 7, 3, 5}};
   const ConvEpilogue acts[] = {{ConvActivation::kNone},
                                {ConvActivation::kRelu},
                                {ConvActivation::kClip, 0.0f, 6.0f},
