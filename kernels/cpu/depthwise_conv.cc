@@ -12,7 +12,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "base/status_macros.h"
-#include "kernels/cpu/depthwise_conv3x3.h"
+#include "kernels/cpu/depthwise_conv_kxk.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
@@ -206,7 +206,7 @@ PlanesFn PickPlanes() { return PlanesBaseline; }
 absl::Status DepthwiseConv(const KernelContext& ctx, const ConvGeometry& g, int64_t n, int64_t c,
                            int64_t mg, const float* x, const float* w, const float* bias,
                            const ConvEpilogue& act, float* y) {
-  if (Depthwise3x3Applies(g)) return Depthwise3x3(ctx, g, n, c, mg, x, w, bias, act, y);
+  if (DepthwiseKxKApplies(g)) return DepthwiseKxK(ctx, g, n, c, mg, x, w, bias, act, y);
   static const PlanesFn planes_fn = PickPlanes();
   const PhasePlan pp = MakePhasePlan(g);
   const int64_t planes = n * c;

@@ -21,7 +21,7 @@ namespace {
 typedef float F8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef int I8 __attribute__((vector_size(32)));
 
-// As in depthwise_conv3x3.cc: expressions, not functions taking or returning F8.
+// As in depthwise_conv_kxk.cc: expressions, not functions taking or returning F8.
 #define NDS_MP_LOAD(p) (*reinterpret_cast<const F8*>(p))
 #define NDS_MP_STORE(p, v) (*reinterpret_cast<F8*>(p) = (v))
 

@@ -1,9 +1,10 @@
-// The 3x3 depthwise Conv (depthwise_conv3x3.h). Two loops; both sum eight outputs at a
-// time over the nine taps with the weights, the bias and the fused Relu / Clip in
-// registers, and store each eight once:
+// The KxK depthwise Conv, K = 3 or 5 (depthwise_conv_kxk.h). Two loops; both sum eight
+// outputs at a time over the K * K taps with the weights, the bias and the fused Relu /
+// Clip in registers, and store each eight once. K is a template parameter so that every
+// tap's offset and weight is a constant; K = 3 keeps its own hand-ordered sum.
 //
 // - Rows (out_w >= 8, and planes too big for the flat buffer): each input row the window
-//   reaches is copied once into one of three padded lines (split into even and odd
+//   reaches is copied once into one of K padded lines (split into even and odd
 //   columns at stride 2), so every tap reads an in-bounds, contiguous run with no bounds
 //   test and no plane-sized copy; rows in the padding read a shared zero line. A row's
 //   partial last vector is the eight outputs ending at the row's end, overlapping the
@@ -17,9 +18,10 @@
 //
 // Per-plane set-up is a few pointers, and a task takes a block of planes, so the 960
 // 7x7 planes of mobilenet_v2's last stage are eight tasks, not 960.
-#include "kernels/cpu/depthwise_conv3x3.h"
+#include "kernels/cpu/depthwise_conv_kxk.h"
 
 #include <algorithm>
+#include <array>
 
 #include "base/status_macros.h"
 #include "kernels/cpu/isa_clones.h"
@@ -66,26 +68,42 @@ template <typename Act>
 }
 
 // y[0 .. 8) = act(b + sum over taps t of w[t] * src[t][at .. at + 8)), one partial sum
-// per kernel row so the nine multiply-adds are three short chains, not one long one.
-template <typename Act>
-[[gnu::always_inline]] inline void Sum9(const float* const* src, int64_t at, const F8* w,
-                                        const F8& b, Act act, float* y) {
-  F8 r0 = b + w[0] * NDS_DW_LOAD(src[0] + at);
-  F8 r1 = w[3] * NDS_DW_LOAD(src[3] + at);
-  F8 r2 = w[6] * NDS_DW_LOAD(src[6] + at);
-  r0 += w[1] * NDS_DW_LOAD(src[1] + at);
-  r1 += w[4] * NDS_DW_LOAD(src[4] + at);
-  r2 += w[7] * NDS_DW_LOAD(src[7] + at);
-  r0 += w[2] * NDS_DW_LOAD(src[2] + at);
-  r1 += w[5] * NDS_DW_LOAD(src[5] + at);
-  r2 += w[8] * NDS_DW_LOAD(src[8] + at);
-  F8 v = r0 + r1 + r2;
+// per kernel row so the K * K multiply-adds are K short chains, not one long one.
+template <int kK, typename Act>
+[[gnu::always_inline]] inline void SumKxK(const float* const* src, int64_t at, const F8* w,
+                                          const F8& b, Act act, float* y) {
+  static_assert(kK == 3 || kK == 5);
+  F8 v;
+  if constexpr (kK == 3) {
+    F8 r0 = b + w[0] * NDS_DW_LOAD(src[0] + at);
+    F8 r1 = w[3] * NDS_DW_LOAD(src[3] + at);
+    F8 r2 = w[6] * NDS_DW_LOAD(src[6] + at);
+    r0 += w[1] * NDS_DW_LOAD(src[1] + at);
+    r1 += w[4] * NDS_DW_LOAD(src[4] + at);
+    r2 += w[7] * NDS_DW_LOAD(src[7] + at);
+    r0 += w[2] * NDS_DW_LOAD(src[2] + at);
+    r1 += w[5] * NDS_DW_LOAD(src[5] + at);
+    r2 += w[8] * NDS_DW_LOAD(src[8] + at);
+    v = r0 + r1 + r2;
+  } else {
+    F8 r[kK];
+    r[0] = b + w[0] * NDS_DW_LOAD(src[0] + at);
+    for (int ki = 1; ki < kK; ++ki) r[ki] = w[ki * kK] * NDS_DW_LOAD(src[ki * kK] + at);
+    for (int kj = 1; kj < kK; ++kj) {
+      for (int ki = 0; ki < kK; ++ki) {
+        r[ki] += w[ki * kK + kj] * NDS_DW_LOAD(src[ki * kK + kj] + at);
+      }
+    }
+    // Pairwise, so the chains' ends join in a short tree.
+    v = ((r[0] + r[1]) + (r[2] + r[3])) + r[4];
+  }
   Activate(v, act);
   NDS_DW_STORE(y, v);
 }
 
 // Where one input plane's copies live and which image columns each phase holds.
 struct Plan {
+  int64_t k;      // the window, both axes: 3 or 5
   int64_t s;      // the stride, both axes: 1 or 2
   int64_t width;  // floats per phase row: the padded columns the outputs read, / s
   // Image columns [0, cols) land in the phases (padded column ic + pad_left goes to phase
@@ -99,16 +117,17 @@ struct Plan {
 
 Plan MakePlan(const ConvGeometry& g) {
   Plan p{};
+  p.k = g.k_w;
   p.s = g.stride_w;
-  p.width = ((g.out_w - 1) * p.s + 3 + p.s - 1) / p.s;
+  p.width = ((g.out_w - 1) * p.s + p.k + p.s - 1) / p.s;
   p.pad_left = g.pad_left;
   p.cols = std::clamp<int64_t>(p.s * p.width - g.pad_left, 0, g.in_w);
-  // Flat outputs run to out_h * width rounded up to a vector; the taps read up to two
-  // phase rows and one column further.
-  p.plane_floats = (g.out_h + 3) * p.width + 2 * kSlack;
+  // Flat outputs run to out_h * width rounded up to a vector; the taps read up to K - 1
+  // phase rows and columns further.
+  p.plane_floats = (g.out_h + p.k) * p.width + 2 * kSlack;
   const int64_t flat_floats = p.s * p.s * p.plane_floats + (g.out_h * p.width + 7) / 8 * 8;
   p.flat = g.out_w < 8 && flat_floats <= kFlatMaxFloats;
-  p.block_floats = p.flat ? flat_floats : 3 * p.s * (p.width + kSlack);
+  p.block_floats = p.flat ? flat_floats : p.k * p.s * (p.width + kSlack);
   return p;
 }
 
@@ -166,28 +185,37 @@ template <int kS>
 }
 
 // Weights and bias of output channel m as vectors.
+template <int kK>
 [[gnu::always_inline]] inline void Weights(const Args& a, int64_t m, F8* w, F8* b) {
-  for (int t = 0; t < 9; ++t) w[t] = NDS_DW_SPLAT(a.w[m * 9 + t]);
+  for (int t = 0; t < kK * kK; ++t) w[t] = NDS_DW_SPLAT(a.w[m * kK * kK + t]);
   *b = NDS_DW_SPLAT(a.bias != nullptr ? a.bias[m] : 0.0f);
 }
 
-// One output row of len floats from the nine taps' sources.
-template <typename Act>
+// One output row of len floats from the K * K taps' sources.
+template <int kK, typename Act>
 [[gnu::always_inline]] inline void OutRow(const float* const* src, const F8* w, const F8& b,
                                           int64_t len, Act act, float* y) {
   if (len >= 8) {
     int64_t s = 0;
-    for (; s + 8 <= len; s += 8) Sum9(src, s, w, b, act, y + s);
-    if (s < len) Sum9(src, len - 8, w, b, act, y + len - 8);
+    for (; s + 8 <= len; s += 8) SumKxK<kK>(src, s, w, b, act, y + s);
+    if (s < len) SumKxK<kK>(src, len - 8, w, b, act, y + len - 8);
   } else {
     float v[8];
-    Sum9(src, 0, w, b, act, v);
+    SumKxK<kK>(src, 0, w, b, act, v);
     for (int64_t i = 0; i < len; ++i) y[i] = v[i];
   }
 }
 
-// Input planes [pl0, pl1) through the ring of three padded lines in `lines`.
-template <int kS, typename Act>
+// (first + ki) % K for ki < K: the ring slot of a window's row ki, without a division.
+template <int kK>
+constexpr std::array<int, 2 * kK - 1> SlotAfter() {
+  std::array<int, 2 * kK - 1> t{};
+  for (int i = 0; i < 2 * kK - 1; ++i) t[i] = i % kK;
+  return t;
+}
+
+// Input planes [pl0, pl1) through the ring of K padded lines in `lines`.
+template <int kK, int kS, typename Act>
 [[gnu::always_inline]] inline void RowPlanes(const Args& a, const Plan& p, int64_t pl0,
                                              int64_t pl1, float* lines, Act act) {
   const ConvGeometry& g = a.g;
@@ -196,13 +224,13 @@ template <int kS, typename Act>
     const float* xp = a.x + pl * g.in_plane();
     const int64_t ci = pl % a.c;
     float* yp = a.y + pl * a.mg * g.out_plane();
-    const float* row[3][kS];  // padded row t's phases sit in slot t % 3
-    int64_t next = 0;         // the next padded row to copy
-    F8 w0[9], b0;             // the first output channel's, once per plane
-    Weights(a, ci * a.mg, w0, &b0);
+    const float* row[kK][kS];  // padded row t's phases sit in slot t % K
+    int64_t next = 0;          // the next padded row to copy
+    F8 w0[kK * kK], b0;        // the first output channel's, once per plane
+    Weights<kK>(a, ci * a.mg, w0, &b0);
     for (int64_t r = 0; r < g.out_h; ++r) {
-      for (; next <= r * kS + 2; ++next) {
-        const int64_t slot = next % 3, ih = next - g.pad_top;
+      for (; next <= r * kS + kK - 1; ++next) {
+        const int64_t slot = next % kK, ih = next - g.pad_top;
         const bool pad = ih < 0 || ih >= g.in_h;
         float* d[kS];
         for (int q = 0; q < kS; ++q) {
@@ -211,19 +239,19 @@ template <int kS, typename Act>
         }
         if (!pad) CopyRow<kS>(p, xp + ih * g.in_w, d);
       }
-      const float* src[9];
-      static constexpr int kSlotAfter[5] = {0, 1, 2, 0, 1};  // (first + ki) % 3
-      const int first = static_cast<int>((r * kS) % 3);
-      for (int ki = 0; ki < 3; ++ki) {
-        for (int kj = 0; kj < 3; ++kj) {
-          src[ki * 3 + kj] = row[kSlotAfter[first + ki]][kj % kS] + kj / kS;
+      const float* src[kK * kK];
+      static constexpr std::array<int, 2 * kK - 1> kSlotAfter = SlotAfter<kK>();
+      const int first = static_cast<int>((r * kS) % kK);
+      for (int ki = 0; ki < kK; ++ki) {
+        for (int kj = 0; kj < kK; ++kj) {
+          src[ki * kK + kj] = row[kSlotAfter[first + ki]][kj % kS] + kj / kS;
         }
       }
-      OutRow(src, w0, b0, g.out_w, act, yp + r * g.out_w);
+      OutRow<kK>(src, w0, b0, g.out_w, act, yp + r * g.out_w);
       for (int64_t j = 1; j < a.mg; ++j) {
-        F8 w[9], b;
-        Weights(a, ci * a.mg + j, w, &b);
-        OutRow(src, w, b, g.out_w, act, yp + j * g.out_plane() + r * g.out_w);
+        F8 w[kK * kK], b;
+        Weights<kK>(a, ci * a.mg + j, w, &b);
+        OutRow<kK>(src, w, b, g.out_w, act, yp + j * g.out_plane() + r * g.out_w);
       }
     }
   }
@@ -231,19 +259,19 @@ template <int kS, typename Act>
 
 // Input planes [pl0, pl1) through one padded copy of the plane in `buf` (its phases,
 // then the flat outputs).
-template <int kS, typename Act>
+template <int kK, int kS, typename Act>
 [[gnu::always_inline]] inline void FlatPlanes(const Args& a, const Plan& p, int64_t pl0,
                                               int64_t pl1, float* buf, Act act) {
   const ConvGeometry& g = a.g;
   const int64_t width = p.width, pf = p.plane_floats;
-  const int64_t flat = g.out_h * width, padded_rows = (g.out_h - 1) * kS + 3;
+  const int64_t flat = g.out_h * width, padded_rows = (g.out_h - 1) * kS + kK;
   float* out = buf + kS * kS * pf;
   // Tap (ki, kj) of flat output o = r * width + s reads padded row r * kS + ki, column
   // s * kS + kj: phase (ki % kS, kj % kS) at o + (ki / kS) * width + kj / kS.
-  const float* src[9];
-  for (int ki = 0; ki < 3; ++ki) {
-    for (int kj = 0; kj < 3; ++kj) {
-      src[ki * 3 + kj] = buf + ((ki % kS) * kS + kj % kS) * pf + (ki / kS) * width + kj / kS;
+  const float* src[kK * kK];
+  for (int ki = 0; ki < kK; ++ki) {
+    for (int kj = 0; kj < kK; ++kj) {
+      src[ki * kK + kj] = buf + ((ki % kS) * kS + kj % kS) * pf + (ki / kS) * width + kj / kS;
     }
   }
   for (int64_t pl = pl0; pl < pl1; ++pl) {
@@ -258,9 +286,9 @@ template <int kS, typename Act>
       CopyRow<kS>(p, xp + ih * g.in_w, d);
     }
     for (int64_t j = 0; j < a.mg; ++j) {
-      F8 w[9], b;
-      Weights(a, ci * a.mg + j, w, &b);
-      for (int64_t o = 0; o < flat; o += 8) Sum9(src, o, w, b, act, out + o);
+      F8 w[kK * kK], b;
+      Weights<kK>(a, ci * a.mg + j, w, &b);
+      for (int64_t o = 0; o < flat; o += 8) SumKxK<kK>(src, o, w, b, act, out + o);
       float* ym = yp + j * g.out_plane();
       for (int64_t r = 0; r < g.out_h; ++r) {
         for (int64_t s = 0; s < g.out_w; ++s) ym[r * g.out_w + s] = out[r * width + s];
@@ -269,13 +297,22 @@ template <int kS, typename Act>
   }
 }
 
+template <int kK, typename Act>
+[[gnu::always_inline]] inline void PlanesK(const Args& a, const Plan& p, int64_t pl0, int64_t pl1,
+                                           float* buf, Act act) {
+  if (p.s == 1) {
+    return p.flat ? FlatPlanes<kK, 1>(a, p, pl0, pl1, buf, act)
+                  : RowPlanes<kK, 1>(a, p, pl0, pl1, buf, act);
+  }
+  return p.flat ? FlatPlanes<kK, 2>(a, p, pl0, pl1, buf, act)
+                : RowPlanes<kK, 2>(a, p, pl0, pl1, buf, act);
+}
+
 template <typename Act>
 [[gnu::always_inline]] inline void PlanesAct(const Args& a, const Plan& p, int64_t pl0, int64_t pl1,
                                              float* buf, Act act) {
-  if (p.s == 1) {
-    return p.flat ? FlatPlanes<1>(a, p, pl0, pl1, buf, act) : RowPlanes<1>(a, p, pl0, pl1, buf, act);
-  }
-  return p.flat ? FlatPlanes<2>(a, p, pl0, pl1, buf, act) : RowPlanes<2>(a, p, pl0, pl1, buf, act);
+  if (p.k == 3) return PlanesK<3>(a, p, pl0, pl1, buf, act);
+  return PlanesK<5>(a, p, pl0, pl1, buf, act);
 }
 
 // One task's planes [pl0, pl1) (plane pl = image pl / c, channel pl % c), with `buf`
@@ -290,21 +327,28 @@ void Planes(const Args& a, const Plan& p, int64_t pl0, int64_t pl1, float* buf) 
       return PlanesAct(a, p, pl0, pl1, buf, ReluOp());
     case ConvActivation::kClip:
       return PlanesAct(a, p, pl0, pl1, buf, ClipOp{a.act.lo, a.act.hi});
-    case ConvActivation::kHardSwish:
-      return PlanesAct(a, p, pl0, pl1, buf, HardSwishOp());
+    case ConvActivation::kHardSwish:  // LateHardSwish's
+      return PlanesAct(a, p, pl0, pl1, buf, Identity());
     case ConvActivation::kSigmoid:
       return PlanesAct(a, p, pl0, pl1, buf, SigmoidOp());
   }
 }
 
-}  // namespace
-
-bool Depthwise3x3Applies(const ConvGeometry& g) {
-  return g.k_h == 3 && g.k_w == 3 && g.dil_h == 1 && g.dil_w == 1 && g.stride_h == g.stride_w &&
-         (g.stride_w == 1 || g.stride_w == 2);
+// HardSwish outside the ISA clones: in the FMA clone its multiply-add would be contracted,
+// one rounding fewer than the HardSwish node's, and a fused conv must equal the unfused
+// pair exactly (the TorchFusion test). The block's outputs are still in cache.
+void LateHardSwish(float* y, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) y[i] = HardSwishOp()(y[i]);
 }
 
-absl::Status Depthwise3x3(const KernelContext& ctx, const ConvGeometry& g, int64_t n, int64_t c,
+}  // namespace
+
+bool DepthwiseKxKApplies(const ConvGeometry& g) {
+  return g.k_h == g.k_w && (g.k_w == 3 || g.k_w == 5) && g.dil_h == 1 && g.dil_w == 1 &&
+         g.stride_h == g.stride_w && (g.stride_w == 1 || g.stride_w == 2);
+}
+
+absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64_t n, int64_t c,
                           int64_t mg, const float* x, const float* w, const float* bias,
                           const ConvEpilogue& act, float* y) {
   if (ctx.scratch == nullptr) {
@@ -315,7 +359,7 @@ absl::Status Depthwise3x3(const KernelContext& ctx, const ConvGeometry& g, int64
   // Blocks of input planes, each one task with its own working space: a few per thread
   // so uneven chunks even out, and each worth handing to another thread (about 16K
   // multiply-adds at least).
-  const int64_t per_plane = std::max<int64_t>(1, mg * g.out_plane() * 9);
+  const int64_t per_plane = std::max<int64_t>(1, mg * g.out_plane() * g.k_plane());
   const int64_t min_planes = std::max<int64_t>(1, (int64_t{16} << 10) / per_plane);
   const int64_t blocks =
       std::clamp<int64_t>(planes / min_planes, 1, std::int64_t{4} * IntraOpThreads());
@@ -329,8 +373,12 @@ absl::Status Depthwise3x3(const KernelContext& ctx, const ConvGeometry& g, int64
   float* bufs = zero + zero_floats;
   ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
-      Planes(args, p, blk * planes / blocks, (blk + 1) * planes / blocks,
-             bufs + blk * p.block_floats);
+      const int64_t pl0 = blk * planes / blocks, pl1 = (blk + 1) * planes / blocks;
+      Planes(args, p, pl0, pl1, bufs + blk * p.block_floats);
+      if (act.kind == ConvActivation::kHardSwish) {
+        const int64_t per = mg * g.out_plane();
+        LateHardSwish(y + pl0 * per, (pl1 - pl0) * per);
+      }
     }
   });
   return absl::OkStatus();
