@@ -4,8 +4,8 @@
 // 5x5 (taps fixed at compile time) and 7x7 / 3x2 (taps at run time), strides 1, 2 and 3,
 // even and odd left padding, asymmetric pads, dilation, a channel multiplier, rows
 // shorter and longer than a vector with a remainder, batch 2, and the fused activations.
-// Its 3x3 cases at strides 1 and 2 reach depthwise_conv3x3.cc instead (tested on its own
-// in depthwise_conv3x3_test.cc).
+// Its 3x3 and 5x5 cases at strides 1 and 2 reach depthwise_conv_kxk.cc instead (tested on
+// its own in depthwise_conv_kxk_test.cc); 5x5 at stride 3 keeps the compile-time taps here.
 #include <algorithm>
 #include <string>
 
@@ -34,6 +34,7 @@ TEST(DepthwiseConvTest, EveryPathMatchesNaive) {
       {"3x3 s2 even left pad", 2, 1, 8, 40, 3, 3, {2, 2}, {1, 1}, {0, 2, 1, 0}, none},
       {"3x3 s2 no pad, odd width", 2, 1, 7, 35, 3, 3, {2, 2}, {1, 1}, {0, 0, 0, 0}, none},
       {"5x5 s2 mult 2", 3, 2, 12, 19, 5, 5, {2, 2}, {1, 1}, {2, 2, 2, 2}, relu},
+      {"5x5 s3 p2 odd width", 2, 1, 13, 29, 5, 5, {3, 3}, {1, 1}, {2, 2, 2, 2}, clip},
       {"3x2 s(1,3) dilated asym", 2, 2, 10, 23, 3, 2, {1, 3}, {2, 3}, {0, 2, 1, 1}, none},
       {"7x7 s1 p3 width 8", 2, 1, 8, 8, 7, 7, {1, 1}, {1, 1}, {3, 3, 3, 3}, clip},
       {"3x3 s1 width 4", 5, 1, 5, 4, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, none},
