@@ -167,6 +167,33 @@ class BumpScratch : public kernels::ScratchAllocator {
   std::size_t bytes_, used_ = 0;
 };
 
+// Blocks of device or pinned memory for one benchmark, each given back to its allocator
+// when this goes out of scope (so after the work that used them has finished).
+class OwnedBlocks {
+ public:
+  OwnedBlocks() = default;
+  OwnedBlocks(const OwnedBlocks&) = delete;
+  OwnedBlocks& operator=(const OwnedBlocks&) = delete;
+  ~OwnedBlocks() {
+    for (const Block& b : blocks_) b.allocator->Deallocate(b.ptr, b.bytes);
+  }
+  // At least 256 bytes, so an empty tensor still has an address of its own.
+  absl::StatusOr<void*> Allocate(DeviceAllocator* allocator, std::size_t bytes) {
+    bytes = std::max<std::size_t>(bytes, 256);
+    NDS_ASSIGN_OR_RETURN(void* p, allocator->Allocate(bytes));
+    blocks_.push_back({allocator, p, bytes});
+    return p;
+  }
+
+ private:
+  struct Block {
+    DeviceAllocator* allocator;
+    void* ptr;
+    std::size_t bytes;
+  };
+  std::vector<Block> blocks_;
+};
+
 // The baseline: the graph's kernels over buffers made once. On a GPU it is the floor of a
 // plain (uncaptured) predictor run: one H2D copy per input from pinned memory, the
 // kernels, one D2H copy per output into pinned memory and one synchronization, on
@@ -179,20 +206,13 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
   Inputs inputs(*served, batch);
   const Graph& graph = served->model().graph();
 
-  std::unique_ptr<kernels::GpuResources> gpu;
+  // Declared in this order so they go in reverse: the GPU resources first (their
+  // destructor waits for the stream), then the blocks, then their allocators.
   std::unique_ptr<DeviceAllocator> device_memory, pinned_memory;
-  std::vector<std::pair<DeviceAllocator*, std::pair<void*, std::size_t>>> owned;
-  auto free_owned = [&] {
-    if (gpu != nullptr) gpu->Synchronize().IgnoreError();
-    for (auto& [allocator, block] : owned) allocator->Deallocate(block.first, block.second);
-    owned.clear();
-  };
-  // A block of at least one byte from `allocator`, freed when the benchmark ends.
-  auto allocate = [&](DeviceAllocator* allocator, std::size_t bytes) -> absl::StatusOr<void*> {
-    bytes = std::max<std::size_t>(bytes, 256);
-    NDS_ASSIGN_OR_RETURN(void* p, allocator->Allocate(bytes));
-    owned.push_back({allocator, {p, bytes}});
-    return p;
+  OwnedBlocks owned;
+  std::unique_ptr<kernels::GpuResources> gpu;
+  auto allocate = [&](DeviceAllocator* allocator, std::size_t bytes) {
+    return owned.Allocate(allocator, bytes);
   };
   std::unique_ptr<BumpScratch> scratch;
   if (device.is_cuda()) {
@@ -208,10 +228,7 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
       scratch = std::make_unique<BumpScratch>(scratch_base, kScratch);
       return absl::OkStatus();
     }();
-    if (!made.ok()) {
-      free_owned();
-      return state.SkipWithError(std::string(made.message()).c_str());
-    }
+    if (!made.ok()) return state.SkipWithError(std::string(made.message()).c_str());
   }
 
   struct Slot {
@@ -304,10 +321,7 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
     }
     downloads.push_back({slots[v].data, *host, bytes});
   }
-  if (!laid_out.ok()) {
-    free_owned();
-    return state.SkipWithError(std::string(laid_out.message()).c_str());
-  }
+  if (!laid_out.ok()) return state.SkipWithError(std::string(laid_out.message()).c_str());
 
   kernels::KernelContext ctx = gpu != nullptr ? gpu->context() : kernels::KernelContext::Cpu();
   if (gpu != nullptr) {
@@ -338,12 +352,10 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
   };
   for (auto _ : state) {
     if (absl::Status s = run(); !s.ok()) {
-      free_owned();
       return state.SkipWithError(std::string(s.message()).c_str());
     }
     benchmark::ClobberMemory();
   }
-  free_owned();
   SetRate(state, batch);
 }
 
