@@ -210,13 +210,8 @@ absl::Status DepthwiseConv(const KernelContext& ctx, const ConvGeometry& g, int6
   static const PlanesFn planes_fn = PickPlanes();
   const PhasePlan pp = MakePhasePlan(g);
   const int64_t planes = n * c;
-  // Blocks of input planes, one phase buffer each (reused plane after plane): a few per
-  // thread so uneven chunks even out, and each block worth handing to another thread
-  // (about 16K multiply-adds at least).
-  const int64_t per_plane = std::max<int64_t>(1, mg * g.out_plane() * g.k_plane());
-  const int64_t min_planes = std::max<int64_t>(1, (int64_t{16} << 10) / per_plane);
-  const int64_t blocks =
-      std::clamp<int64_t>(planes / min_planes, 1, std::int64_t{4} * IntraOpThreads());
+  // Blocks of input planes, one phase buffer each (reused plane after plane).
+  const int64_t blocks = DepthwisePlaneBlocks(g, planes, mg);
   if (ctx.scratch == nullptr) {
     return absl::FailedPreconditionError("Conv: the kernel context has no scratch allocator");
   }

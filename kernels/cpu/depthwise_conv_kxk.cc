@@ -343,6 +343,12 @@ void LateHardSwish(float* y, int64_t len) {
 
 }  // namespace
 
+int64_t DepthwisePlaneBlocks(const ConvGeometry& g, int64_t planes, int64_t mg) {
+  const int64_t per_plane = std::max<int64_t>(1, mg * g.out_plane() * g.k_plane());
+  const int64_t min_planes = std::max<int64_t>(1, (int64_t{16} << 10) / per_plane);
+  return std::clamp<int64_t>(planes / min_planes, 1, std::int64_t{4} * IntraOpThreads());
+}
+
 bool DepthwiseKxKApplies(const ConvGeometry& g) {
   return g.k_h == g.k_w && (g.k_w == 3 || g.k_w == 5) && g.dil_h == 1 && g.dil_w == 1 &&
          g.stride_h == g.stride_w && (g.stride_w == 1 || g.stride_w == 2);
@@ -356,13 +362,7 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
   }
   const Plan p = MakePlan(g);
   const int64_t planes = n * c;
-  // Blocks of input planes, each one task with its own working space: a few per thread
-  // so uneven chunks even out, and each worth handing to another thread (about 16K
-  // multiply-adds at least).
-  const int64_t per_plane = std::max<int64_t>(1, mg * g.out_plane() * g.k_plane());
-  const int64_t min_planes = std::max<int64_t>(1, (int64_t{16} << 10) / per_plane);
-  const int64_t blocks =
-      std::clamp<int64_t>(planes / min_planes, 1, std::int64_t{4} * IntraOpThreads());
+  const int64_t blocks = DepthwisePlaneBlocks(g, planes, mg);
   const int64_t zero_floats = p.width + kSlack;
   NDS_ASSIGN_OR_RETURN(void* mem, ctx.scratch->Allocate(static_cast<std::size_t>(
                                       zero_floats + blocks * p.block_floats) *

@@ -27,6 +27,12 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
                           int64_t mg, const float* x, const float* w, const float* bias,
                           const ConvEpilogue& act, float* y);
 
+// How many tasks a depthwise conv of `planes` input planes (mg outputs each) splits into,
+// each a block of planes with its own working space: a few per thread so uneven blocks
+// even out, and each worth handing to another thread (about 16K multiply-adds at least).
+// Shared by DepthwiseKxK and the general loop in depthwise_conv.cc.
+int64_t DepthwisePlaneBlocks(const ConvGeometry& g, int64_t planes, int64_t mg);
+
 }  // namespace ndserve::kernels::cpu
 
 #endif  // NDSERVE_KERNELS_CPU_DEPTHWISE_CONV_KXK_H_
