@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <iterator>
 #include <limits>
@@ -412,9 +413,11 @@ void DynamicBatcher::RunBatch(Batch& batch, int64_t rows) {
       const absl::Span<const uint8_t> data = item->request->inputs[i].data;
       stacked[i].insert(stacked[i].end(), data.begin(), data.end());
     }
+    // Sized first, then copied: insert() may not take a range of the vector itself.
+    stacked[i].resize(row_bytes * static_cast<size_t>(run_rows));
+    uint8_t* rows_data = stacked[i].data();
     for (int64_t pad = rows; pad < run_rows; ++pad) {
-      stacked[i].insert(stacked[i].end(), stacked[i].begin() + (rows - 1) * row_bytes,
-                        stacked[i].begin() + rows * row_bytes);
+      std::memcpy(rows_data + pad * row_bytes, rows_data + (rows - 1) * row_bytes, row_bytes);
     }
     InferInputTensor& t = merged.inputs.emplace_back();
     t.name = lead.inputs[i].name;
