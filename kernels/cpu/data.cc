@@ -11,25 +11,6 @@
 namespace ndserve::kernels::cpu {
 namespace {
 
-// Calls f(E{}) with E the unsigned integer as wide as `dtype`'s elements.
-template <typename F>
-void ForElementSize(DType dtype, F&& f) {
-  switch (DTypeSize(dtype)) {
-    case 1:
-      f(uint8_t{});
-      break;
-    case 2:
-      f(uint16_t{});
-      break;
-    case 4:
-      f(uint32_t{});
-      break;
-    default:
-      f(uint64_t{});
-      break;
-  }
-}
-
 absl::Status RunStrided(const TensorView& in, const TensorView& out, const StridedPlan& p) {
   ForElementSize(in.dtype, [&](auto e) {
     using E = decltype(e);

@@ -43,20 +43,10 @@ absl::Status Transpose(const KernelContext&, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const auto perm = ResolvePerm(std::get<TransposeAttrs>(attrs), in[0].shape.size());
   const TransposePlan p = MakeTransposePlan(in[0].shape, perm);
-  switch (DTypeSize(in[0].dtype)) {
-    case 1:
-      StridedGather(in[0].as<const uint8_t>(), out[0].as<uint8_t>(), p);
-      break;
-    case 2:
-      StridedGather(in[0].as<const uint16_t>(), out[0].as<uint16_t>(), p);
-      break;
-    case 4:
-      StridedGather(in[0].as<const uint32_t>(), out[0].as<uint32_t>(), p);
-      break;
-    default:
-      StridedGather(in[0].as<const uint64_t>(), out[0].as<uint64_t>(), p);
-      break;
-  }
+  ForElementSize(in[0].dtype, [&](auto e) {
+    using E = decltype(e);
+    StridedGather(in[0].as<const E>(), out[0].as<E>(), p);
+  });
   return absl::OkStatus();
 }
 

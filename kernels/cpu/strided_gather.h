@@ -10,8 +10,29 @@
 #include "kernels/cpu/row_walker.h"
 #include "kernels/data_plans.h"
 #include "kernels/plans.h"
+#include "memory/dtype.h"
 
 namespace ndserve::kernels::cpu {
+
+// Calls f(E{}) with E the unsigned integer as wide as `dtype`'s elements: the type the
+// byte-moving kernels (this gather, Pad, Fill) instantiate for every dtype of that width.
+template <typename F>
+void ForElementSize(DType dtype, F&& f) {
+  switch (DTypeSize(dtype)) {
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
+  }
+}
 
 // E: any trivially copyable type as wide as the element (the callers pass an unsigned
 // integer of the element's size, so one instance serves every dtype of that width).
