@@ -4,9 +4,10 @@
 // tap's offset and weight is a constant; K = 3 keeps its own hand-ordered sum.
 //
 // - Rows (out_w >= 8, and planes too big for the flat buffer): each input row the window
-//   reaches is copied once into one of K padded lines (split into even and odd
-//   columns at stride 2), so every tap reads an in-bounds, contiguous run with no bounds
-//   test and no plane-sized copy; rows in the padding read a shared zero line. A row's
+//   reaches is copied once into a ring of padded lines (split into even and odd
+//   columns at stride 2), two output rows ahead of its first reader (RingSlots), so
+//   every tap reads an in-bounds, contiguous run with no bounds test and no plane-sized
+//   copy; rows in the padding read a shared zero line. A row's
 //   partial last vector is the eight outputs ending at the row's end, overlapping the
 //   vector before it.
 // - Flat (out_w < 8: the 7x7 planes of the last stages): the padded plane is copied into a
@@ -115,6 +116,15 @@ struct Plan {
   int64_t block_floats;  // one task's working space
 };
 
+// Ring slots of the row loop: the K rows a window reads plus the rows of the next
+// kLookahead output rows, which are copied ahead. A vector load that straddles two vector
+// stores still in flight cannot be forwarded from them and waits for both to retire: read
+// right after its copy, the newest row's taps stalled on that (29 % of the loop's time in
+// a perf profile of mobilenet_v2), and a row copied one or two output rows earlier has
+// long retired.
+constexpr int kLookahead = 2;
+constexpr int RingSlots(int64_t k, int64_t s) { return static_cast<int>(k + kLookahead * s); }
+
 Plan MakePlan(const ConvGeometry& g) {
   Plan p{};
   p.k = g.k_w;
@@ -127,7 +137,7 @@ Plan MakePlan(const ConvGeometry& g) {
   p.plane_floats = (g.out_h + p.k) * p.width + 2 * kSlack;
   const int64_t flat_floats = p.s * p.s * p.plane_floats + (g.out_h * p.width + 7) / 8 * 8;
   p.flat = g.out_w < 8 && flat_floats <= kFlatMaxFloats;
-  p.block_floats = p.flat ? flat_floats : p.k * p.s * (p.width + kSlack);
+  p.block_floats = p.flat ? flat_floats : RingSlots(p.k, p.s) * p.s * (p.width + kSlack);
   return p;
 }
 
@@ -206,11 +216,12 @@ template <int kK, typename Act>
   }
 }
 
-// (first + ki) % K for ki < K: the ring slot of a window's row ki, without a division.
-template <int kK>
-constexpr std::array<int, 2 * kK - 1> SlotAfter() {
-  std::array<int, 2 * kK - 1> t{};
-  for (int i = 0; i < 2 * kK - 1; ++i) t[i] = i % kK;
+// (first + i) % kR for first, i < kR: the ring slot of a window's row i, without a
+// division.
+template <int kR>
+constexpr std::array<int, 2 * kR - 1> SlotAfter() {
+  std::array<int, 2 * kR - 1> t{};
+  for (int i = 0; i < 2 * kR - 1; ++i) t[i] = i % kR;
   return t;
 }
 
@@ -219,18 +230,21 @@ template <int kK, int kS, typename Act>
 [[gnu::always_inline]] inline void RowPlanes(const Args& a, const Plan& p, int64_t pl0,
                                              int64_t pl1, float* lines, Act act) {
   const ConvGeometry& g = a.g;
+  constexpr int kR = RingSlots(kK, kS);
   const int64_t stride = p.width + kSlack;
   for (int64_t pl = pl0; pl < pl1; ++pl) {
     const float* xp = a.x + pl * g.in_plane();
     const int64_t ci = pl % a.c;
     float* yp = a.y + pl * a.mg * g.out_plane();
-    const float* row[kK][kS];  // padded row t's phases sit in slot t % K
+    const float* row[kR][kS];  // padded row t's phases sit in slot t % kR
     int64_t next = 0;          // the next padded row to copy
     F8 w0[kK * kK], b0;        // the first output channel's, once per plane
     Weights<kK>(a, ci * a.mg, w0, &b0);
     for (int64_t r = 0; r < g.out_h; ++r) {
-      for (; next <= r * kS + kK - 1; ++next) {
-        const int64_t slot = next % kK, ih = next - g.pad_top;
+      // Rows past the image's bottom padding are never read; copying them as padding
+      // (the zero line) keeps the loop free of a bound.
+      for (; next <= (r + kLookahead) * kS + kK - 1; ++next) {
+        const int64_t slot = next % kR, ih = next - g.pad_top;
         const bool pad = ih < 0 || ih >= g.in_h;
         float* d[kS];
         for (int q = 0; q < kS; ++q) {
@@ -240,8 +254,8 @@ template <int kK, int kS, typename Act>
         if (!pad) CopyRow<kS>(p, xp + ih * g.in_w, d);
       }
       const float* src[kK * kK];
-      static constexpr std::array<int, 2 * kK - 1> kSlotAfter = SlotAfter<kK>();
-      const int first = static_cast<int>((r * kS) % kK);
+      static constexpr std::array<int, 2 * kR - 1> kSlotAfter = SlotAfter<kR>();
+      const int first = static_cast<int>((r * kS) % kR);
       for (int ki = 0; ki < kK; ++ki) {
         for (int kj = 0; kj < kK; ++kj) {
           src[ki * kK + kj] = row[kSlotAfter[first + ki]][kj % kS] + kj / kS;

@@ -101,7 +101,7 @@ TEST(DepthwiseKxKTest, MatchesNaiveOverShapesPadsActivationsAndBatches5x5) {
             50);
 }
 
-// DepthwiseKxKApplies' geometries hold K padded lines per task (four tasks at most here:
+// DepthwiseKxKApplies' geometries hold K + 2 x stride padded lines per task (four tasks at most here:
 // four planes), never a padded copy of a whole 112x112 plane; the others (dilated, strides
 // that differ per axis, a 7x7 window) still take the general loop, which copies the plane,
 // and still match the reference.
