@@ -3,8 +3,8 @@
 
 // The 3x3 and 5x5 depthwise Conv at stride 1 or 2 without dilation (every depthwise conv
 // of mobilenet_v2, mobilenet_v3 and efficientnet): input rows are read a row at a time
-// into a ring of K + 2 x stride padded lines instead of a padded copy of the plane, and small planes
-// are summed across row boundaries so a 7-wide row still fills vectors
+// into a ring of K + 2 x stride padded lines instead of a padded copy of the plane, and
+// small planes are summed across row boundaries so a 7-wide row still fills vectors
 // (docs/design.md §4.2). Internal to kernels/cpu (depthwise_conv.cc calls it).
 
 #include <cstdint>
