@@ -11,8 +11,9 @@
 //   partial last vector is the eight outputs ending at the row's end, overlapping the
 //   vector before it.
 // - Flat (out_w < 8: the 7x7 planes of the last stages): the padded plane is copied into a
-//   small buffer, split into stride x stride phases so that consecutive outputs read
-//   consecutive floats, and outputs are summed in buffer order across row boundaries:
+//   small buffer (one of two: the next plane's copy is made before this one's sums),
+//   split into stride x stride phases so that consecutive outputs read consecutive
+//   floats, and outputs are summed in buffer order across row boundaries:
 //   a 7x7 plane at stride 1 is 8 vectors instead of 49 scalar sums. The padding columns
 //   between rows are computed too and dropped when the rows are copied out. Only the
 //   image's interior is rewritten per plane: the padding stays zero.
@@ -135,7 +136,9 @@ Plan MakePlan(const ConvGeometry& g) {
   // Flat outputs run to out_h * width rounded up to a vector; the taps read up to K - 1
   // phase rows and columns further.
   p.plane_floats = (g.out_h + p.k) * p.width + 2 * kSlack;
-  const int64_t flat_floats = p.s * p.s * p.plane_floats + (g.out_h * p.width + 7) / 8 * 8;
+  // Two copies of the phases (FlatPlanes copies the next plane while it sums this one),
+  // then the flat outputs.
+  const int64_t flat_floats = 2 * p.s * p.s * p.plane_floats + (g.out_h * p.width + 7) / 8 * 8;
   p.flat = g.out_w < 8 && flat_floats <= kFlatMaxFloats;
   p.block_floats = p.flat ? flat_floats : RingSlots(p.k, p.s) * p.s * (p.width + kSlack);
   return p;
@@ -271,38 +274,49 @@ template <int kK, int kS, typename Act>
   }
 }
 
-// Input planes [pl0, pl1) through one padded copy of the plane in `buf` (its phases,
-// then the flat outputs).
+// Input planes [pl0, pl1) through padded copies of the plane in `buf`: two sets of
+// phases, then the flat outputs. Plane pl + 1 is copied into the other set before plane
+// pl is summed, so the sums never read a copy whose stores are still in flight (a vector
+// load over several scalar stores is not forwarded from them: it waits for them to retire,
+// as in RowPlanes).
 template <int kK, int kS, typename Act>
 [[gnu::always_inline]] inline void FlatPlanes(const Args& a, const Plan& p, int64_t pl0,
                                               int64_t pl1, float* buf, Act act) {
   const ConvGeometry& g = a.g;
   const int64_t width = p.width, pf = p.plane_floats;
   const int64_t flat = g.out_h * width, padded_rows = (g.out_h - 1) * kS + kK;
-  float* out = buf + kS * kS * pf;
+  const int64_t set = kS * kS * pf;  // one copy's phases
+  float* out = buf + 2 * set;
   // Tap (ki, kj) of flat output o = r * width + s reads padded row r * kS + ki, column
-  // s * kS + kj: phase (ki % kS, kj % kS) at o + (ki / kS) * width + kj / kS.
+  // s * kS + kj: phase (ki % kS, kj % kS) at o + (ki / kS) * width + kj / kS (in the
+  // first set; the second is `set` floats further).
   const float* src[kK * kK];
   for (int ki = 0; ki < kK; ++ki) {
     for (int kj = 0; kj < kK; ++kj) {
       src[ki * kK + kj] = buf + ((ki % kS) * kS + kj % kS) * pf + (ki / kS) * width + kj / kS;
     }
   }
-  for (int64_t pl = pl0; pl < pl1; ++pl) {
+  // Only the image's interior is written: the padding of both sets stays zero.
+  const auto copy_plane = [&](int64_t pl, float* phases) {
     const float* xp = a.x + pl * g.in_plane();
-    const int64_t ci = pl % a.c;
-    float* yp = a.y + pl * a.mg * g.out_plane();
     for (int64_t t = 0; t < padded_rows; ++t) {
       const int64_t ih = t - g.pad_top;
       if (ih < 0 || ih >= g.in_h) continue;
       float* d[kS];
-      for (int q = 0; q < kS; ++q) d[q] = buf + ((t % kS) * kS + q) * pf + (t / kS) * width;
+      for (int q = 0; q < kS; ++q) d[q] = phases + ((t % kS) * kS + q) * pf + (t / kS) * width;
       CopyRow<kS>(p, xp + ih * g.in_w, d);
     }
+  };
+  if (pl0 < pl1) copy_plane(pl0, buf);
+  for (int64_t pl = pl0; pl < pl1; ++pl) {
+    const int64_t cur = ((pl - pl0) & 1) * set;
+    if (pl + 1 < pl1) copy_plane(pl + 1, buf + (set - cur));
+    const int64_t ci = pl % a.c;
+    float* yp = a.y + pl * a.mg * g.out_plane();
     for (int64_t j = 0; j < a.mg; ++j) {
       F8 w[kK * kK], b;
       Weights<kK>(a, ci * a.mg + j, w, &b);
-      for (int64_t o = 0; o < flat; o += 8) SumKxK<kK>(src, o, w, b, act, out + o);
+      for (int64_t o = 0; o < flat; o += 8) SumKxK<kK>(src, cur + o, w, b, act, out + o);
       float* ym = yp + j * g.out_plane();
       for (int64_t r = 0; r < g.out_h; ++r) {
         for (int64_t s = 0; s < g.out_w; ++s) ym[r * g.out_w + s] = out[r * width + s];
