@@ -35,6 +35,8 @@ namespace {
 // Eight floats as one value (one AVX register in the x86-64-v3 clone, two SSE ones in the
 // baseline); aligned(4): loads and stores may start at any float.
 typedef float F8 __attribute__((vector_size(32), aligned(4), may_alias));
+// Four floats (SSE, in every clone): rows of 4 to 7 floats as two overlapping quarters.
+typedef float F4 __attribute__((vector_size(16), aligned(4), may_alias));
 
 // Floats past a line or a phase plane that a partial vector may read (all zero).
 constexpr int64_t kSlack = 8;
@@ -46,7 +48,24 @@ constexpr int64_t kFlatMaxFloats = int64_t{16} << 10;
 // F8 by value would change the baseline clone's ABI (GCC's -Wpsabi).
 #define NDS_DW_LOAD(p) (*reinterpret_cast<const F8*>(p))
 #define NDS_DW_STORE(p, v) (*reinterpret_cast<F8*>(p) = (v))
-#define NDS_DW_SPLAT(v) (F8{} + (v))
+#define NDS_DW_LOAD4(p) (*reinterpret_cast<const F4*>(p))
+#define NDS_DW_STORE4(p, v) (*reinterpret_cast<F4*>(p) = (v))
+// v in every lane. (F8{} + v would add 0.0f first: a scalar add before each broadcast,
+// and -0.0f would become +0.0f.)
+#define NDS_DW_SPLAT(v) (F8{(v), (v), (v), (v), (v), (v), (v), (v)})
+
+// n floats from `from` to `to` (n < 8; the flat loop's 7-wide rows) with no call: 4 to 7
+// as two overlapping quarters, fewer one by one. (A plain loop here becomes a memmove
+// call, a tenth of the 7x7 planes' time.)
+[[gnu::always_inline]] inline void CopyShort(const float* __restrict from, int64_t n,
+                                             float* __restrict to) {
+  if (n >= 4) {
+    NDS_DW_STORE4(to, NDS_DW_LOAD4(from));
+    NDS_DW_STORE4(to + n - 4, NDS_DW_LOAD4(from + n - 4));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) to[i] = from[i];
+}
 
 struct Identity {
   float operator()(float v) const { return v; }
@@ -170,7 +189,7 @@ template <int kS>
       NDS_DW_STORE(d0 + cols - 8, NDS_DW_LOAD(xr + cols - 8));
       return;
     }
-    for (; ic < cols; ++ic) d0[ic] = xr[ic];
+    if (cols < 8) CopyShort(xr, cols, d0);
   } else {
     // From here on ic + pl is even: ic goes to phase 0 and ic + 1 to phase 1, both at
     // (ic + pl) / 2.
@@ -185,13 +204,27 @@ template <int kS>
       NDS_DW_STORE(d[0] + at, __builtin_shuffle(a, b, I8{0, 2, 4, 6, 8, 10, 12, 14}));
       NDS_DW_STORE(d[1] + at, __builtin_shuffle(a, b, I8{1, 3, 5, 7, 9, 11, 13, 15}));
     };
+    // Eight floats into four evens and four odds: the 14-wide rows of a 7x7 output.
+    auto split8 = [&](int64_t at_ic) {
+      const F8 a = NDS_DW_LOAD(xr + at_ic);
+      const int64_t at = (at_ic + pl) / 2;
+      NDS_DW_STORE4(d[0] + at, __builtin_shufflevector(a, a, 0, 2, 4, 6));
+      NDS_DW_STORE4(d[1] + at, __builtin_shufflevector(a, a, 1, 3, 5, 7));
+    };
     for (; ic + 16 <= cols; ic += 16) split16(ic);
     // The rest as the sixteen floats (of even ic + pl) ending at or one before the row's
-    // end, again where they overlap; then at most one column.
+    // end, again where they overlap; a short row as eights the same way; then at most
+    // one column.
     const int64_t last = cols >= 16 ? cols - 16 - (cols - 16 + pl) % 2 : -1;
     if (ic < cols && last >= 0) {
       split16(last);
       ic = std::max(ic, last + 16);
+    }
+    for (; ic + 8 <= cols; ic += 8) split8(ic);
+    const int64_t last8 = cols >= 8 ? cols - 8 - (cols - 8 + pl) % 2 : -1;
+    if (ic < cols && last8 >= 0) {
+      split8(last8);
+      ic = std::max(ic, last8 + 8);
     }
     for (; ic < cols; ++ic) d[(ic + pl) % 2][(ic + pl) / 2] = xr[ic];
   }
@@ -230,8 +263,8 @@ constexpr std::array<int, 2 * kR - 1> SlotAfter() {
 
 // Input planes [pl0, pl1) through the ring of K padded lines in `lines`.
 template <int kK, int kS, typename Act>
-[[gnu::always_inline]] inline void RowPlanes(const Args& a, const Plan& p, int64_t pl0,
-                                             int64_t pl1, float* lines, Act act) {
+[[gnu::always_inline]] inline void RowPlanes(const Args& a, const Plan& p, int64_t pl0, int64_t pl1,
+                                             float* lines, Act act) {
   const ConvGeometry& g = a.g;
   constexpr int kR = RingSlots(kK, kS);
   const int64_t stride = p.width + kSlack;
@@ -318,9 +351,7 @@ template <int kK, int kS, typename Act>
       Weights<kK>(a, ci * a.mg + j, w, &b);
       for (int64_t o = 0; o < flat; o += 8) SumKxK<kK>(src, cur + o, w, b, act, out + o);
       float* ym = yp + j * g.out_plane();
-      for (int64_t r = 0; r < g.out_h; ++r) {
-        for (int64_t s = 0; s < g.out_w; ++s) ym[r * g.out_w + s] = out[r * width + s];
-      }
+      for (int64_t r = 0; r < g.out_h; ++r) CopyShort(out + r * width, g.out_w, ym + r * g.out_w);
     }
   }
 }
@@ -345,8 +376,8 @@ template <typename Act>
 
 // One task's planes [pl0, pl1) (plane pl = image pl / c, channel pl % c), with `buf`
 // (p.block_floats) as its working space.
-NDS_CPU_CLONES
-void Planes(const Args& a, const Plan& p, int64_t pl0, int64_t pl1, float* buf) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void Planes(
+    const Args& a, const Plan& p, int64_t pl0, int64_t pl1, float* buf) {
   std::fill(buf, buf + p.block_floats, 0.0f);
   switch (a.act.kind) {
     case ConvActivation::kNone:
@@ -392,9 +423,10 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
   const int64_t planes = n * c;
   const int64_t blocks = DepthwisePlaneBlocks(g, planes, mg);
   const int64_t zero_floats = p.width + kSlack;
-  NDS_ASSIGN_OR_RETURN(void* mem, ctx.scratch->Allocate(static_cast<std::size_t>(
-                                      zero_floats + blocks * p.block_floats) *
-                                  sizeof(float)));
+  NDS_ASSIGN_OR_RETURN(
+      void* mem,
+      ctx.scratch->Allocate(static_cast<std::size_t>(zero_floats + blocks * p.block_floats) *
+                            sizeof(float)));
   float* zero = static_cast<float*>(mem);
   std::fill(zero, zero + zero_floats, 0.0f);
   const Args args{g, c, mg, x, w, bias, act, zero, y};

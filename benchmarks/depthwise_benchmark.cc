@@ -1,0 +1,114 @@
+// The CPU's 3x3 depthwise Conv (kernels/cpu/depthwise_conv_kxk.h) at every depthwise
+// shape of mobilenet_v2 at batch 1, bias and a fused Clip(0, 6) as the export has them,
+// next to its floor in the same run: one pass that reads the input and writes the output
+// (memcpy of each), the traffic no depthwise conv can avoid. Its GB/s count both.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "benchmark/benchmark.h"
+#include "kernels/conv_geometry.h"
+#include "kernels/cpu/depthwise_conv.h"
+#include "kernels/kernel_context.h"
+#include "kernels/node_attrs.h"
+
+namespace ndserve::kernels {
+namespace {
+
+// Scratch from one buffer, handed out again from its start on every Reset.
+class BumpScratch : public ScratchAllocator {
+ public:
+  absl::StatusOr<void*> Allocate(std::size_t bytes) override {
+    const std::size_t at = (used_ + 255) / 256 * 256;
+    if (at + bytes > buffer_.size() * sizeof(float)) buffer_.resize((at + bytes) / 4 + 64);
+    used_ = at + bytes;
+    return static_cast<void*>(reinterpret_cast<char*>(Aligned()) + at);
+  }
+  void Reset() { used_ = 0; }
+
+ private:
+  float* Aligned() {
+    auto p = reinterpret_cast<std::uintptr_t>(buffer_.data());
+    return reinterpret_cast<float*>((p + 255) / 256 * 256);
+  }
+  std::vector<float> buffer_ = std::vector<float>(1 << 20);
+  std::size_t used_ = 0;
+};
+
+struct Shape {
+  ConvGeometry g;
+  int64_t c;
+};
+
+Shape MakeShape(const benchmark::State& state, ConvAttrs* a) {
+  const int64_t c = state.range(0), h = state.range(1), stride = state.range(2);
+  a->strides = {stride, stride};
+  a->pads = {1, 1, 1, 1};
+  a->group = c;
+  a->activation = {ConvActivation::kClip, 0.0f, 6.0f};
+  const int64_t xs[] = {h, h}, ks[] = {3, 3};
+  return {*MakeConvGeometry("Conv", *a, xs, ks, false), c};
+}
+
+void SetBytes(benchmark::State& state, const Shape& s) {
+  const int64_t floats = s.c * (s.g.in_plane() + s.g.out_plane());
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(floats * 4),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+
+void BM_Depthwise3x3(benchmark::State& state) {
+  ConvAttrs a;
+  const Shape s = MakeShape(state, &a);
+  std::vector<float> x(s.c * s.g.in_plane(), 0.25f), w(s.c * 9, 0.1f), bias(s.c, 0.5f);
+  std::vector<float> y(s.c * s.g.out_plane());
+  BumpScratch scratch;
+  KernelContext ctx;
+  ctx.scratch = &scratch;
+  for (auto _ : state) {
+    scratch.Reset();
+    const absl::Status st = cpu::DepthwiseConv(ctx, s.g, 1, s.c, 1, x.data(), w.data(),
+                                               bias.data(), a.activation, y.data());
+    if (!st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetBytes(state, s);
+}
+
+// The floor: the input read and the output written once, on one thread.
+void BM_Depthwise3x3Floor(benchmark::State& state) {
+  ConvAttrs a;
+  const Shape s = MakeShape(state, &a);
+  std::vector<float> x(s.c * s.g.in_plane(), 0.25f), y(s.c * s.g.out_plane());
+  const int64_t n = static_cast<int64_t>(x.size()) / 16 * 16;
+  for (auto _ : state) {
+    float acc[16] = {};
+    for (int64_t i = 0; i < n; i += 16) {
+      for (int j = 0; j < 16; ++j) acc[j] += x[i + j];
+    }
+    std::fill(y.begin(), y.end(), acc[0]);
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetBytes(state, s);
+}
+
+// mobilenet_v2's depthwise convs at batch 1: channels, input size, stride.
+void MobilenetV2Shapes(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  b->Args({32, 112, 1})->Args({96, 112, 2})->Args({144, 56, 1})->Args({144, 56, 2});
+  b->Args({192, 28, 1})->Args({192, 28, 2})->Args({384, 14, 1})->Args({576, 14, 1});
+  b->Args({576, 14, 2})->Args({960, 7, 1});
+}
+
+BENCHMARK(BM_Depthwise3x3)->Apply(MobilenetV2Shapes);
+BENCHMARK(BM_Depthwise3x3Floor)->Apply(MobilenetV2Shapes);
+
+}  // namespace
+}  // namespace ndserve::kernels
+
+BENCHMARK_MAIN();
