@@ -3,18 +3,18 @@
 // Clip in registers, and store each eight once. K is a template parameter so that every
 // tap's offset and weight is a constant; K = 3 keeps its own hand-ordered sum.
 //
-// - Rows (out_w >= 8, and planes too big for the flat buffer): each input row the window
-//   reaches is copied once into a ring of padded lines (split into even and odd
-//   columns at stride 2), two output rows ahead of its first reader (RingSlots), so
-//   every tap reads an in-bounds, contiguous run with no bounds test and no plane-sized
-//   copy; rows in the padding read a shared zero line. A row's
-//   partial last vector is the eight outputs ending at the row's end, overlapping the
-//   vector before it.
-// - Flat (out_w < 8: the 7x7 planes of the last stages): the padded plane is copied into a
-//   small buffer (one of two: the next plane's copy is made before this one's sums),
-//   split into stride x stride phases so that consecutive outputs read consecutive
-//   floats, and outputs are summed in buffer order across row boundaries:
-//   a 7x7 plane at stride 1 is 8 vectors instead of 49 scalar sums. The padding columns
+// - Rows (stride 2 with out_w >= 8, stride 1 with out_w >= 32, and planes too big for
+//   the flat buffer): each input row the window reaches is copied once into a ring of
+//   padded lines (split into even and odd columns at stride 2), two output rows ahead of
+//   its first reader (RingSlots), so every tap reads an in-bounds, contiguous run with no
+//   bounds test and no plane-sized copy; rows in the padding read a shared zero line. A
+//   row's partial last vector is the eight outputs ending at the row's end, overlapping
+//   the vector before it.
+// - Flat (out_w < 8, or < 32 at stride 1: the 7x7, 14x14 and 28x28 planes): the padded
+//   plane is copied into a small buffer (one of two: the next plane's copy is made before
+//   this one's sums), split into stride x stride phases so that consecutive outputs read
+//   consecutive floats, and outputs are summed in buffer order across row boundaries: a
+//   7x7 plane at stride 1 is 8 vectors instead of 49 scalar sums. The padding columns
 //   between rows are computed too and dropped when the rows are copied out. Only the
 //   image's interior is rewritten per plane: the padding stays zero.
 //
@@ -43,6 +43,14 @@ constexpr int64_t kSlack = 8;
 // The flat loop's buffer per task at most: 7x7 needs a few hundred floats; a tall narrow
 // plane that would need more takes the row loop.
 constexpr int64_t kFlatMaxFloats = int64_t{16} << 10;
+// At stride 1, rows narrower than this take the flat loop too: a 14- or 28-wide row is two
+// or four vectors in the row loop, which then spends as much on each row's set-up (its
+// ring slot, its taps' pointers) as on its sums; flat, the plane is one run of vectors
+// (28 x 30 floats: 105 vectors, not 28 x 4), copied out row by row after. Measured
+// (benchmarks/depthwise_benchmark.cc, one thread): 384 planes of 14x14 86 -> 72 us,
+// 192 of 28x28 129 -> 115 us; at stride 2 the flat loop was slower (150 -> 245 us for
+// 144 planes of 56x56), so those keep the rows.
+constexpr int64_t kFlatMaxOutW = 32;
 
 // Vector loads, stores and broadcasts as expressions: helper functions taking or returning
 // F8 by value would change the baseline clone's ABI (GCC's -Wpsabi).
@@ -54,11 +62,17 @@ constexpr int64_t kFlatMaxFloats = int64_t{16} << 10;
 // and -0.0f would become +0.0f.)
 #define NDS_DW_SPLAT(v) (F8{(v), (v), (v), (v), (v), (v), (v), (v)})
 
-// n floats from `from` to `to` (n < 8; the flat loop's 7-wide rows) with no call: 4 to 7
-// as two overlapping quarters, fewer one by one. (A plain loop here becomes a memmove
-// call, a tenth of the 7x7 planes' time.)
-[[gnu::always_inline]] inline void CopyShort(const float* __restrict from, int64_t n,
-                                             float* __restrict to) {
+// n floats from `from` to `to` with no call: eights, the last eight overlapping the one
+// before; 4 to 7 as two overlapping quarters; fewer one by one. (A plain loop here
+// becomes a memmove call, a tenth of the 7x7 planes' time.)
+[[gnu::always_inline]] inline void CopyRun(const float* __restrict from, int64_t n,
+                                           float* __restrict to) {
+  if (n >= 8) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) NDS_DW_STORE(to + i, NDS_DW_LOAD(from + i));
+    if (i < n) NDS_DW_STORE(to + n - 8, NDS_DW_LOAD(from + n - 8));
+    return;
+  }
   if (n >= 4) {
     NDS_DW_STORE4(to, NDS_DW_LOAD4(from));
     NDS_DW_STORE4(to + n - 4, NDS_DW_LOAD4(from + n - 4));
@@ -158,7 +172,7 @@ Plan MakePlan(const ConvGeometry& g) {
   // Two copies of the phases (FlatPlanes copies the next plane while it sums this one),
   // then the flat outputs.
   const int64_t flat_floats = 2 * p.s * p.s * p.plane_floats + (g.out_h * p.width + 7) / 8 * 8;
-  p.flat = g.out_w < 8 && flat_floats <= kFlatMaxFloats;
+  p.flat = (g.out_w < 8 || (p.s == 1 && g.out_w < kFlatMaxOutW)) && flat_floats <= kFlatMaxFloats;
   p.block_floats = p.flat ? flat_floats : RingSlots(p.k, p.s) * p.s * (p.width + kSlack);
   return p;
 }
@@ -189,7 +203,7 @@ template <int kS>
       NDS_DW_STORE(d0 + cols - 8, NDS_DW_LOAD(xr + cols - 8));
       return;
     }
-    if (cols < 8) CopyShort(xr, cols, d0);
+    if (cols < 8) CopyRun(xr, cols, d0);
   } else {
     // From here on ic + pl is even: ic goes to phase 0 and ic + 1 to phase 1, both at
     // (ic + pl) / 2.
@@ -351,7 +365,7 @@ template <int kK, int kS, typename Act>
       Weights<kK>(a, ci * a.mg + j, w, &b);
       for (int64_t o = 0; o < flat; o += 8) SumKxK<kK>(src, cur + o, w, b, act, out + o);
       float* ym = yp + j * g.out_plane();
-      for (int64_t r = 0; r < g.out_h; ++r) CopyShort(out + r * width, g.out_w, ym + r * g.out_w);
+      for (int64_t r = 0; r < g.out_h; ++r) CopyRun(out + r * width, g.out_w, ym + r * g.out_w);
     }
   }
 }
