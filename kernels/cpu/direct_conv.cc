@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/isa_clones.h"
@@ -137,10 +138,48 @@ struct Call {
   float* y;
 };
 
-// The valid columns of a task's tiles from its C buffer into Y, with bias and `op`.
+struct Identity {
+  float operator()(float v) const { return v; }
+};
+
+// One output row's piece: dst[j] = op(src[j] + b) for j < n. Relu, Clip and no
+// activation eight at a time (the vector compares give the scalar functors' results,
+// NaN included; there is no multiply an FMA could contract); the others lane by lane.
 template <typename Op>
-void CopyOut(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, const float* cbuf,
-             Op op) {
+[[gnu::always_inline]] inline void PieceOut(const float* src, float b, int64_t n, float* dst,
+                                            Op op) {
+  using micro::At;
+  using micro::V8;
+  constexpr bool kVector = std::is_same_v<Op, Identity> || std::is_same_v<Op, ReluOp> ||
+                           std::is_same_v<Op, ClipOp>;
+  if constexpr (kVector) {
+    if (n >= 8) {
+      const V8 bv = NDS_SPLAT(b);
+      auto eight = [&](int64_t j) {
+        V8 v = *At(src + j) + bv;
+        if constexpr (std::is_same_v<Op, ReluOp>) micro::ReluV(v);
+        if constexpr (std::is_same_v<Op, ClipOp>) {
+          const V8 lo = NDS_SPLAT(op.lo), hi = NDS_SPLAT(op.hi);
+          micro::ClipV(v, lo, hi);
+        }
+        *At(dst + j) = v;
+      };
+      int64_t j = 0;
+      for (; j + 8 <= n; j += 8) eight(j);
+      if (j < n) eight(n - 8);  // overlapping the eight before: the same values again
+      return;
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) dst[j] = op(src[j] + b);
+}
+
+// The valid columns of a task's tiles from its C buffer into Y, with bias and `op`.
+// Inlined into RunTask's clones for the vector activations; HardSwish and Sigmoid go
+// through CopyOutLate, compiled once for the baseline (an FMA clone would contract
+// HardSwish's multiply-add: a fused conv must equal the unfused pair to the bit).
+template <typename Op>
+[[gnu::always_inline]] inline void CopyOut(const Call& p, int64_t m0, int64_t m1, int64_t t0,
+                                           int64_t t1, const float* cbuf, Op op) {
   const int64_t rows = RoundUp(m1 - m0, kPackMr), out_w = p.g->out_w, plane = p.g->out_plane();
   const int64_t wph = p.l->wph;
   for (int64_t t = t0; t < t1; ++t) {
@@ -154,10 +193,8 @@ void CopyOut(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, cons
                                                           0, std::min(len, out_w - ow));
       if (valid > 0) {
         for (int64_t r = m0; r < m1; ++r) {
-          const float b = p.bias != nullptr ? p.bias[r] : 0.0f;
-          const float* src = ct + (r - m0) * kPackNr + (n - n0);
-          float* dst = yi + r * plane + oh * out_w + ow;
-          for (int64_t j = 0; j < valid; ++j) dst[j] = op(src[j] + b);
+          PieceOut(ct + (r - m0) * kPackNr + (n - n0), p.bias != nullptr ? p.bias[r] : 0.0f,
+                   valid, yi + r * plane + oh * out_w + ow, op);
         }
       }
       n += len;
@@ -165,9 +202,11 @@ void CopyOut(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, cons
   }
 }
 
-struct Identity {
-  float operator()(float v) const { return v; }
-};
+template <typename Op>
+[[gnu::noinline]] void CopyOutLate(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1,
+                                   const float* cbuf, Op op) {
+  CopyOut(p, m0, m1, t0, t1, cbuf, op);
+}
 
 // Rows [m0, m1) (on panel boundaries) x global tiles [t0, t1) over all of K, into cbuf
 // (tile-major, each tile rows x 16), then into Y.
@@ -197,9 +236,9 @@ void RunTask(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, floa
     case ConvActivation::kClip:
       return CopyOut(p, m0, m1, t0, t1, cbuf, ClipOp{act.lo, act.hi});
     case ConvActivation::kHardSwish:
-      return CopyOut(p, m0, m1, t0, t1, cbuf, HardSwishOp());
+      return CopyOutLate(p, m0, m1, t0, t1, cbuf, HardSwishOp());
     case ConvActivation::kSigmoid:
-      return CopyOut(p, m0, m1, t0, t1, cbuf, SigmoidOp());
+      return CopyOutLate(p, m0, m1, t0, t1, cbuf, SigmoidOp());
   }
 }
 
