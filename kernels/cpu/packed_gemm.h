@@ -93,6 +93,10 @@ struct PackedRowOutput {
   }
 };
 
+// Whether PackedGemm runs its 12 x 16 AVX-512 micro-kernel (micro_kernel_12x16.h) on
+// this CPU: x86-64 with the AVX-512 subsets of x86-64-v4.
+bool PackedGemmUsesAvx512();
+
 // Floats of scratch PackedGemm needs for an M x N x K product: one slab of the unpacked
 // operand per thread that may work on it.
 int64_t PackedGemmScratchFloats(const PackedMatrix& packed, int64_t m, int64_t n, int64_t k);
