@@ -14,6 +14,8 @@ namespace {
 using micro::At;
 using micro::MicroKernel;
 using micro::TileFinish;
+using micro::V16;
+using micro::V8;
 
 // The streamed operand's slab per task: with the packed operand on the A side, up to
 // kSlabCols columns of B (a K block of them is 192 KB, held in L2 while every A panel
@@ -139,8 +141,12 @@ __attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t
         // Inlined: a lambda is not compiled for its enclosing function's target.
         auto kernel = [&](float* c, int64_t ldc) __attribute__((always_inline)) {
           if constexpr (kWide) {
+            if (wide && cols > kPackNr / 2) {
+              micro::MicroKernel12<V16>(kb, ap, ap + kPackMr * kb, bp, c, ldc, accumulate, fp);
+              return;
+            }
             if (wide) {
-              micro::MicroKernel12x16(kb, ap, ap + kPackMr * kb, bp, c, ldc, accumulate, fp);
+              micro::MicroKernel12<V8>(kb, ap, ap + kPackMr * kb, bp, c, ldc, accumulate, fp);
               return;
             }
           }
