@@ -74,10 +74,18 @@ __attribute__((always_inline)) inline void PackBPanels(MatrixRef src, int64_t c0
       }
       continue;
     }
+    // A short panel (N = 49's last holds one column): zeros as two vector stores, then
+    // the columns (element by element, the fill cost 320 x 49 x 960 an eighth of its time).
     for (int64_t k = 0; k < kb; ++k) {
       float* o = out + k * kPackNr;
-      for (int64_t j = 0; j < cols; ++j) o[j] = src.at(k0 + k, j0 + j);
-      for (int64_t j = cols; j < kPackNr; ++j) o[j] = 0.0f;
+      *At(o) = V8{};
+      *At(o + 8) = V8{};
+      if (!src.trans) {
+        const float* s = src.data + (k0 + k) * src.ld + j0;
+        for (int64_t j = 0; j < cols; ++j) o[j] = s[j];
+      } else {
+        for (int64_t j = 0; j < cols; ++j) o[j] = src.data[(j0 + j) * src.ld + k0 + k];
+      }
     }
   }
 }
