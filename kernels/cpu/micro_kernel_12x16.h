@@ -1,13 +1,13 @@
 #ifndef NDSERVE_KERNELS_CPU_MICRO_KERNEL_12X16_H_
 #define NDSERVE_KERNELS_CPU_MICRO_KERNEL_12X16_H_
 
-// PackedGemm's AVX-512 micro-kernel: the 12 x 16 tile of two consecutive 6-row A panels
+// The AVX-512 micro-kernel of PackedGemm, the direct conv and the Winograd conv: the 12 x 16 tile of two consecutive 6-row A panels
 // against one 16-wide B panel, so the packed layouts stay those of micro_kernel_6x16.h.
 // Twelve 16-wide accumulators, one B load and twelve FMAs with an embedded broadcast of
 // A per k: half the instructions and loads per multiply-add of the 6 x 16 AVX2 kernel,
 // and each B panel is read once per 12 rows of C instead of 6 (docs/design.md §4.4).
-// Only for functions compiled with target("arch=x86-64-v4") (packed_gemm.cc picks that
-// one at load when the CPU has AVX-512); elsewhere the 64-byte vectors would be split.
+// Only for functions compiled with target("arch=x86-64-v4"), which their callers pick
+// when PackedGemmUsesAvx512(); elsewhere the 64-byte vectors would be split.
 
 #include <cstdint>
 
@@ -41,21 +41,21 @@ __attribute__((always_inline)) inline void StoreTile12(float* c, int64_t ldc, bo
 }
 
 // The 12 x 16 tile c = finish((accumulate ? c : 0) + [a0; a1] x B over kb rows of K),
-// a0 and a1 two 6-row A panels, b the B panel (row k at b + k * kPackNr), with V = V16;
+// a0 and a1 two 6-row A panels, brow(k) B's row k (as MicroKernel's), with V = V16;
 // with V = V8 the 12 x 8 tile of the panel's first 8 columns, so a panel holding at most
 // 8 columns of C (N = 49's last holds one) costs half a tile. The sums are the 6 x 16
 // kernel's, in the same order, so either kernel gives the same bits.
-template <typename V>
+template <typename V, typename BRow>
 __attribute__((always_inline)) inline void MicroKernel12(int64_t kb, const float* a0,
-                                                         const float* a1, const float* b,
-                                                         float* c, int64_t ldc, bool accumulate,
-                                                         const TileFinish* f) {
+                                                         const float* a1, BRow brow, float* c,
+                                                         int64_t ldc, bool accumulate,
+                                                         const TileFinish* f = nullptr) {
   V c0 = {}, c1 = {}, c2 = {}, c3 = {}, c4 = {}, c5 = {};
   V c6 = {}, c7 = {}, c8 = {}, c9 = {}, c10 = {}, c11 = {};
   // `bv * x` broadcasts x with no add in front (see NDS_SPLAT): the FMA's {1toN} operand.
-  for (int64_t k = 0; k < kb; ++k, a0 += kPackMr, a1 += kPackMr, b += kPackNr) {
+  for (int64_t k = 0; k < kb; ++k, a0 += kPackMr, a1 += kPackMr) {
     V bv;
-    __builtin_memcpy(&bv, b, sizeof(V));
+    __builtin_memcpy(&bv, brow(k), sizeof(V));
     c0 += bv * a0[0];
     c1 += bv * a0[1];
     c2 += bv * a0[2];

@@ -150,11 +150,11 @@ __attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t
         auto kernel = [&](float* c, int64_t ldc) __attribute__((always_inline)) {
           if constexpr (kWide) {
             if (wide && cols > kPackNr / 2) {
-              micro::MicroKernel12<V16>(kb, ap, ap + kPackMr * kb, bp, c, ldc, accumulate, fp);
+              micro::MicroKernel12<V16>(kb, ap, ap + kPackMr * kb, brow, c, ldc, accumulate, fp);
               return;
             }
             if (wide) {
-              micro::MicroKernel12<V8>(kb, ap, ap + kPackMr * kb, bp, c, ldc, accumulate, fp);
+              micro::MicroKernel12<V8>(kb, ap, ap + kPackMr * kb, brow, c, ldc, accumulate, fp);
               return;
             }
           }
