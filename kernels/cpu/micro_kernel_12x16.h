@@ -1,13 +1,17 @@
 #ifndef NDSERVE_KERNELS_CPU_MICRO_KERNEL_12X16_H_
 #define NDSERVE_KERNELS_CPU_MICRO_KERNEL_12X16_H_
 
-// The AVX-512 micro-kernel of PackedGemm, the direct conv and the Winograd conv: the 12 x 16 tile of two consecutive 6-row A panels
-// against one 16-wide B panel, so the packed layouts stay those of micro_kernel_6x16.h.
-// Twelve 16-wide accumulators, one B load and twelve FMAs with an embedded broadcast of
-// A per k: half the instructions and loads per multiply-add of the 6 x 16 AVX2 kernel,
-// and each B panel is read once per 12 rows of C instead of 6 (docs/design.md §4.4).
+// The AVX-512 micro-kernel of PackedGemm and the direct conv: the 12 x 16 tile of two
+// consecutive 6-row A panels against one 16-wide B panel, so the packed layouts stay those
+// of micro_kernel_6x16.h. Twelve 16-wide accumulators, one B load and twelve FMAs with an
+// embedded broadcast of A per k: half the instructions and loads per multiply-add of the
+// 6 x 16 AVX2 kernel, and each B panel is read once per 12 rows of C instead of 6
+// (docs/design.md §4.4).
 // Only for functions compiled with target("arch=x86-64-v4"), which their callers pick
-// when PackedGemmUsesAvx512(); elsewhere the 64-byte vectors would be split.
+// when PackedGemmUsesAvx512(); elsewhere the 64-byte vectors would be split. (The
+// Winograd conv keeps the 6 x 16 kernel: at batch 1 its GEMMs stream the transformed
+// weights with little reuse, and 12-row tiles made resnet18's 3x3 stride-1 convs about
+// 6 % slower there; docs/design.md §4.4.)
 
 #include <cstdint>
 

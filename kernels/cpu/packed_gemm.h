@@ -15,7 +15,9 @@
 // columns, element (k, j) at k * kPackNr + j. Panels past the matrix's edge are zero.
 //
 // The micro-kernel (6 x 16 floats of C in twelve 8-wide registers) is compiled for AVX2 +
-// FMA and for baseline x86-64 and picked at load (isa_clones.h). Reentrant.
+// FMA and for baseline x86-64 and picked at load (isa_clones.h); where the CPU has
+// AVX-512, a 12 x 16 kernel in twelve 16-wide registers runs two A panels at once instead
+// (micro_kernel_12x16.h). Reentrant.
 
 #include <cstdint>
 #include <memory>
