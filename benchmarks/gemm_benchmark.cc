@@ -160,6 +160,8 @@ void PointwiseShapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
   b->Args({96, 12544, 16})->Args({24, 3136, 144})->Args({192, 784, 32});
   b->Args({64, 196, 384})->Args({160, 49, 960});
+  // The other 7x7-plane ones (N = 49: the last 16-wide column panel holds one column).
+  b->Args({1280, 49, 320})->Args({320, 49, 960})->Args({960, 49, 160});
 }
 
 // The direct conv of one image of C x H x H into M channels, a k x k kernel with stride s

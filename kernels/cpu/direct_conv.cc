@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/micro_kernel_12x16.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch_slots.h"
@@ -228,9 +229,12 @@ template <typename Op>
 
 // Rows [m0, m1) (on panel boundaries) x global tiles [t0, t1) over all of K, into cbuf
 // (tile-major, each tile rows x 16), then into Y.
-NDS_CPU_CLONES
-void RunTask(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, float* cbuf,
-             const ConvEpilogue& act) {
+// kWide: two panels at a time by the AVX-512 kernel (micro_kernel_12x16.h) while two
+// are left.
+template <bool kWide>
+__attribute__((always_inline)) inline void RunTaskBody(const Call& p, int64_t m0, int64_t m1,
+                                                       int64_t t0, int64_t t1, float* cbuf,
+                                                       const ConvEpilogue& act) {
   const int64_t rows = RoundUp(m1 - m0, kPackMr), k = p.l->k;
   for (int64_t k0 = 0; k0 < k; k0 += kPackKc) {
     const int64_t kb = std::min(kPackKc, k - k0);
@@ -239,10 +243,17 @@ void RunTask(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, floa
       const int64_t img = t / p.l->tiles, n0 = (t % p.l->tiles) * kPackNr;
       const float* x = p.xp + img * p.l->image + n0;
       float* ct = cbuf + (t - t0) * rows * kPackNr;
-      for (int64_t i = m0; i < m1; i += kPackMr) {
-        MicroKernel(
-            kb, p.w->Panel(k0, kb, i), [&](int64_t r) { return x + off[r]; },
-            ct + (i - m0) * kPackNr, kPackNr, k0 > 0);
+      const auto brow = [&](int64_t r) { return x + off[r]; };
+      for (int64_t i = m0; i < m1;) {
+        const float* a = p.w->Panel(k0, kb, i);
+        float* c = ct + (i - m0) * kPackNr;
+        if (kWide && i + kPackMr < m1) {
+          micro::MicroKernel12<micro::V16>(kb, a, a + kPackMr * kb, brow, c, kPackNr, k0 > 0);
+          i += 2 * kPackMr;
+        } else {
+          MicroKernel(kb, a, brow, c, kPackNr, k0 > 0);
+          i += kPackMr;
+        }
       }
     }
   }
@@ -259,6 +270,21 @@ void RunTask(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, floa
       return CopyOutLate(p, m0, m1, t0, t1, cbuf, SigmoidOp());
   }
 }
+
+NDS_CPU_CLONES
+void RunTask(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1, float* cbuf,
+             const ConvEpilogue& act) {
+  RunTaskBody<false>(p, m0, m1, t0, t1, cbuf, act);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("arch=x86-64-v4"))) void RunTaskAvx512(const Call& p, int64_t m0,
+                                                             int64_t m1, int64_t t0,
+                                                             int64_t t1, float* cbuf,
+                                                             const ConvEpilogue& act) {
+  RunTaskBody<true>(p, m0, m1, t0, t1, cbuf, act);
+}
+#endif
 
 // How a conv's work is cut into tasks: M blocks of `mb` rows x runs of `nt` tiles.
 struct Split {
@@ -329,13 +355,21 @@ void DirectConv(const ConvGeometry& g, const PackedMatrix& w, int64_t n, int64_t
   const Call p{&g, &l, &w, off, xp, bias, m, y};
   const int64_t task_macs = s.mb * s.nt * kPackNr * l.k;
   ScratchSlots slots;
+  const bool wide = PackedGemmUsesAvx512();
   ParallelFor(m_tasks * t_tasks, CeilDiv(kMinParallelMacs, task_macs), [&](int64_t b, int64_t e) {
     const int slot = slots.Claim();
     for (int64_t t = b; t < e; ++t) {
       // M blocks inner: neighbouring tasks read the same image lines.
       const int64_t m0 = (t % m_tasks) * s.mb, t0 = (t / m_tasks) * s.nt;
-      RunTask(p, m0, std::min(m, m0 + s.mb), t0, std::min(all_tiles, t0 + s.nt),
-              cbufs + slot * cbuf_floats, act);
+      float* cbuf = cbufs + slot * cbuf_floats;
+      const int64_t m1 = std::min(m, m0 + s.mb), t1 = std::min(all_tiles, t0 + s.nt);
+#if defined(__x86_64__)
+      if (wide) {
+        RunTaskAvx512(p, m0, m1, t0, t1, cbuf, act);
+        continue;
+      }
+#endif
+      RunTask(p, m0, m1, t0, t1, cbuf, act);
     }
     slots.Release(slot);
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/micro_kernel_12x16.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch_slots.h"
@@ -13,6 +14,8 @@ namespace {
 using micro::At;
 using micro::MicroKernel;
 using micro::TileFinish;
+using micro::V16;
+using micro::V8;
 
 // The streamed operand's slab per task: with the packed operand on the A side, up to
 // kSlabCols columns of B (a K block of them is 192 KB, held in L2 while every A panel
@@ -71,10 +74,18 @@ __attribute__((always_inline)) inline void PackBPanels(MatrixRef src, int64_t c0
       }
       continue;
     }
+    // A short panel (N = 49's last holds one column): zeros as two vector stores, then
+    // the columns (element by element, the fill cost 320 x 49 x 960 an eighth of its time).
     for (int64_t k = 0; k < kb; ++k) {
       float* o = out + k * kPackNr;
-      for (int64_t j = 0; j < cols; ++j) o[j] = src.at(k0 + k, j0 + j);
-      for (int64_t j = cols; j < kPackNr; ++j) o[j] = 0.0f;
+      *At(o) = V8{};
+      *At(o + 8) = V8{};
+      if (!src.trans) {
+        const float* s = src.data + (k0 + k) * src.ld + j0;
+        for (int64_t j = 0; j < cols; ++j) o[j] = s[j];
+      } else {
+        for (int64_t j = 0; j < cols; ++j) o[j] = src.data[(j0 + j) * src.ld + k0 + k];
+      }
     }
   }
 }
@@ -91,12 +102,15 @@ struct Product {
 
 // One task: rows [m0, m1) x columns [n0, n1) of C over all of K, m0 and n0 on panel
 // boundaries. The streamed operand's part is packed a K block at a time into `slab`.
-NDS_CPU_CLONES
-void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* slab,
-             PackedEpilogue epilogue) {
+// kWide: tiles of 12 rows (two A panels) by the AVX-512 kernel where two panels are left.
+template <bool kWide>
+__attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t m0,
+                                                       int64_t m1, int64_t n0, int64_t n1,
+                                                       float* slab, PackedEpilogue epilogue) {
+  constexpr int64_t kMaxRows = kWide ? 2 * kPackMr : kPackMr;
   const bool packed_a = p.packed->side() == PackedMatrix::Side::kA;
-  alignas(32) float edge[kPackMr * kPackNr];
-  float edge_bias[kPackMr] = {};
+  alignas(64) float edge[kMaxRows * kPackNr];
+  float edge_bias[kMaxRows] = {};
   TileFinish finish;
   if (p.out != nullptr) finish.lo = p.out->act.lo, finish.hi = p.out->act.hi;
   for (int64_t k0 = 0; k0 < p.k; k0 += kPackKc) {
@@ -107,15 +121,20 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
     } else {
       PackAPanels(p.other, m0, m1, k0, kb, slab);
     }
-    for (int64_t i = m0; i < m1; i += kPackMr) {
+    int64_t rows = 0;
+    for (int64_t i = m0; i < m1; i += rows) {
       const float* ap = packed_a ? p.packed->Panel(k0, kb, i) : slab + (i - m0) * kb;
-      const int64_t rows = std::min(kPackMr, m1 - i);
-      // The finish, on the last K block only; a short panel's biases through a full copy.
+      rows = std::min(kMaxRows, m1 - i);
+      // A 12-row tile's second panel follows its first (zeros past M, as in any panel).
+      const bool wide = kWide && rows > kPackMr;
+      const int64_t tile_rows = wide ? 2 * kPackMr : kPackMr;
+      if (!wide) rows = std::min(rows, kPackMr);
+      // The finish, on the last K block only; a short tile's biases through a full copy.
       const TileFinish* fp = nullptr;
       if (last && p.out != nullptr) {
         finish.kind = p.out->act.kind;
         finish.bias = p.out->bias != nullptr ? p.out->bias + i : nullptr;
-        if (finish.bias != nullptr && rows < kPackMr) {
+        if (finish.bias != nullptr && rows < tile_rows) {
           std::copy(finish.bias, finish.bias + rows, edge_bias);
           finish.bias = edge_bias;
         }
@@ -127,8 +146,22 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
         float* ct = p.c + i * p.ldc + j;
         // B's rows are its panel's, 16 floats apart.
         const auto brow = [bp](int64_t k) { return bp + k * kPackNr; };
-        if (rows == kPackMr && cols == kPackNr) {
-          MicroKernel(kb, ap, brow, ct, p.ldc, accumulate, fp);
+        // Inlined: a lambda is not compiled for its enclosing function's target.
+        auto kernel = [&](float* c, int64_t ldc) __attribute__((always_inline)) {
+          if constexpr (kWide) {
+            if (wide && cols > kPackNr / 2) {
+              micro::MicroKernel12<V16>(kb, ap, ap + kPackMr * kb, brow, c, ldc, accumulate, fp);
+              return;
+            }
+            if (wide) {
+              micro::MicroKernel12<V8>(kb, ap, ap + kPackMr * kb, brow, c, ldc, accumulate, fp);
+              return;
+            }
+          }
+          MicroKernel(kb, ap, brow, c, ldc, accumulate, fp);
+        };
+        if (rows == tile_rows && cols == kPackNr) {
+          kernel(ct, p.ldc);
           continue;
         }
         // An edge tile: through a full-size copy, so the kernel never reads or writes
@@ -138,7 +171,7 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
             std::copy(ct + r * p.ldc, ct + r * p.ldc + cols, edge + r * kPackNr);
           }
         }
-        MicroKernel(kb, ap, brow, edge, kPackNr, accumulate, fp);
+        kernel(edge, kPackNr);
         for (int64_t r = 0; r < rows; ++r) {
           std::copy(edge + r * kPackNr, edge + r * kPackNr + cols, ct + r * p.ldc);
         }
@@ -147,6 +180,21 @@ void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
     }
   }
 }
+
+NDS_CPU_CLONES
+void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* slab,
+             PackedEpilogue epilogue) {
+  RunTaskBody<false>(p, m0, m1, n0, n1, slab, epilogue);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("arch=x86-64-v4"))) void RunTaskAvx512(const Product& p, int64_t m0,
+                                                             int64_t m1, int64_t n0,
+                                                             int64_t n1, float* slab,
+                                                             PackedEpilogue epilogue) {
+  RunTaskBody<true>(p, m0, m1, n0, n1, slab, epilogue);
+}
+#endif
 
 }  // namespace
 
@@ -179,6 +227,20 @@ int64_t PackedMatrix::bytes() const {
 const float* PackedMatrix::Panel(int64_t k0, int64_t kb, int64_t index) const {
   // Every K block before this one is kPackKc deep: block k0 starts at k0 * padded_.
   return data_.data() + k0 * padded_ + index * kb;
+}
+
+bool PackedGemmUsesAvx512() {
+#if defined(__x86_64__)
+  // What target("arch=x86-64-v4") may use.
+  static const bool has = __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512cd");
+  return has;
+#else
+  return false;
+#endif
 }
 
 int64_t PackedGemmScratchFloats(const PackedMatrix& packed, int64_t m, int64_t n, int64_t k) {
@@ -226,6 +288,7 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
   const Product p{&packed, other, m, n, k, c, ldc, accumulate, finishes ? &out : nullptr};
   const int64_t slab = SlabFloats(packed.side(), m, n, k);
   ScratchSlots slots;
+  const bool wide = PackedGemmUsesAvx512();
   const int64_t task_macs = mb * ((panels + n_tasks - 1) / n_tasks) * kPackNr * k;
   ParallelFor(m_tasks * n_tasks, (kMinParallelMacs + task_macs - 1) / task_macs,
               [&](int64_t t0, int64_t t1) {
@@ -233,7 +296,13 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
                 for (int64_t t = t0; t < t1; ++t) {
                   const int64_t m0 = (t / n_tasks) * mb, m1 = std::min(m, m0 + mb);
                   const int64_t n0 = col(t % n_tasks), n1 = col(t % n_tasks + 1);
-                  RunTask(p, m0, m1, n0, n1, scratch + s * slab, epilogue);
+                  if (wide) {
+#if defined(__x86_64__)
+                    RunTaskAvx512(p, m0, m1, n0, n1, scratch + s * slab, epilogue);
+#endif
+                  } else {
+                    RunTask(p, m0, m1, n0, n1, scratch + s * slab, epilogue);
+                  }
                 }
                 slots.Release(s);
               });

@@ -15,7 +15,9 @@
 // columns, element (k, j) at k * kPackNr + j. Panels past the matrix's edge are zero.
 //
 // The micro-kernel (6 x 16 floats of C in twelve 8-wide registers) is compiled for AVX2 +
-// FMA and for baseline x86-64 and picked at load (isa_clones.h). Reentrant.
+// FMA and for baseline x86-64 and picked at load (isa_clones.h); where the CPU has
+// AVX-512, a 12 x 16 kernel in twelve 16-wide registers runs two A panels at once instead
+// (micro_kernel_12x16.h). Reentrant.
 
 #include <cstdint>
 #include <memory>
@@ -92,6 +94,10 @@ struct PackedRowOutput {
            kind == ConvActivation::kClip;
   }
 };
+
+// Whether PackedGemm runs its 12 x 16 AVX-512 micro-kernel (micro_kernel_12x16.h) on
+// this CPU: x86-64 with the AVX-512 subsets of x86-64-v4.
+bool PackedGemmUsesAvx512();
 
 // Floats of scratch PackedGemm needs for an M x N x K product: one slab of the unpacked
 // operand per thread that may work on it.

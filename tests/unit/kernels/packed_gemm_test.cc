@@ -192,6 +192,43 @@ TEST(PackedGemmTest, RowOutputInTheMicroKernel) {
   }
 }
 
+// The 12-row tiles of the AVX-512 kernel (PackedGemmUsesAvx512) where tasks end part way
+// into a tile's second panel (23 = 12 + 11 rows in one task; 110 in four tasks, the last
+// 12 + 8), on full 16-column panels and on N = 49's last one, which the 12 x 8 tile runs;
+// K over one block, C overwritten and accumulated, with bias and Clip. Elsewhere these
+// run 6-row tiles and check the same.
+TEST(PackedGemmTest, TwelveRowTilesAndTheirEdges) {
+  const ConvEpilogue clip{ConvActivation::kClip, -0.2f, 6.0f};
+  for (bool accumulate : {false, true}) {
+    CheckRowOutput(23, 3137, 19, true, clip, accumulate);
+    CheckRowOutput(19, 3137, 300, true, {ConvActivation::kRelu}, accumulate);
+    CheckRowOutput(110, 49, 300, true, clip, accumulate);
+    CheckRowOutput(130, 41, 40, false, {ConvActivation::kNone}, accumulate);
+  }
+}
+
+// NaN passes through the in-kernel Relu and Clip as through their scalar functors.
+TEST(PackedGemmTest, NaNPassesThroughTheFinish) {
+  const int64_t m = 24, n = 49, k = 8;
+  std::vector<float> a = Random(m * k, 21), b = Random(k * n, 22), y(m * n);
+  a[7 * k + 3] = std::nanf("");  // row 7, in the second panel of the first 12-row tile
+  a[20 * k] = std::nanf("");
+  const PackedMatrix packed = PackedMatrix::Pack(PackedMatrix::Side::kA, {a.data(), k, false}, m, k);
+  std::vector<float> scratch(PackedGemmScratchFloats(packed, m, n, k));
+  for (const ConvEpilogue act : {ConvEpilogue{ConvActivation::kRelu},
+                                 ConvEpilogue{ConvActivation::kClip, 0.0f, 6.0f}}) {
+    PackedRowOutput out;
+    out.act = act;
+    PackedGemm(packed, {b.data(), n, false}, m, n, k, y.data(), n, false, scratch.data(), out,
+               [](int64_t, int64_t, int64_t, int64_t) {});
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        EXPECT_EQ(std::isnan(y[i * n + j]), i == 7 || i == 20) << i << "," << j;
+      }
+    }
+  }
+}
+
 // Products from several threads at once: each call's scratch slots are its own.
 TEST(PackedGemmTest, ConcurrentCallers) {
   std::vector<std::thread> callers;

@@ -1,0 +1,81 @@
+#ifndef NDSERVE_KERNELS_CPU_MICRO_KERNEL_12X16_H_
+#define NDSERVE_KERNELS_CPU_MICRO_KERNEL_12X16_H_
+
+// The AVX-512 micro-kernel of PackedGemm and the direct conv: the 12 x 16 tile of two
+// consecutive 6-row A panels against one 16-wide B panel, so the packed layouts stay those
+// of micro_kernel_6x16.h. Twelve 16-wide accumulators, one B load and twelve FMAs with an
+// embedded broadcast of A per k: half the instructions and loads per multiply-add of the
+// 6 x 16 AVX2 kernel, and each B panel is read once per 12 rows of C instead of 6
+// (docs/design.md §4.4).
+// Only for functions compiled with target("arch=x86-64-v4"), which their callers pick
+// when PackedGemmUsesAvx512(); elsewhere the 64-byte vectors would be split. (The
+// Winograd conv keeps the 6 x 16 kernel: at batch 1 its GEMMs stream the transformed
+// weights with little reuse, and 12-row tiles made resnet18's 3x3 stride-1 convs 2-9 %
+// slower there; docs/design.md §4.4.)
+
+#include <cstdint>
+
+#include "kernels/cpu/micro_kernel_6x16.h"
+#include "kernels/cpu/packed_gemm.h"
+
+namespace ndserve::kernels::cpu::micro {
+
+typedef float V16 __attribute__((vector_size(64)));
+
+// StoreTile's 12-row form: row r in c<r> (one vector V), at c + r * ldc. `f`'s bias
+// holds 12 rows.
+template <typename V>
+__attribute__((always_inline)) inline void StoreTile12(float* c, int64_t ldc, bool accumulate,
+                                                       const TileFinish* f, V& c0, V& c1,
+                                                       V& c2, V& c3, V& c4, V& c5, V& c6,
+                                                       V& c7, V& c8, V& c9, V& c10, V& c11) {
+  auto rows = [&](auto op) {
+    op(c0, 0, 0), op(c1, 1, 0), op(c2, 2, 0), op(c3, 3, 0), op(c4, 4, 0), op(c5, 5, 0);
+    op(c6, 6, 0), op(c7, 7, 0), op(c8, 8, 0), op(c9, 9, 0), op(c10, 10, 0), op(c11, 11, 0);
+  };
+  if (accumulate) {
+    rows([&](V& v, int r, int) {
+      V old;
+      __builtin_memcpy(&old, c + r * ldc, sizeof(V));
+      v += old;
+    });
+  }
+  if (f != nullptr) FinishTile<V>(f, rows);
+  rows([&](V& v, int r, int) { __builtin_memcpy(c + r * ldc, &v, sizeof(V)); });
+}
+
+// The 12 x 16 tile c = finish((accumulate ? c : 0) + [a0; a1] x B over kb rows of K),
+// a0 and a1 two 6-row A panels, brow(k) B's row k (as MicroKernel's), with V = V16;
+// with V = V8 the 12 x 8 tile of the panel's first 8 columns, so a panel holding at most
+// 8 columns of C (N = 49's last holds one) costs half a tile. The sums are the 6 x 16
+// kernel's, in the same order, so either kernel gives the same bits.
+template <typename V, typename BRow>
+__attribute__((always_inline)) inline void MicroKernel12(int64_t kb, const float* a0,
+                                                         const float* a1, BRow brow, float* c,
+                                                         int64_t ldc, bool accumulate,
+                                                         const TileFinish* f = nullptr) {
+  V c0 = {}, c1 = {}, c2 = {}, c3 = {}, c4 = {}, c5 = {};
+  V c6 = {}, c7 = {}, c8 = {}, c9 = {}, c10 = {}, c11 = {};
+  // `bv * x` broadcasts x with no add in front (see NDS_SPLAT): the FMA's {1toN} operand.
+  for (int64_t k = 0; k < kb; ++k, a0 += kPackMr, a1 += kPackMr) {
+    V bv;
+    __builtin_memcpy(&bv, brow(k), sizeof(V));
+    c0 += bv * a0[0];
+    c1 += bv * a0[1];
+    c2 += bv * a0[2];
+    c3 += bv * a0[3];
+    c4 += bv * a0[4];
+    c5 += bv * a0[5];
+    c6 += bv * a1[0];
+    c7 += bv * a1[1];
+    c8 += bv * a1[2];
+    c9 += bv * a1[3];
+    c10 += bv * a1[4];
+    c11 += bv * a1[5];
+  }
+  StoreTile12(c, ldc, accumulate, f, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11);
+}
+
+}  // namespace ndserve::kernels::cpu::micro
+
+#endif  // NDSERVE_KERNELS_CPU_MICRO_KERNEL_12X16_H_
