@@ -390,7 +390,7 @@ template <typename Act>
 
 // One task's planes [pl0, pl1) (plane pl = image pl / c, channel pl % c), with `buf`
 // (p.block_floats) as its working space.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void Planes(
+NDS_CPU_CLONES_V4 void Planes(
     const Args& a, const Plan& p, int64_t pl0, int64_t pl1, float* buf) {
   std::fill(buf, buf + p.block_floats, 0.0f);
   switch (a.act.kind) {
