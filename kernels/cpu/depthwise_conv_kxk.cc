@@ -194,17 +194,10 @@ template <int kS>
 [[gnu::always_inline]] inline void CopyRow(const Plan& p, const float* __restrict xr,
                                            float* const* d) {
   const int64_t pl = p.pad_left, cols = p.cols;
-  int64_t ic = 0;
   if constexpr (kS == 1) {
-    float* __restrict d0 = d[0] + pl;
-    for (; ic + 8 <= cols; ic += 8) NDS_DW_STORE(d0 + ic, NDS_DW_LOAD(xr + ic));
-    // The rest as the eight floats ending at the row's end, again where they overlap.
-    if (ic < cols && cols >= 8) {
-      NDS_DW_STORE(d0 + cols - 8, NDS_DW_LOAD(xr + cols - 8));
-      return;
-    }
-    if (cols < 8) CopyRun(xr, cols, d0);
+    CopyRun(xr, cols, d[0] + pl);
   } else {
+    int64_t ic = 0;
     // From here on ic + pl is even: ic goes to phase 0 and ic + 1 to phase 1, both at
     // (ic + pl) / 2.
     if (pl % 2 != 0 && cols > 0) {
