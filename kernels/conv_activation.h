@@ -24,6 +24,12 @@ inline constexpr char kConvActivationAttr[] = "ndserve.activation";
 inline constexpr char kConvActivationMinAttr[] = "ndserve.activation_min";
 inline constexpr char kConvActivationMaxAttr[] = "ndserve.activation_max";
 
+// kNone's functor, for the CPU conv loops that are instantiated once per activation
+// functor (depthwise_conv_kxk.cc, direct_conv.cc, winograd_conv.cc).
+struct IdentityOp {
+  NDS_HD_OP float operator()(float x) const { return x; }
+};
+
 struct ConvEpilogue {
   ConvActivation kind = ConvActivation::kNone;
   float lo = -std::numeric_limits<float>::infinity();  // kClip only

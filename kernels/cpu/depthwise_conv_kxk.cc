@@ -26,6 +26,7 @@
 #include <array>
 
 #include "base/status_macros.h"
+#include "kernels/conv_activation.h"
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/parallel.h"
 
@@ -81,17 +82,13 @@ constexpr int64_t kFlatMaxOutW = 32;
   for (int64_t i = 0; i < n; ++i) to[i] = from[i];
 }
 
-struct Identity {
-  float operator()(float v) const { return v; }
-};
-
 // The fused activation on eight sums, in place: Relu and Clip as vector selects (the same
 // comparisons as ReluOp / ClipOp, so NaN passes through alike), the others lane by lane.
 template <typename Act>
 [[gnu::always_inline]] inline void Activate(F8& v, Act act) {
   for (int i = 0; i < 8; ++i) v[i] = act(v[i]);
 }
-[[gnu::always_inline]] inline void Activate(F8&, Identity) {}
+[[gnu::always_inline]] inline void Activate(F8&, IdentityOp) {}
 [[gnu::always_inline]] inline void Activate(F8& v, ReluOp) {
   const F8 zero{};
   v = v < zero ? zero : v;
@@ -388,13 +385,13 @@ NDS_CPU_CLONES_V4 void Planes(
   std::fill(buf, buf + p.block_floats, 0.0f);
   switch (a.act.kind) {
     case ConvActivation::kNone:
-      return PlanesAct(a, p, pl0, pl1, buf, Identity());
+      return PlanesAct(a, p, pl0, pl1, buf, IdentityOp());
     case ConvActivation::kRelu:
       return PlanesAct(a, p, pl0, pl1, buf, ReluOp());
     case ConvActivation::kClip:
       return PlanesAct(a, p, pl0, pl1, buf, ClipOp{a.act.lo, a.act.hi});
     case ConvActivation::kHardSwish:  // LateHardSwish's
-      return PlanesAct(a, p, pl0, pl1, buf, Identity());
+      return PlanesAct(a, p, pl0, pl1, buf, IdentityOp());
     case ConvActivation::kSigmoid:
       return PlanesAct(a, p, pl0, pl1, buf, SigmoidOp());
   }

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/conv_activation.h"
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/micro_kernel_12x16.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
@@ -157,10 +158,6 @@ struct Call {
   float* y;
 };
 
-struct Identity {
-  float operator()(float v) const { return v; }
-};
-
 // One output row's piece: dst[j] = op(src[j] + b) for j < n. Relu, Clip and no
 // activation eight at a time (the vector compares give the scalar functors' results,
 // NaN included; there is no multiply an FMA could contract); the others lane by lane.
@@ -169,7 +166,7 @@ template <typename Op>
                                             Op op) {
   using micro::At;
   using micro::V8;
-  constexpr bool kVector = std::is_same_v<Op, Identity> || std::is_same_v<Op, ReluOp> ||
+  constexpr bool kVector = std::is_same_v<Op, IdentityOp> || std::is_same_v<Op, ReluOp> ||
                            std::is_same_v<Op, ClipOp>;
   if constexpr (kVector) {
     if (n >= 8) {
@@ -259,7 +256,7 @@ __attribute__((always_inline)) inline void RunTaskBody(const Call& p, int64_t m0
   }
   switch (act.kind) {
     case ConvActivation::kNone:
-      return CopyOut(p, m0, m1, t0, t1, cbuf, Identity());
+      return CopyOut(p, m0, m1, t0, t1, cbuf, IdentityOp());
     case ConvActivation::kRelu:
       return CopyOut(p, m0, m1, t0, t1, cbuf, ReluOp());
     case ConvActivation::kClip:

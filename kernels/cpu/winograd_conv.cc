@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/conv_activation.h"
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
@@ -217,10 +218,6 @@ void GemmTask(const Layout& l, const PackedMatrix& u, int64_t c, const float* v,
   }
 }
 
-struct Identity {
-  float operator()(float x) const { return x; }
-};
-
 // The 4 x 8 floats of outputs (r, 0..3) of 8 tiles, each column j in one vector over
 // the tiles, as 32 floats in image order: tile l's four at 4 * l.
 __attribute__((always_inline)) inline void InterleaveRow(const V8* ov, int64_t r, float* out) {
@@ -288,7 +285,7 @@ void OutputTransform(const ConvGeometry& g, const Layout& l, int64_t m, const fl
                      int64_t m0, int64_t m1, float* y) {
   switch (act.kind) {
     case ConvActivation::kNone:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, Identity());
+      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, IdentityOp());
     case ConvActivation::kRelu:
       return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, ReluOp());
     case ConvActivation::kClip:
