@@ -390,21 +390,21 @@ NDS_CPU_CLONES_V4 void Planes(
       return PlanesAct(a, p, pl0, pl1, buf, ReluOp());
     case ConvActivation::kClip:
       return PlanesAct(a, p, pl0, pl1, buf, ClipOp{a.act.lo, a.act.hi});
-    case ConvActivation::kHardSwish:  // LateHardSwish's
+    case ConvActivation::kHardSwish:  // DepthwiseLateHardSwish's
       return PlanesAct(a, p, pl0, pl1, buf, IdentityOp());
     case ConvActivation::kSigmoid:
       return PlanesAct(a, p, pl0, pl1, buf, SigmoidOp());
   }
 }
 
-// HardSwish outside the ISA clones: in the FMA clone its multiply-add would be contracted,
-// one rounding fewer than the HardSwish node's, and a fused conv must equal the unfused
-// pair exactly (the TorchFusion test). The block's outputs are still in cache.
-void LateHardSwish(float* y, int64_t len) {
+}  // namespace
+
+// Outside the ISA clones: in the FMA clone its multiply-add would be contracted, one
+// rounding fewer than the HardSwish node's, and a fused conv must equal the unfused pair
+// exactly (the TorchFusion test). The block's outputs are still in cache.
+void DepthwiseLateHardSwish(float* y, int64_t len) {
   for (int64_t i = 0; i < len; ++i) y[i] = HardSwishOp()(y[i]);
 }
-
-}  // namespace
 
 int64_t DepthwisePlaneBlocks(const ConvGeometry& g, int64_t planes, int64_t mg) {
   const int64_t per_plane = std::max<int64_t>(1, mg * g.out_plane() * g.k_plane());
@@ -441,7 +441,7 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
       Planes(args, p, pl0, pl1, bufs + blk * p.block_floats);
       if (act.kind == ConvActivation::kHardSwish) {
         const int64_t per = mg * g.out_plane();
-        LateHardSwish(y + pl0 * per, (pl1 - pl0) * per);
+        DepthwiseLateHardSwish(y + pl0 * per, (pl1 - pl0) * per);
       }
     }
   });

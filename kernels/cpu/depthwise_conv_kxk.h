@@ -27,6 +27,10 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
                           int64_t mg, const float* x, const float* w, const float* bias,
                           const ConvEpilogue& act, float* y);
 
+// y[0 .. len) = HardSwish(y[i]), computed as the HardSwish node computes it: the depthwise
+// loops sum with no activation and call this on their outputs for a fused HardSwish.
+void DepthwiseLateHardSwish(float* y, int64_t len);
+
 // How many tasks a depthwise conv of `planes` input planes (mg outputs each) splits into,
 // each a block of planes with its own working space: a few per thread so uneven blocks
 // even out, and each worth handing to another thread (about 16K multiply-adds at least).
