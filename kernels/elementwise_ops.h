@@ -5,6 +5,7 @@
 // both devices define edge cases the same way. Plain C++17 (nvcc compiles it).
 
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -69,8 +70,49 @@ struct DivOp {
 struct ReluOp {
   NDS_HD_OP float operator()(float x) const { return x < 0.0f ? 0.0f : x; }
 };
+// exp(x) for x <= 0 (a softmax's x - max), within ~2 ulp of libm; 0 below -87 (where
+// exp is under FLT_MIN), NaN stays NaN. Branch-free, so the host loops calling it
+// vectorize (libm's expf is a call per element): x = n ln2 + r with |r| <= ln2 / 2,
+// exp(r) by its Taylor series to r^6, times 2^n built in the exponent bits.
+NDS_HD_OP float HostExpNonPositive(float x) {
+  constexpr float kLow = -87.0f;
+  const float c = x < kLow ? kLow : x;
+  // Round to nearest by adding and removing 1.5 * 2^23 (no rounding instruction needed).
+  constexpr float kRound = 12582912.0f;
+  const float n = (c * 1.44269504f + kRound) - kRound;
+  const float r = (c - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int bits = (static_cast<int>(n) + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, sizeof(scale));
+  return x < kLow ? 0.0f : p * scale;
+}
+
+// 1 / (1 + exp(-x)) from HostExpNonPositive of -|x|, so no exp overflows; within a few
+// ulp of the libm form. On the host the Sigmoid node, a conv's fused Sigmoid and the
+// recurrent kernels' gates use it: vectorized, where expf made efficientnet_b0's Sigmoid
+// nodes half its run. A node's and a fused conv's outputs go through one loop
+// (kernels/cpu/sigmoid_array.h), so both give the same bits. On the GPU, CUDA's expf.
+NDS_HD_OP float HostSigmoid(float x) {
+  const float e = HostExpNonPositive(-fabsf(x));
+  const float r = 1.0f / (1.0f + e);
+  return x < 0.0f ? e * r : r;
+}
+
 struct SigmoidOp {
-  NDS_HD_OP float operator()(float x) const { return 1.0f / (1.0f + expf(-x)); }
+  NDS_HD_OP float operator()(float x) const {
+#if defined(__CUDA_ARCH__)
+    return 1.0f / (1.0f + expf(-x));
+#else
+    return HostSigmoid(x);
+#endif
+  }
 };
 struct TanhOp {
   NDS_HD_OP float operator()(float x) const { return tanhf(x); }

@@ -26,6 +26,7 @@
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/depthwise_conv.h"
+#include "kernels/cpu/sigmoid_array.h"
 #include "kernels/cpu/direct_conv.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -151,7 +152,7 @@ void Activate(const ConvEpilogue& e, float* y, int64_t len) {
     case ConvActivation::kHardSwish:
       return MapInPlace(y, len, HardSwishOp());
     case ConvActivation::kSigmoid:
-      return MapInPlace(y, len, SigmoidOp());
+      return SigmoidArray(y, y, len);
   }
 }
 

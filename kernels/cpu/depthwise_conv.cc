@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "kernels/cpu/depthwise_conv_c16.h"
 #include "kernels/cpu/depthwise_conv_kxk.h"
+#include "kernels/cpu/sigmoid_array.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
@@ -176,7 +177,10 @@ template <typename Act>
     case ConvActivation::kHardSwish:
       return PlanesByTaps(g, pp, buf, w, bias, m0, m1, HardSwishOp(), y);
     case ConvActivation::kSigmoid:
-      return PlanesByTaps(g, pp, buf, w, bias, m0, m1, SigmoidOp(), y);
+      PlanesByTaps(
+          g, pp, buf, w, bias, m0, m1, [](float v) { return v; }, y);
+      return SigmoidArray(y + m0 * g.out_plane(), y + m0 * g.out_plane(),
+                          (m1 - m0) * g.out_plane());
   }
 }
 

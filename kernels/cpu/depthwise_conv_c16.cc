@@ -279,7 +279,7 @@ void RunTaskAct(const Args& a, const Plan& p, const Task& k, float* buf) {
       return RunTask<kK, kS, Act::kRelu>(a, p, k, buf);
     case ConvActivation::kClip:
       return RunTask<kK, kS, Act::kClip>(a, p, k, buf);
-    default:  // kNone, and kHardSwish (applied after: DepthwiseLateHardSwish)
+    default:  // kNone, and kHardSwish and kSigmoid (applied after: DepthwiseLateActivation)
       return RunTask<kK, kS, Act::kNone>(a, p, k, buf);
   }
 }
@@ -301,8 +301,8 @@ void RunAnyTask(const Args&, const Plan&, const Task&, float*) {}
 
 bool DepthwiseC16Applies(const ConvGeometry& g, int64_t mg, const ConvEpilogue& act) {
 #if defined(__x86_64__)
-  return PackedGemmUsesAvx512() && mg == 1 && DepthwiseKxKApplies(g) &&
-         act.kind != ConvActivation::kSigmoid;
+  (void)act;  // every activation: Relu and Clip in registers, the others after
+  return PackedGemmUsesAvx512() && mg == 1 && DepthwiseKxKApplies(g);
 #else
   (void)g, (void)mg, (void)act;
   return false;
@@ -342,11 +342,9 @@ absl::Status DepthwiseC16(const KernelContext& ctx, const ConvGeometry& g, int64
       for (int64_t task = grp * tasks / groups; task < (grp + 1) * tasks / groups; ++task) {
         const Task k = TaskAt(args, p, task);
         RunAnyTask(args, p, k, bufs + grp * p.task_floats);
-        if (act.kind == ConvActivation::kHardSwish) {
-          for (int64_t l = 0; l < k.lanes; ++l) {
-            DepthwiseLateHardSwish(y + (k.img * c + k.c0 + l) * g.out_plane() + k.oy0 * g.out_w,
-                                   (k.oy1 - k.oy0) * g.out_w);
-          }
+        for (int64_t l = 0; l < k.lanes; ++l) {
+          const int64_t at = (k.img * c + k.c0 + l) * g.out_plane() + k.oy0 * g.out_w;
+          if (!DepthwiseLateActivation(act, y + at, (k.oy1 - k.oy0) * g.out_w)) break;
         }
       }
     }

@@ -29,6 +29,7 @@
 #include "kernels/conv_activation.h"
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/sigmoid_array.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -390,20 +391,28 @@ NDS_CPU_CLONES_V4 void Planes(
       return PlanesAct(a, p, pl0, pl1, buf, ReluOp());
     case ConvActivation::kClip:
       return PlanesAct(a, p, pl0, pl1, buf, ClipOp{a.act.lo, a.act.hi});
-    case ConvActivation::kHardSwish:  // DepthwiseLateHardSwish's
-      return PlanesAct(a, p, pl0, pl1, buf, IdentityOp());
+    case ConvActivation::kHardSwish:  // DepthwiseLateActivation's
     case ConvActivation::kSigmoid:
-      return PlanesAct(a, p, pl0, pl1, buf, SigmoidOp());
+      return PlanesAct(a, p, pl0, pl1, buf, IdentityOp());
   }
 }
 
 }  // namespace
 
-// Outside the ISA clones: in the FMA clone its multiply-add would be contracted, one
-// rounding fewer than the HardSwish node's, and a fused conv must equal the unfused pair
-// exactly (the TorchFusion test). The block's outputs are still in cache.
-void DepthwiseLateHardSwish(float* y, int64_t len) {
-  for (int64_t i = 0; i < len; ++i) y[i] = HardSwishOp()(y[i]);
+// Outside the ISA clones: in the FMA clone HardSwish's multiply-add would be contracted,
+// one rounding fewer than the HardSwish node's, and a fused conv must equal the unfused
+// pair exactly (the TorchFusion test); Sigmoid through the node's own loop. The block's
+// outputs are still in cache.
+bool DepthwiseLateActivation(const ConvEpilogue& act, float* y, int64_t len) {
+  if (act.kind == ConvActivation::kHardSwish) {
+    for (int64_t i = 0; i < len; ++i) y[i] = HardSwishOp()(y[i]);
+    return true;
+  }
+  if (act.kind == ConvActivation::kSigmoid) {
+    SigmoidArray(y, y, len);
+    return true;
+  }
+  return false;
 }
 
 int64_t DepthwisePlaneBlocks(const ConvGeometry& g, int64_t planes, int64_t mg) {
@@ -439,10 +448,8 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t pl0 = blk * planes / blocks, pl1 = (blk + 1) * planes / blocks;
       Planes(args, p, pl0, pl1, bufs + blk * p.block_floats);
-      if (act.kind == ConvActivation::kHardSwish) {
-        const int64_t per = mg * g.out_plane();
-        DepthwiseLateHardSwish(y + pl0 * per, (pl1 - pl0) * per);
-      }
+      const int64_t per = mg * g.out_plane();
+      DepthwiseLateActivation(act, y + pl0 * per, (pl1 - pl0) * per);
     }
   });
   return absl::OkStatus();

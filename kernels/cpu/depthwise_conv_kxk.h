@@ -27,9 +27,11 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
                           int64_t mg, const float* x, const float* w, const float* bias,
                           const ConvEpilogue& act, float* y);
 
-// y[0 .. len) = HardSwish(y[i]), computed as the HardSwish node computes it: the depthwise
-// loops sum with no activation and call this on their outputs for a fused HardSwish.
-void DepthwiseLateHardSwish(float* y, int64_t len);
+// For a fused HardSwish or Sigmoid, y[0 .. len) = act(y[i]) computed as the node
+// computes it, and true; false for the other activations, which the loops apply in
+// registers. The depthwise loops sum with no activation for those two and call this on
+// their outputs.
+bool DepthwiseLateActivation(const ConvEpilogue& act, float* y, int64_t len);
 
 // How many tasks a depthwise conv of `planes` input planes (mg outputs each) splits into,
 // each a block of planes with its own working space: a few per thread so uneven blocks

@@ -11,6 +11,7 @@
 #include "kernels/cpu/micro_kernel_12x16.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/sigmoid_array.h"
 #include "kernels/cpu/scratch_slots.h"
 
 namespace ndserve::kernels::cpu {
@@ -186,13 +187,19 @@ template <typename Op>
       return;
     }
   }
-  for (int64_t j = 0; j < n; ++j) dst[j] = op(src[j] + b);
+  if constexpr (std::is_same_v<Op, SigmoidArrayOp>) {
+    PieceOut(src, b, n, dst, IdentityOp());
+    SigmoidArray(dst, dst, n);
+  } else {
+    for (int64_t j = 0; j < n; ++j) dst[j] = op(src[j] + b);
+  }
 }
 
 // The valid columns of a task's tiles from its C buffer into Y, with bias and `op`.
-// Inlined into RunTask's clones for the vector activations; HardSwish and Sigmoid go
-// through CopyOutLate, compiled once for the baseline (an FMA clone would contract
-// HardSwish's multiply-add: a fused conv must equal the unfused pair to the bit).
+// Inlined into RunTask's clones for the vector activations and Sigmoid (SigmoidArray's
+// own loop after the copy); HardSwish goes through CopyOutLate, compiled once for the
+// baseline (an FMA clone would contract its multiply-add: a fused conv must equal the
+// unfused pair to the bit).
 template <typename Op>
 [[gnu::always_inline]] inline void CopyOut(const Call& p, int64_t m0, int64_t m1, int64_t t0,
                                            int64_t t1, const float* cbuf, Op op) {
@@ -264,7 +271,7 @@ __attribute__((always_inline)) inline void RunTaskBody(const Call& p, int64_t m0
     case ConvActivation::kHardSwish:
       return CopyOutLate(p, m0, m1, t0, t1, cbuf, HardSwishOp());
     case ConvActivation::kSigmoid:
-      return CopyOutLate(p, m0, m1, t0, t1, cbuf, SigmoidOp());
+      return CopyOut(p, m0, m1, t0, t1, cbuf, SigmoidArrayOp());
   }
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/sigmoid_array.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/plans.h"
 
@@ -70,17 +71,31 @@ absl::Status Binary(absl::Span<const TensorView> in, absl::Span<const TensorView
   return absl::OkStatus();
 }
 
+// Split like the binary ops: efficientnet_b0's 96 x 112 x 112 Sigmoid is 5 MB.
 template <typename Op>
 absl::Status Unary(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
   const float* x = in[0].as<const float>();
   float* y = out[0].as<float>();
   const int64_t n = in[0].numel();
-  Op op;
-  for (int64_t i = 0; i < n; ++i) y[i] = op(x[i]);
+  ParallelFor(n, kBinaryGrain, [&](int64_t b, int64_t e) {
+    if constexpr (std::is_same_v<Op, SigmoidOp>) {
+      SigmoidArray(x + b, y + b, e - b);
+    } else {
+      Op op;
+      for (int64_t i = b; i < e; ++i) y[i] = op(x[i]);
+    }
+  });
   return absl::OkStatus();
 }
 
 }  // namespace
+
+// In the baseline build the polynomial runs four floats at a time without FMA: 1.6 ns per
+// float against 0.48 (AVX2 + FMA) and 0.31 (AVX-512) on this project's Zen 4 VM.
+NDS_CPU_CLONES_V4
+void SigmoidArray(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = HostSigmoid(x[i]);
+}
 
 absl::Status Add(const KernelContext&, absl::Span<const TensorView> in,
                  absl::Span<const TensorView> out, const OpAttrs&) {

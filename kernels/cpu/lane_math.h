@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/elementwise_ops.h"
+
 namespace ndserve::kernels::cpu {
 
 // Partial results kept side by side, one vector register's worth.
@@ -44,36 +46,10 @@ inline float LaneMax(const float* x, int64_t n) {
   return m;
 }
 
-// exp(x) for x <= 0 (a softmax's x - max), within ~2 ulp of libm; 0 below -87 (where
-// exp is under FLT_MIN), NaN stays NaN. Branch-free: x = n ln2 + r with |r| <= ln2 / 2,
-// exp(r) by its Taylor series to r^6, times 2^n built in the exponent bits.
-inline float ExpNonPositive(float x) {
-  constexpr float kLow = -87.0f;
-  const float c = x < kLow ? kLow : x;
-  // Round to nearest by adding and removing 1.5 * 2^23 (no rounding instruction needed).
-  constexpr float kRound = 12582912.0f;
-  const float n = (c * 1.44269504f + kRound) - kRound;
-  const float r = (c - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return x < kLow ? 0.0f : p * scale;
-}
-
-// 1 / (1 + exp(-x)) from ExpNonPositive of -|x|, so no exp overflows; within a few ulp
-// of the libm form, branch-free so loops calling it vectorize (the recurrent kernels' gates).
-inline float LaneSigmoid(float x) {
-  const float e = ExpNonPositive(-std::fabs(x));
-  const float r = 1.0f / (1.0f + e);
-  return x < 0.0f ? e * r : r;
-}
+// exp(x) for x <= 0 and the sigmoid, as every host loop computes them
+// (elementwise_ops.h).
+inline float ExpNonPositive(float x) { return HostExpNonPositive(x); }
+inline float LaneSigmoid(float x) { return HostSigmoid(x); }
 
 // tanh(x): (1 - e) / (1 + e) with e = exp(-2|x|), sign restored; below |x| = 0.25, where
 // 1 - e would cancel, its odd Taylor series to x^9 (next term under 1e-8 relative).

@@ -1,6 +1,7 @@
 #include "kernels/cpu/winograd_conv.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <cstring>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/sigmoid_array.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -273,7 +275,12 @@ __attribute__((always_inline)) inline void OutputTransformOp(const ConvGeometry&
         if (r >= runs[i].rows) continue;
         const float* in = row + 4 * runs[i].j0;
         float* out = ym + runs[i].dst + r * g.out_w;
-        for (int64_t k = 0; k < runs[i].cols; ++k) out[k] = op(in[k] + b);
+        if constexpr (std::is_same_v<Op, SigmoidArrayOp>) {
+          for (int64_t k = 0; k < runs[i].cols; ++k) out[k] = in[k] + b;
+          SigmoidArray(out, out, runs[i].cols);
+        } else {
+          for (int64_t k = 0; k < runs[i].cols; ++k) out[k] = op(in[k] + b);
+        }
       }
     }
   }
@@ -293,7 +300,7 @@ void OutputTransform(const ConvGeometry& g, const Layout& l, int64_t m, const fl
     case ConvActivation::kHardSwish:
       return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, HardSwishOp());
     case ConvActivation::kSigmoid:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, SigmoidOp());
+      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, SigmoidArrayOp());
   }
 }
 

@@ -3,9 +3,10 @@
 // several blocks of sixteen and end in a partial one (1, 16, 19, 40); planes from 1x1 to
 // 112x112 (the 56x56 and 112x112 ones cut into bands of rows, whose edges share input
 // rows); 3x3 and 5x5; strides 1 and 2; no, full and asymmetric padding; every activation
-// it takes; with and without bias; batch 1 and 2. Also: fused Relu, Clip and HardSwish
-// give exactly the bits of the unfused conv followed by the activation (a NaN included),
-// a Sigmoid or a channel multiplier is refused, and a full scratch is RESOURCE_EXHAUSTED.
+// it takes; with and without bias; batch 1 and 2. Also: fused Relu, Clip, HardSwish and
+// Sigmoid give exactly the bits of the unfused conv followed by the activation (a NaN
+// included), a channel multiplier or a dilation is refused, and a full scratch is
+// RESOURCE_EXHAUSTED.
 // Skipped on CPUs without AVX-512, where the loop never runs.
 #include <cmath>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/depthwise_conv_c16.h"
 #include "kernels/cpu/packed_gemm.h"
+#include "kernels/cpu/sigmoid_array.h"
 #include "kernels/node_attrs.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 #include "tests/unit/kernels/naive_depthwise.h"
@@ -64,7 +66,8 @@ TEST_F(DepthwiseC16Test, MatchesNaiveOverChannelsPlanesWindowsStridesPadsAndActi
   const ConvEpilogue acts[] = {{ConvActivation::kNone},
                                {ConvActivation::kRelu},
                                {ConvActivation::kClip, -0.5f, 0.75f},
-                               {ConvActivation::kHardSwish}};
+                               {ConvActivation::kHardSwish},
+                               {ConvActivation::kSigmoid}};
   const std::vector<std::pair<int64_t, int64_t>> planes = {
       {1, 1}, {3, 5}, {7, 7}, {14, 14}, {13, 17}, {56, 56}, {112, 112}};
   const std::vector<std::vector<int64_t>> pads = {
@@ -80,7 +83,7 @@ TEST_F(DepthwiseC16Test, MatchesNaiveOverChannelsPlanesWindowsStridesPadsAndActi
           // The big planes with fewer channels: they are there for their bands.
           const int64_t cc = h * w > 40 * 40 ? std::min<int64_t>(c, 19) : c;
           const DepthwiseShape k{1 + idx % 2, cc, 1, h, w, kk, kk, {stride, stride}, {1, 1}, p};
-          const ConvEpilogue& act = acts[idx % 4];
+          const ConvEpilogue& act = acts[idx % 5];
           const bool with_bias = idx % 3 != 0;
           const std::vector<float> x = RandomFloats(k.n * cc * h * w, 100 + idx);
           const std::vector<float> wt = RandomFloats(cc * kk * kk, 200 + idx, -1.0f, 1.0f);
@@ -105,7 +108,8 @@ TEST_F(DepthwiseC16Test, MatchesNaiveOverChannelsPlanesWindowsStridesPadsAndActi
 }
 
 // The fused activations are the unfused ones' bits: Relu and Clip as vector max / min with
-// NaN passed through as ReluOp and ClipOp pass it, HardSwish as the node computes it.
+// NaN passed through as ReluOp and ClipOp pass it, HardSwish and Sigmoid as their nodes
+// compute them.
 TEST_F(DepthwiseC16Test, FusedActivationsEqualTheUnfusedPairBitForBit) {
   const DepthwiseShape k{1, 21, 1, 14, 14, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}};
   std::vector<float> x = RandomFloats(k.c * k.h * k.w, 41);
@@ -116,13 +120,17 @@ TEST_F(DepthwiseC16Test, FusedActivationsEqualTheUnfusedPairBitForBit) {
   ASSERT_TRUE(plain.ok()) << plain.status();
   const ConvEpilogue acts[] = {{ConvActivation::kRelu},
                                {ConvActivation::kClip, 0.0f, 6.0f},
-                               {ConvActivation::kHardSwish}};
+                               {ConvActivation::kHardSwish},
+                               {ConvActivation::kSigmoid}};
   for (const ConvEpilogue& act : acts) {
     const absl::StatusOr<std::vector<float>> fused = RunC16(k, act, x, wt, b);
     ASSERT_TRUE(fused.ok()) << fused.status();
+    // The Sigmoid node's own loop (the functor alone, compiled here, may round otherwise).
+    std::vector<float> sigmoid(plain->size());
+    cpu::SigmoidArray(plain->data(), sigmoid.data(), static_cast<int64_t>(sigmoid.size()));
     int nans = 0;
     for (std::size_t i = 0; i < plain->size(); ++i) {
-      const float want = act((*plain)[i]);
+      const float want = act.kind == ConvActivation::kSigmoid ? sigmoid[i] : act((*plain)[i]);
       if (std::isnan(want)) {
         ++nans;
         EXPECT_TRUE(std::isnan((*fused)[i])) << static_cast<int>(act.kind) << " at " << i;
@@ -173,13 +181,14 @@ TEST_F(DepthwiseC16Test, AppliesOnlyWhereItShould) {
   const ConvGeometry g = Geometry(k);
   EXPECT_TRUE(cpu::DepthwiseC16Applies(g, 1, {ConvActivation::kClip, 0.0f, 6.0f}));
   EXPECT_FALSE(cpu::DepthwiseC16Applies(g, 2, {ConvActivation::kNone}));
-  EXPECT_FALSE(cpu::DepthwiseC16Applies(g, 1, {ConvActivation::kSigmoid}));
+  EXPECT_TRUE(cpu::DepthwiseC16Applies(g, 1, {ConvActivation::kSigmoid}));
   DepthwiseShape dilated = k;
   dilated.dilations = {2, 2};
   dilated.pads = {2, 2, 2, 2};
   EXPECT_FALSE(cpu::DepthwiseC16Applies(Geometry(dilated), 1, {ConvActivation::kNone}));
   const std::vector<float> x(16 * 14 * 14, 1.0f), wt(16 * 9, 1.0f);
-  const absl::StatusOr<std::vector<float>> refused = RunC16(k, {ConvActivation::kSigmoid}, x, wt, {});
+  const absl::StatusOr<std::vector<float>> refused =
+      RunC16(dilated, {ConvActivation::kNone}, x, wt, {});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   const absl::StatusOr<std::vector<float>> full = RunC16(k, {ConvActivation::kNone}, x, wt, {}, 1024);
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();

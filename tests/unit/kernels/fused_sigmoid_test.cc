@@ -1,0 +1,87 @@
+// A Conv with a fused Sigmoid gives exactly the bits of the Conv followed by the Sigmoid
+// node, on every CPU conv path: the Winograd conv, the direct conv, the 1x1 GEMM, the
+// depthwise row loop (channel multiplier 2) and the sixteen-channel depthwise loop. The
+// host Sigmoid is a polynomial (kernels/elementwise_ops.h) that an FMA clone contracts,
+// so each path calls the node's own loop (kernels/cpu/sigmoid_array.h); this test fails
+// if one of them applies the functor inside its own ISA clones instead. Also the node
+// over several ParallelFor chunks against that loop over the whole tensor, and its
+// accuracy.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/sigmoid_array.h"
+#include "kernels/elementwise_ops.h"
+#include "kernels/node_attrs.h"
+#include "tests/unit/kernels/kernel_test_util.h"
+
+namespace ndserve::kernels::testing {
+namespace {
+
+struct Case {
+  std::string name;
+  int64_t n, c, m, h, k, stride, group;
+  bool packed;  // with the weight packed at load, as the engine hands it (Winograd, direct)
+};
+
+TEST(FusedSigmoidTest, EveryCpuConvPathEqualsTheSigmoidNodeBitForBit) {
+  const std::vector<Case> cases = {
+      {"winograd 3x3", 2, 40, 33, 14, 3, 1, 1, true},
+      {"direct 3x3 stride 2", 1, 8, 24, 15, 3, 2, 1, true},
+      {"1x1 gemm", 1, 32, 40, 9, 1, 1, 1, true},
+      {"im2col 5x5", 1, 3, 6, 11, 5, 1, 1, false},
+      {"depthwise rows, multiplier 2", 1, 12, 24, 28, 3, 1, 12, false},
+      {"depthwise, one output per channel", 1, 40, 40, 14, 3, 1, 40, false},
+      {"depthwise 5x5 stride 2", 1, 24, 24, 28, 5, 2, 24, false},
+  };
+  uint32_t seed = 8100;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    const HostTensor x = RandomTensor({k.n, k.c, k.h, k.h}, seed += 3, -3.0f, 3.0f);
+    const HostTensor w = RandomTensor({k.m, k.c / k.group, k.k, k.k}, seed + 1, -0.5f, 0.5f);
+    const HostTensor b = RandomTensor({k.m}, seed + 2);
+    ConvAttrs a;
+    a.group = k.group;
+    a.strides = {k.stride, k.stride};
+    a.pads = {k.k / 2, k.k / 2, k.k / 2, k.k / 2};
+    DeviceRunner runner(Device::Cpu());
+    TensorView wv{const_cast<uint8_t*>(w.bytes.data()), w.dtype, w.shape, Device::Cpu()};
+    const auto packed = k.packed ? cpu::PackNodeWeight(OpKind::kConv, a, wv) : nullptr;
+    if (k.packed) ASSERT_NE(packed, nullptr);
+    runner.set_packed_weight(packed.get());
+    const auto plain = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    const auto node = runner.Run(OpKind::kSigmoid, {(*plain)[0]}, NoAttrs{}, 1);
+    ASSERT_TRUE(node.ok()) << node.status();
+    a.activation = {ConvActivation::kSigmoid};
+    const auto fused = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    const std::vector<float> want = (*node)[0].Values<float>(), got = (*fused)[0].Values<float>();
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
+  }
+}
+
+TEST(FusedSigmoidTest, TheNodeOverSeveralChunksIsOneLoopOverTheWholeTensor) {
+  const HostTensor x = RandomTensor({3, 300000}, 8200, -40.0f, 40.0f);
+  DeviceRunner runner(Device::Cpu());
+  const auto y = runner.Run(OpKind::kSigmoid, {x}, NoAttrs{}, 1);
+  ASSERT_TRUE(y.ok()) << y.status();
+  const std::vector<float> xv = x.Values<float>(), yv = (*y)[0].Values<float>();
+  std::vector<float> want(xv.size());
+  cpu::SigmoidArray(xv.data(), want.data(), static_cast<int64_t>(xv.size()));
+  ASSERT_EQ(yv.size(), xv.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    ASSERT_EQ(yv[i], want[i]) << "at " << i;
+    const double exact = 1.0 / (1.0 + std::exp(-static_cast<double>(xv[i])));
+    worst = std::max(worst, std::abs(yv[i] - exact) / std::max(exact, 1e-30));
+  }
+  EXPECT_LT(worst, 1e-6);  // relative: a few ulp
+}
+
+}  // namespace
+}  // namespace ndserve::kernels::testing
