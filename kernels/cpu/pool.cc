@@ -10,11 +10,18 @@
 #include "base/status_macros.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/lane_math.h"
 #include "kernels/cpu/max_pool3x3.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
+
+// Planes of `plane` floats per ParallelFor chunk of a global pool: about 64K floats, so a
+// small pool (the 1x1 planes after a squeeze) stays on the calling thread.
+int64_t PlanesPerChunk(int64_t plane) {
+  return std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, plane));
+}
 
 // The window of output (r, s): input rows [h0, h1) and cols [w0, w1) stepped by the
 // dilation, with the first tap's index clipped into the input.
@@ -164,11 +171,14 @@ absl::Status GlobalAveragePool(const KernelContext&, absl::Span<const TensorView
   const int64_t plane = planes == 0 ? 0 : in[0].numel() / planes;
   const float* x = in[0].as<const float>();
   float* y = out[0].as<float>();
-  for (int64_t p = 0; p < planes; ++p) {
-    float sum = 0.0f;
-    for (int64_t i = 0; i < plane; ++i) sum += x[p * plane + i];
-    y[p] = sum / static_cast<float>(plane);
-  }
+  // LaneSum's partial sums vectorize where one running sum cannot be reordered: the
+  // squeeze-and-excitation pools of efficientnet_b0 took 1.6 ms per run summed one float
+  // at a time, 10x ONNX Runtime's.
+  ParallelFor(planes, PlanesPerChunk(plane), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      y[p] = LaneSum(x + p * plane, plane, [](float v) { return v; }) / static_cast<float>(plane);
+    }
+  });
   return absl::OkStatus();
 }
 

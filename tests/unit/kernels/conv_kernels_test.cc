@@ -137,6 +137,33 @@ TEST_P(ConvKernelsTest, MaxPoolPropagatesNaNAndGivesIndices) {
   for (int i = 4; i < 8; ++i) EXPECT_GE(idx[i], 16);
 }
 
+// Planes from 1 float to 57x57, enough of them that the CPU splits them over threads, the
+// sums in double beside them; and a NaN poisons its own plane only.
+TEST_P(ConvKernelsTest, GlobalAveragePoolMatchesADoubleSum) {
+  for (const Shape& s : std::vector<Shape>{{2, 3, 1, 1}, {1, 5, 3, 7}, {2, 40, 57, 57}, {1, 96, 28, 28}}) {
+    const HostTensor x = RandomTensor(s, 77, -1.0f, 3.0f);
+    const std::vector<float> xv = x.Values<float>();
+    const int64_t planes = s[0] * s[1], plane = s[2] * s[3];
+    std::vector<float> want(planes);
+    for (int64_t p = 0; p < planes; ++p) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < plane; ++i) sum += xv[p * plane + i];
+      want[p] = static_cast<float>(sum / static_cast<double>(plane));
+    }
+    const auto got = Run(OpKind::kGlobalAveragePool, {x}, NoAttrs{}, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(AllClose(got[0], HostTensor::Of<float>({s[0], s[1], 1, 1}, want), 1e-6, 1e-5))
+        << s[0] << "x" << s[1] << "x" << s[2] << "x" << s[3];
+  }
+  std::vector<float> v(2 * 9, 1.0f);
+  v[4] = std::nanf("");
+  const auto nan = Run(OpKind::kGlobalAveragePool, {HostTensor::Of<float>({1, 2, 3, 3}, v)},
+                       NoAttrs{}, 1);
+  ASSERT_EQ(nan.size(), 1u);
+  EXPECT_TRUE(std::isnan(nan[0].Values<float>()[0]));
+  EXPECT_EQ(nan[0].Values<float>()[1], 1.0f);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, ConvKernelsTest, ::testing::ValuesIn(TestDevices()),
                          DeviceTestName);
 
