@@ -193,7 +193,51 @@ absl::StatusOr<int> FuseConvActivation(GraphDef* def) {
 
   std::vector<bool> removed(def->nodes.size(), false);
   int fused = 0;
+  // The Conv that writes `v` as its only output and carries no activation yet, or null.
+  auto plain_conv = [&](const std::string& v) -> NodeDef* {
+    auto p = producer.find(v);
+    if (p == producer.end() || removed[p->second] || graph_outputs.contains(v)) return nullptr;
+    NodeDef& conv = def->nodes[p->second];
+    if (conv.op_type != "Conv" || !IsDefaultDomain(conv) || conv.outputs.size() != 1 ||
+        conv.attrs.contains(kernels::kConvActivationAttr)) {
+      return nullptr;
+    }
+    return &conv;
+  };
+  // SiLU first: Mul(c, Sigmoid(c)) (either order) of a Conv's output c that these two
+  // alone read.
+  for (int m = 0; m < static_cast<int>(def->nodes.size()); ++m) {
+    const NodeDef& mul = def->nodes[m];
+    if (mul.op_type != "Mul" || !IsDefaultDomain(mul) || mul.inputs.size() != 2 ||
+        mul.outputs.size() != 1 || mul.outputs[0].empty()) {
+      continue;
+    }
+    for (int side = 0; side < 2; ++side) {
+      const std::string& sig_out = mul.inputs[side];
+      const std::string& c = mul.inputs[1 - side];
+      auto s = producer.find(sig_out);
+      if (s == producer.end() || removed[s->second] || readers[sig_out] != 1 ||
+          graph_outputs.contains(sig_out)) {
+        continue;
+      }
+      const NodeDef& sig = def->nodes[s->second];
+      if (sig.op_type != "Sigmoid" || !IsDefaultDomain(sig) || sig.inputs.size() != 1 ||
+          sig.inputs[0] != c || readers[c] != 2) {
+        continue;
+      }
+      NodeDef* conv = plain_conv(c);
+      if (conv == nullptr) continue;
+      conv->attrs[kernels::kConvActivationAttr] = std::string("Silu");
+      conv->outputs[0] = mul.outputs[0];
+      producer[mul.outputs[0]] = producer[c];
+      removed[s->second] = true;
+      removed[m] = true;
+      ++fused;
+      break;
+    }
+  }
   for (int a = 0; a < static_cast<int>(def->nodes.size()); ++a) {
+    if (removed[a]) continue;
     const NodeDef& act = def->nodes[a];
     if (!IsDefaultDomain(act) || act.inputs.empty() || act.outputs.size() != 1 ||
         act.outputs[0].empty()) {
@@ -210,23 +254,17 @@ absl::StatusOr<int> FuseConvActivation(GraphDef* def) {
       continue;
     }
     const std::string& mid = act.inputs[0];
-    auto p = producer.find(mid);
-    if (p == producer.end() || removed[p->second] || readers[mid] != 1 ||
-        graph_outputs.contains(mid)) {
-      continue;
-    }
-    NodeDef& conv = def->nodes[p->second];
-    if (conv.op_type != "Conv" || !IsDefaultDomain(conv) || conv.outputs.size() != 1 ||
-        conv.attrs.contains(kernels::kConvActivationAttr)) {
-      continue;
-    }
+    if (readers[mid] != 1) continue;
+    NodeDef* conv_p = plain_conv(mid);
+    if (conv_p == nullptr) continue;
+    NodeDef& conv = *conv_p;
     conv.attrs[kernels::kConvActivationAttr] = act.op_type;
     if (act.op_type == "Clip") {
       conv.attrs[kernels::kConvActivationMinAttr] = lo;
       conv.attrs[kernels::kConvActivationMaxAttr] = hi;
     }
     conv.outputs[0] = act.outputs[0];
-    producer[act.outputs[0]] = p->second;
+    producer[act.outputs[0]] = producer[mid];
     removed[a] = true;
     ++fused;
   }

@@ -21,16 +21,17 @@ namespace ndserve::engine {
 // it never fails on a graph Graph::Build would accept. Not thread-safe on one `def`.
 absl::StatusOr<int> FuseConvBatchNorm(GraphDef* def);
 
-// Folds each Relu, Clip, HardSwish or Sigmoid that directly follows a Conv into that
-// Conv as its epilogue activation (kernels/conv_activation.h: the kernel applies it to
+// Folds each Relu, Clip, HardSwish or Sigmoid that directly follows a Conv, and each SiLU
+// as PyTorch exports it (Mul of the Conv's output and a Sigmoid of it, the Conv's output
+// read by those two alone), into that Conv as its epilogue activation (kernels/conv_activation.h: the kernel applies it to
 // each band of output while it is still in cache, instead of a second pass over the whole
 // tensor). Exact on every device: the fused kernels apply the very functors the unfused
 // ops do. It applies only where the activation's input is a default-domain Conv's only
 // output, read by nothing else and no graph output, and the Conv carries no activation
 // yet; a Clip's bounds must be absent or one-element FP32 initializers (Constants count:
 // the loader turns them into initializers). The activation node goes away and the Conv
-// writes its output. Run it after FuseConvBatchNorm, so Conv + BN + Relu becomes one
-// node. Returns how many activations were fused; never fails on a graph Graph::Build
+// writes its output (a SiLU's Sigmoid and Mul both go). Run it after FuseConvBatchNorm,
+// so Conv + BN + Relu becomes one node. Returns how many activations were fused; never fails on a graph Graph::Build
 // would accept. Not thread-safe on one `def`.
 absl::StatusOr<int> FuseConvActivation(GraphDef* def);
 // Folds the bias and activation that follow a Gemm or MatMul into that node, so the

@@ -152,7 +152,9 @@ void Activate(const ConvEpilogue& e, float* y, int64_t len) {
     case ConvActivation::kHardSwish:
       return MapInPlace(y, len, HardSwishOp());
     case ConvActivation::kSigmoid:
-      return SigmoidArray(y, y, len);
+    case ConvActivation::kSilu:
+      SigmoidFamilyInPlace(e.kind, y, len);
+      return;
   }
 }
 

@@ -177,10 +177,11 @@ template <typename Act>
     case ConvActivation::kHardSwish:
       return PlanesByTaps(g, pp, buf, w, bias, m0, m1, HardSwishOp(), y);
     case ConvActivation::kSigmoid:
+    case ConvActivation::kSilu:
       PlanesByTaps(
           g, pp, buf, w, bias, m0, m1, [](float v) { return v; }, y);
-      return SigmoidArray(y + m0 * g.out_plane(), y + m0 * g.out_plane(),
-                          (m1 - m0) * g.out_plane());
+      SigmoidFamilyInPlace(e.kind, y + m0 * g.out_plane(), (m1 - m0) * g.out_plane());
+      return;
   }
 }
 

@@ -279,7 +279,7 @@ void RunTaskAct(const Args& a, const Plan& p, const Task& k, float* buf) {
       return RunTask<kK, kS, Act::kRelu>(a, p, k, buf);
     case ConvActivation::kClip:
       return RunTask<kK, kS, Act::kClip>(a, p, k, buf);
-    default:  // kNone, and kHardSwish and kSigmoid (applied after: DepthwiseLateActivation)
+    default:  // kNone, and the others (applied after: DepthwiseLateActivation)
       return RunTask<kK, kS, Act::kNone>(a, p, k, buf);
   }
 }

@@ -393,6 +393,7 @@ NDS_CPU_CLONES_V4 void Planes(
       return PlanesAct(a, p, pl0, pl1, buf, ClipOp{a.act.lo, a.act.hi});
     case ConvActivation::kHardSwish:  // DepthwiseLateActivation's
     case ConvActivation::kSigmoid:
+    case ConvActivation::kSilu:
       return PlanesAct(a, p, pl0, pl1, buf, IdentityOp());
   }
 }
@@ -408,11 +409,7 @@ bool DepthwiseLateActivation(const ConvEpilogue& act, float* y, int64_t len) {
     for (int64_t i = 0; i < len; ++i) y[i] = HardSwishOp()(y[i]);
     return true;
   }
-  if (act.kind == ConvActivation::kSigmoid) {
-    SigmoidArray(y, y, len);
-    return true;
-  }
-  return false;
+  return SigmoidFamilyInPlace(act.kind, y, len);
 }
 
 int64_t DepthwisePlaneBlocks(const ConvGeometry& g, int64_t planes, int64_t mg) {

@@ -27,8 +27,8 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
                           int64_t mg, const float* x, const float* w, const float* bias,
                           const ConvEpilogue& act, float* y);
 
-// For a fused HardSwish or Sigmoid, y[0 .. len) = act(y[i]) computed as the node
-// computes it, and true; false for the other activations, which the loops apply in
+// For a fused HardSwish, Sigmoid or SiLU, y[0 .. len) = act(y[i]) computed as the nodes
+// compute it, and true; false for the other activations, which the loops apply in
 // registers. The depthwise loops sum with no activation for those two and call this on
 // their outputs.
 bool DepthwiseLateActivation(const ConvEpilogue& act, float* y, int64_t len);

@@ -189,15 +189,15 @@ template <typename Op>
   }
   if constexpr (std::is_same_v<Op, SigmoidArrayOp>) {
     PieceOut(src, b, n, dst, IdentityOp());
-    SigmoidArray(dst, dst, n);
+    SigmoidFamilyInPlace(op.kind, dst, n);
   } else {
     for (int64_t j = 0; j < n; ++j) dst[j] = op(src[j] + b);
   }
 }
 
 // The valid columns of a task's tiles from its C buffer into Y, with bias and `op`.
-// Inlined into RunTask's clones for the vector activations and Sigmoid (SigmoidArray's
-// own loop after the copy); HardSwish goes through CopyOutLate, compiled once for the
+// Inlined into RunTask's clones for the vector activations, Sigmoid and SiLU (the nodes'
+// own loop after the copy, sigmoid_array.h); HardSwish goes through CopyOutLate, compiled once for the
 // baseline (an FMA clone would contract its multiply-add: a fused conv must equal the
 // unfused pair to the bit).
 template <typename Op>
@@ -271,7 +271,8 @@ __attribute__((always_inline)) inline void RunTaskBody(const Call& p, int64_t m0
     case ConvActivation::kHardSwish:
       return CopyOutLate(p, m0, m1, t0, t1, cbuf, HardSwishOp());
     case ConvActivation::kSigmoid:
-      return CopyOut(p, m0, m1, t0, t1, cbuf, SigmoidArrayOp());
+    case ConvActivation::kSilu:
+      return CopyOut(p, m0, m1, t0, t1, cbuf, SigmoidArrayOp{act.kind});
   }
 }
 

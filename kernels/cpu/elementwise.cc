@@ -97,6 +97,28 @@ void SigmoidArray(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = HostSigmoid(x[i]);
 }
 
+void SiluArray(const float* x, float* y, int64_t n) {
+  constexpr int64_t kChunk = 256;
+  float s[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = std::min(kChunk, n - i);
+    SigmoidArray(x + i, s, m);
+    for (int64_t j = 0; j < m; ++j) y[i + j] = x[i + j] * s[j];  // MulOp's one rounding
+  }
+}
+
+bool SigmoidFamilyInPlace(ConvActivation kind, float* y, int64_t n) {
+  if (kind == ConvActivation::kSigmoid) {
+    SigmoidArray(y, y, n);
+    return true;
+  }
+  if (kind == ConvActivation::kSilu) {
+    SiluArray(y, y, n);
+    return true;
+  }
+  return false;
+}
+
 absl::Status Add(const KernelContext&, absl::Span<const TensorView> in,
                  absl::Span<const TensorView> out, const OpAttrs&) {
   return Binary<AddOp>(in, out);

@@ -277,7 +277,7 @@ __attribute__((always_inline)) inline void OutputTransformOp(const ConvGeometry&
         float* out = ym + runs[i].dst + r * g.out_w;
         if constexpr (std::is_same_v<Op, SigmoidArrayOp>) {
           for (int64_t k = 0; k < runs[i].cols; ++k) out[k] = in[k] + b;
-          SigmoidArray(out, out, runs[i].cols);
+          SigmoidFamilyInPlace(op.kind, out, runs[i].cols);
         } else {
           for (int64_t k = 0; k < runs[i].cols; ++k) out[k] = op(in[k] + b);
         }
@@ -300,7 +300,8 @@ void OutputTransform(const ConvGeometry& g, const Layout& l, int64_t m, const fl
     case ConvActivation::kHardSwish:
       return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, HardSwishOp());
     case ConvActivation::kSigmoid:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, SigmoidArrayOp());
+    case ConvActivation::kSilu:
+      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, SigmoidArrayOp{act.kind});
   }
 }
 

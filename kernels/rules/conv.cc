@@ -46,9 +46,12 @@ absl::StatusOr<ConvEpilogue> ReadActivation(OpKind op, const AttrMap& attrs) {
     e.kind = ConvActivation::kHardSwish;
   } else if (kind == "Sigmoid") {
     e.kind = ConvActivation::kSigmoid;
+  } else if (kind == "Silu") {
+    e.kind = ConvActivation::kSilu;
   } else {
-    return absl::UnimplementedError(absl::StrCat(OpKindName(op), ": fused activation '", kind,
-                                                 "' is not one of Relu, Clip, HardSwish, Sigmoid"));
+    return absl::UnimplementedError(
+        absl::StrCat(OpKindName(op), ": fused activation '", kind,
+                     "' is not one of Relu, Clip, HardSwish, Sigmoid, Silu"));
   }
   return e;
 }

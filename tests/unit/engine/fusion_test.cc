@@ -247,6 +247,83 @@ TEST(FuseConvActivationTest, FusedConvMatchesConvThenActivation) {
   }
 }
 
+// ConvAct's graph with SiLU as PyTorch exports it: s = Sigmoid(c), y = Mul(c, s), or
+// Mul(s, c) when `sigmoid_first`.
+GraphDef ConvSilu(int64_t channels, int64_t group, int64_t stride, int64_t k, bool sigmoid_first) {
+  GraphDef def = ConvAct("Sigmoid", channels, group, stride, k, false);
+  def.nodes[1].outputs = {"s"};
+  const std::vector<std::string> in =
+      sigmoid_first ? std::vector<std::string>{"s", "c"} : std::vector<std::string>{"c", "s"};
+  def.nodes.push_back({"mul", "Mul", "", in, {"y"}, {}});
+  return def;
+}
+
+// On every CPU conv path the SiLU can meet (im2col + GEMM, strided, 1x1, depthwise at
+// stride 1 and 2, grouped): one Conv node left, whose output equals Conv, Sigmoid and Mul
+// run as their own kernels to the bit.
+TEST(FuseConvActivationTest, FusesSiluAndMatchesConvSigmoidMulExactly) {
+  struct Case {
+    int64_t channels, group, stride, k;
+  };
+  int i = 0;
+  for (const Case& tc : {Case{3, 1, 1, 3}, Case{4, 1, 2, 3}, Case{4, 1, 1, 1}, Case{6, 6, 1, 3},
+                         Case{6, 6, 2, 3}, Case{4, 2, 1, 3}}) {
+    const bool sigmoid_first = ++i % 2 == 0;
+    SCOPED_TRACE(absl::StrCat("c", tc.channels, " g", tc.group, " s", tc.stride, " k", tc.k,
+                              sigmoid_first ? " Mul(s, c)" : " Mul(c, s)"));
+    const GraphDef original = ConvSilu(tc.channels, tc.group, tc.stride, tc.k, sigmoid_first);
+    GraphDef def = original;
+    absl::StatusOr<int> fused = FuseConvActivation(&def);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    EXPECT_EQ(*fused, 1);
+    ASSERT_EQ(def.nodes.size(), 1u);
+    const NodeDef& conv = def.nodes[0];
+    EXPECT_EQ(conv.outputs, std::vector<std::string>{"y"});
+    EXPECT_EQ(std::get<std::string>(conv.attrs.at(kernels::kConvActivationAttr)), "Silu");
+    ASSERT_TRUE(Graph::Build(def).ok());
+
+    const HostTensor x = kernels::testing::RandomTensor({1, tc.channels, 7, 7}, 17);
+    auto c = RunConv(original, original.nodes[0], x);
+    ASSERT_TRUE(c.ok()) << c.status();
+    DeviceRunner runner(Device::Cpu());
+    auto s = runner.Run(kernels::OpKind::kSigmoid, {(*c)[0]}, kernels::NoAttrs{});
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto want = runner.Run(kernels::OpKind::kMul,
+                           sigmoid_first ? std::vector<HostTensor>{(*s)[0], (*c)[0]}
+                                         : std::vector<HostTensor>{(*c)[0], (*s)[0]},
+                           kernels::NoAttrs{});
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto got = RunConv(def, conv, x);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(AllClose((*got)[0], (*want)[0], 0, 0));
+  }
+}
+
+TEST(FuseConvActivationTest, LeavesSiluPairsItCannotFuse) {
+  {  // the conv output is read by a third node
+    GraphDef def = ConvSilu(3, 1, 1, 3, false);
+    def.outputs.push_back({"r", DType::kFp32, {1, 6, 7, 7}});
+    def.nodes.push_back({"relu", "Relu", "", {"c"}, {"r"}, {}});
+    EXPECT_EQ(*FuseConvActivation(&def), 0);
+    EXPECT_EQ(def.nodes.size(), 4u);
+  }
+  {  // Mul of the Sigmoid and another value: the Sigmoid alone cannot fuse either (the
+     // conv output has two readers)
+    GraphDef def = ConvSilu(3, 1, 1, 3, false);
+    def.inputs.push_back({"z", DType::kFp32, {1, 6, 7, 7}});
+    def.nodes[2].inputs = {"z", "s"};
+    def.nodes.push_back({"relu", "Relu", "", {"c"}, {"r"}, {}});
+    def.nodes[3].outputs = {"r"};
+    def.outputs.push_back({"r", DType::kFp32, {1, 6, 7, 7}});
+    EXPECT_EQ(*FuseConvActivation(&def), 0);
+  }
+  {  // the Sigmoid's output is a graph output too
+    GraphDef def = ConvSilu(3, 1, 1, 3, true);
+    def.outputs.push_back({"s", DType::kFp32, {1, 6, 7, 7}});
+    EXPECT_EQ(*FuseConvActivation(&def), 0);
+  }
+}
+
 TEST(FuseConvActivationTest, LeavesPairsItCannotFuseExactly) {
   {  // the conv output is read by another node too
     GraphDef def = ConvAct("Relu", 3, 1, 1, 3, false);
