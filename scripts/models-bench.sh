@@ -68,6 +68,7 @@ ROWS=(
   "resnet18 8 $fixtures/resnet18 $fixtures/resnet18/cases/b8"
   "mobilenet_v2 1 $fixtures/mobilenet_v2 $fixtures/mobilenet_v2/cases/b1"
   "mobilenet_v3_small 1 $fixtures/mobilenet_v3_small $fixtures/mobilenet_v3_small/cases/b1"
+  "efficientnet_b0 1 $fixtures/efficientnet_b0 $fixtures/efficientnet_b0/cases/b1"
   "bert_encoder(seq32) 8 $fixtures/bert_encoder $fixtures/bert_encoder/cases/b8_s32"
   "bert_encoder(seq128) 1 $fixtures/bert_encoder $fixtures/bert_encoder/cases/b1_s128"
   "gpt_decoder(seq32) 8 $fixtures/gpt_decoder $fixtures/gpt_decoder/cases/b8_s32"
