@@ -188,18 +188,19 @@ template <typename Op>
     }
   }
   if constexpr (std::is_same_v<Op, SigmoidArrayOp>) {
-    PieceOut(src, b, n, dst, IdentityOp());
-    SigmoidFamilyInPlace(op.kind, dst, n);
+    PieceOut(src, b, n, dst, IdentityOp());  // CopyOut applies it after, per channel
   } else {
     for (int64_t j = 0; j < n; ++j) dst[j] = op(src[j] + b);
   }
 }
 
 // The valid columns of a task's tiles from its C buffer into Y, with bias and `op`.
-// Inlined into RunTask's clones for the vector activations, Sigmoid and SiLU (the nodes'
-// own loop after the copy, sigmoid_array.h); HardSwish goes through CopyOutLate, compiled once for the
-// baseline (an FMA clone would contract its multiply-add: a fused conv must equal the
-// unfused pair to the bit).
+// Inlined into RunTask's clones for the vector activations, and for Sigmoid and SiLU,
+// which the nodes' own loop (sigmoid_array.h) applies afterwards: the task's outputs of
+// one channel and image are one run of Y, so one call each (per piece of at most 16
+// floats, its calls made efficientnet_b0's stem 3x slower). HardSwish goes through
+// CopyOutLate, compiled once for the baseline (an FMA clone would contract its
+// multiply-add: a fused conv must equal the unfused pair to the bit).
 template <typename Op>
 [[gnu::always_inline]] inline void CopyOut(const Call& p, int64_t m0, int64_t m1, int64_t t0,
                                            int64_t t1, const float* cbuf, Op op) {
@@ -221,6 +222,21 @@ template <typename Op>
         }
       }
       n += len;
+    }
+  }
+  if constexpr (std::is_same_v<Op, SigmoidArrayOp>) {
+    // Y offset of wide-grid position n: the valid outputs before it.
+    const auto y_at = [&](int64_t n) { return n / wph * out_w + std::min(n % wph, out_w); };
+    for (int64_t t = t0; t < t1;) {
+      const int64_t img = t / p.l->tiles;
+      const int64_t t_end = std::min(t1, (img + 1) * p.l->tiles);
+      const int64_t from = y_at((t % p.l->tiles) * kPackNr);
+      const int64_t to = y_at(std::min((t_end - 1) % p.l->tiles * kPackNr + kPackNr, p.l->wide));
+      float* yi = p.y + img * p.m * plane;
+      for (int64_t r = m0; r < m1 && to > from; ++r) {
+        SigmoidFamilyInPlace(op.kind, yi + r * plane + from, to - from);
+      }
+      t = t_end;
     }
   }
 }

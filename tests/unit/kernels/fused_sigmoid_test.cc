@@ -1,5 +1,6 @@
 // A Conv with a fused Sigmoid gives exactly the bits of the Conv followed by the Sigmoid
-// node, on every CPU conv path: the Winograd conv, the direct conv, the 1x1 GEMM, the
+// node, and one with a fused SiLU those of the Conv, Sigmoid and Mul nodes, on every CPU
+// conv path (batch 2 where tiles cross images): the Winograd conv, the direct conv, the 1x1 GEMM, the
 // depthwise row loop (channel multiplier 2) and the sixteen-channel depthwise loop. The
 // host Sigmoid is a polynomial (kernels/elementwise_ops.h) that an FMA clone contracts,
 // so each path calls the node's own loop (kernels/cpu/sigmoid_array.h); this test fails
@@ -30,7 +31,7 @@ struct Case {
 TEST(FusedSigmoidTest, EveryCpuConvPathEqualsTheSigmoidNodeBitForBit) {
   const std::vector<Case> cases = {
       {"winograd 3x3", 2, 40, 33, 14, 3, 1, 1, true},
-      {"direct 3x3 stride 2", 1, 8, 24, 15, 3, 2, 1, true},
+      {"direct 3x3 stride 2", 2, 8, 24, 15, 3, 2, 1, true},
       {"1x1 gemm", 1, 32, 40, 9, 1, 1, 1, true},
       {"im2col 5x5", 1, 3, 6, 11, 5, 1, 1, false},
       {"depthwise rows, multiplier 2", 1, 12, 24, 28, 3, 1, 12, false},
@@ -62,6 +63,19 @@ TEST(FusedSigmoidTest, EveryCpuConvPathEqualsTheSigmoidNodeBitForBit) {
     const std::vector<float> want = (*node)[0].Values<float>(), got = (*fused)[0].Values<float>();
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
+
+    // SiLU: the Mul node of the conv's output and the Sigmoid node's.
+    const auto mul = runner.Run(OpKind::kMul, {(*plain)[0], (*node)[0]}, NoAttrs{}, 1);
+    ASSERT_TRUE(mul.ok()) << mul.status();
+    a.activation = {ConvActivation::kSilu};
+    const auto silu = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
+    ASSERT_TRUE(silu.ok()) << silu.status();
+    const std::vector<float> want_silu = (*mul)[0].Values<float>();
+    const std::vector<float> got_silu = (*silu)[0].Values<float>();
+    ASSERT_EQ(got_silu.size(), want_silu.size());
+    for (std::size_t i = 0; i < got_silu.size(); ++i) {
+      ASSERT_EQ(got_silu[i], want_silu[i]) << "SiLU at " << i;
+    }
   }
 }
 
