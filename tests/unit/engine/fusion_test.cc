@@ -171,6 +171,21 @@ GraphDef ConvAct(const std::string& act, int64_t channels, int64_t group, int64_
   return def;
 }
 
+// `original` after FuseConvActivation, which must have fused one activation into its Conv
+// and left that Conv alone, writing "y".
+GraphDef FusedToOneConv(const GraphDef& original) {
+  GraphDef def = original;
+  absl::StatusOr<int> fused = FuseConvActivation(&def);
+  EXPECT_TRUE(fused.ok()) << fused.status();
+  if (fused.ok()) EXPECT_EQ(*fused, 1);
+  EXPECT_EQ(def.nodes.size(), 1u);
+  if (!def.nodes.empty()) {
+    EXPECT_EQ(def.nodes[0].op_type, "Conv");
+    EXPECT_EQ(def.nodes[0].outputs, std::vector<std::string>{"y"});
+  }
+  return def;
+}
+
 // Runs a one-Conv graph's Conv (with the node's attributes) on the CPU kernels.
 absl::StatusOr<std::vector<HostTensor>> RunConv(const GraphDef& def, const NodeDef& conv,
                                                 const HostTensor& x) {
@@ -202,14 +217,9 @@ TEST(FuseConvActivationTest, FusedConvMatchesConvThenActivation) {
     SCOPED_TRACE(
         absl::StrCat(tc.act, " c", tc.channels, " g", tc.group, " s", tc.stride, " k", tc.k));
     const GraphDef original = ConvAct(tc.act, tc.channels, tc.group, tc.stride, tc.k, tc.bounds);
-    GraphDef def = original;
-    absl::StatusOr<int> fused = FuseConvActivation(&def);
-    ASSERT_TRUE(fused.ok()) << fused.status();
-    EXPECT_EQ(*fused, 1);
+    const GraphDef def = FusedToOneConv(original);
     ASSERT_EQ(def.nodes.size(), 1u);
     const NodeDef& conv = def.nodes[0];
-    EXPECT_EQ(conv.op_type, "Conv");
-    EXPECT_EQ(conv.outputs, std::vector<std::string>{"y"});
     absl::StatusOr<Graph> graph = Graph::Build(def);
     ASSERT_TRUE(graph.ok()) << graph.status();
     EXPECT_EQ(graph->nodes().size(), 1u);
@@ -272,13 +282,9 @@ TEST(FuseConvActivationTest, FusesSiluAndMatchesConvSigmoidMulExactly) {
     SCOPED_TRACE(absl::StrCat("c", tc.channels, " g", tc.group, " s", tc.stride, " k", tc.k,
                               sigmoid_first ? " Mul(s, c)" : " Mul(c, s)"));
     const GraphDef original = ConvSilu(tc.channels, tc.group, tc.stride, tc.k, sigmoid_first);
-    GraphDef def = original;
-    absl::StatusOr<int> fused = FuseConvActivation(&def);
-    ASSERT_TRUE(fused.ok()) << fused.status();
-    EXPECT_EQ(*fused, 1);
+    const GraphDef def = FusedToOneConv(original);
     ASSERT_EQ(def.nodes.size(), 1u);
     const NodeDef& conv = def.nodes[0];
-    EXPECT_EQ(conv.outputs, std::vector<std::string>{"y"});
     EXPECT_EQ(std::get<std::string>(conv.attrs.at(kernels::kConvActivationAttr)), "Silu");
     ASSERT_TRUE(Graph::Build(def).ok());
 
