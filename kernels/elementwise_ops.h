@@ -98,7 +98,7 @@ NDS_HD_OP float HostExpNonPositive(float x) {
 // ulp of the libm form. On the host the Sigmoid node, a conv's fused Sigmoid and the
 // recurrent kernels' gates use it: vectorized, where expf made efficientnet_b0's Sigmoid
 // nodes half its run. A node's and a fused conv's outputs go through one loop
-// (kernels/cpu/sigmoid_array.h), so both give the same bits. On the GPU, CUDA's expf.
+// (kernels/cpu/late_activation.h), so both give the same bits. On the GPU, CUDA's expf.
 NDS_HD_OP float HostSigmoid(float x) {
   const float e = HostExpNonPositive(-fabsf(x));
   const float r = 1.0f / (1.0f + e);

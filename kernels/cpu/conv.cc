@@ -26,8 +26,8 @@
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/depthwise_conv.h"
-#include "kernels/cpu/sigmoid_array.h"
 #include "kernels/cpu/direct_conv.h"
+#include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/winograd_conv.h"
@@ -150,10 +150,9 @@ void Activate(const ConvEpilogue& e, float* y, int64_t len) {
     case ConvActivation::kClip:
       return MapInPlace(y, len, ClipOp{e.lo, e.hi});
     case ConvActivation::kHardSwish:
-      return MapInPlace(y, len, HardSwishOp());
     case ConvActivation::kSigmoid:
     case ConvActivation::kSilu:
-      SigmoidFamilyInPlace(e.kind, y, len);
+      LateActivationInPlace(e.kind, y, len);
       return;
   }
 }

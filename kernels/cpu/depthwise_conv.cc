@@ -14,7 +14,7 @@
 #include "base/status_macros.h"
 #include "kernels/cpu/depthwise_conv_c16.h"
 #include "kernels/cpu/depthwise_conv_kxk.h"
-#include "kernels/cpu/sigmoid_array.h"
+#include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
@@ -180,7 +180,7 @@ template <typename Act>
     case ConvActivation::kSilu:
       PlanesByTaps(
           g, pp, buf, w, bias, m0, m1, [](float v) { return v; }, y);
-      SigmoidFamilyInPlace(e.kind, y + m0 * g.out_plane(), (m1 - m0) * g.out_plane());
+      LateActivationInPlace(e.kind, y + m0 * g.out_plane(), (m1 - m0) * g.out_plane());
       return;
   }
 }

@@ -26,6 +26,7 @@
 
 #include "base/status_macros.h"
 #include "kernels/cpu/depthwise_conv_kxk.h"
+#include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
 
@@ -279,7 +280,7 @@ void RunTaskAct(const Args& a, const Plan& p, const Task& k, float* buf) {
       return RunTask<kK, kS, Act::kRelu>(a, p, k, buf);
     case ConvActivation::kClip:
       return RunTask<kK, kS, Act::kClip>(a, p, k, buf);
-    default:  // kNone, and the others (applied after: DepthwiseLateActivation)
+    default:  // kNone, and the others (applied after: LateActivationInPlace)
       return RunTask<kK, kS, Act::kNone>(a, p, k, buf);
   }
 }
@@ -344,7 +345,7 @@ absl::Status DepthwiseC16(const KernelContext& ctx, const ConvGeometry& g, int64
         RunAnyTask(args, p, k, bufs + grp * p.task_floats);
         for (int64_t l = 0; l < k.lanes; ++l) {
           const int64_t at = (k.img * c + k.c0 + l) * g.out_plane() + k.oy0 * g.out_w;
-          if (!DepthwiseLateActivation(act, y + at, (k.oy1 - k.oy0) * g.out_w)) break;
+          if (!LateActivationInPlace(act.kind, y + at, (k.oy1 - k.oy0) * g.out_w)) break;
         }
       }
     }

@@ -22,7 +22,7 @@ namespace ndserve::kernels::cpu {
 // True where DepthwiseC16 can take the conv: the CPU has AVX-512 (PackedGemmUsesAvx512),
 // one output per input channel (mg == 1) and a geometry DepthwiseKxKApplies to. Relu and
 // Clip are applied in registers, HardSwish, Sigmoid and SiLU after
-// (DepthwiseLateActivation).
+// (LateActivationInPlace, late_activation.h).
 bool DepthwiseC16Applies(const ConvGeometry& g, int64_t mg, const ConvEpilogue& act);
 
 // Where the CPU Conv takes it (depthwise_conv.cc): where it applies and measured faster

@@ -28,8 +28,8 @@
 #include "base/status_macros.h"
 #include "kernels/conv_activation.h"
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/sigmoid_array.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -391,7 +391,7 @@ NDS_CPU_CLONES_V4 void Planes(
       return PlanesAct(a, p, pl0, pl1, buf, ReluOp());
     case ConvActivation::kClip:
       return PlanesAct(a, p, pl0, pl1, buf, ClipOp{a.act.lo, a.act.hi});
-    case ConvActivation::kHardSwish:  // DepthwiseLateActivation's
+    case ConvActivation::kHardSwish:  // LateActivationInPlace's
     case ConvActivation::kSigmoid:
     case ConvActivation::kSilu:
       return PlanesAct(a, p, pl0, pl1, buf, IdentityOp());
@@ -399,18 +399,6 @@ NDS_CPU_CLONES_V4 void Planes(
 }
 
 }  // namespace
-
-// Outside the ISA clones: in the FMA clone HardSwish's multiply-add would be contracted,
-// one rounding fewer than the HardSwish node's, and a fused conv must equal the unfused
-// pair exactly (the TorchFusion test); Sigmoid through the node's own loop. The block's
-// outputs are still in cache.
-bool DepthwiseLateActivation(const ConvEpilogue& act, float* y, int64_t len) {
-  if (act.kind == ConvActivation::kHardSwish) {
-    for (int64_t i = 0; i < len; ++i) y[i] = HardSwishOp()(y[i]);
-    return true;
-  }
-  return SigmoidFamilyInPlace(act.kind, y, len);
-}
 
 int64_t DepthwisePlaneBlocks(const ConvGeometry& g, int64_t planes, int64_t mg) {
   const int64_t per_plane = std::max<int64_t>(1, mg * g.out_plane() * g.k_plane());
@@ -446,7 +434,7 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
       const int64_t pl0 = blk * planes / blocks, pl1 = (blk + 1) * planes / blocks;
       Planes(args, p, pl0, pl1, bufs + blk * p.block_floats);
       const int64_t per = mg * g.out_plane();
-      DepthwiseLateActivation(act, y + pl0 * per, (pl1 - pl0) * per);
+      LateActivationInPlace(act.kind, y + pl0 * per, (pl1 - pl0) * per);
     }
   });
   return absl::OkStatus();

@@ -27,12 +27,6 @@ absl::Status DepthwiseKxK(const KernelContext& ctx, const ConvGeometry& g, int64
                           int64_t mg, const float* x, const float* w, const float* bias,
                           const ConvEpilogue& act, float* y);
 
-// For a fused HardSwish, Sigmoid or SiLU, y[0 .. len) = act(y[i]) computed as the nodes
-// compute it, and true; false for the other activations, which the loops apply in
-// registers. The depthwise loops sum with no activation for those two and call this on
-// their outputs.
-bool DepthwiseLateActivation(const ConvEpilogue& act, float* y, int64_t len);
-
 // How many tasks a depthwise conv of `planes` input planes (mg outputs each) splits into,
 // each a block of planes with its own working space: a few per thread so uneven blocks
 // even out, and each worth handing to another thread (about 16K multiply-adds at least).

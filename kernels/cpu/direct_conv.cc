@@ -8,10 +8,10 @@
 
 #include "kernels/conv_activation.h"
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/micro_kernel_12x16.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/sigmoid_array.h"
 #include "kernels/cpu/scratch_slots.h"
 
 namespace ndserve::kernels::cpu {
@@ -187,7 +187,7 @@ template <typename Op>
       return;
     }
   }
-  if constexpr (std::is_same_v<Op, SigmoidArrayOp>) {
+  if constexpr (std::is_same_v<Op, LateActivationOp>) {
     PieceOut(src, b, n, dst, IdentityOp());  // CopyOut applies it after, per channel
   } else {
     for (int64_t j = 0; j < n; ++j) dst[j] = op(src[j] + b);
@@ -195,12 +195,10 @@ template <typename Op>
 }
 
 // The valid columns of a task's tiles from its C buffer into Y, with bias and `op`.
-// Inlined into RunTask's clones for the vector activations, and for Sigmoid and SiLU,
-// which the nodes' own loop (sigmoid_array.h) applies afterwards: the task's outputs of
-// one channel and image are one run of Y, so one call each (per piece of at most 16
-// floats, its calls made efficientnet_b0's stem 3x slower). HardSwish goes through
-// CopyOutLate, compiled once for the baseline (an FMA clone would contract its
-// multiply-add: a fused conv must equal the unfused pair to the bit).
+// Inlined into RunTask's clones. HardSwish, Sigmoid and SiLU are applied afterwards by
+// the nodes' own loops (late_activation.h): the task's outputs of one channel and image
+// are one run of Y, so one call each (per piece of at most 16 floats, the calls made
+// efficientnet_b0's stem 3x slower).
 template <typename Op>
 [[gnu::always_inline]] inline void CopyOut(const Call& p, int64_t m0, int64_t m1, int64_t t0,
                                            int64_t t1, const float* cbuf, Op op) {
@@ -224,7 +222,7 @@ template <typename Op>
       n += len;
     }
   }
-  if constexpr (std::is_same_v<Op, SigmoidArrayOp>) {
+  if constexpr (std::is_same_v<Op, LateActivationOp>) {
     // Y offset of wide-grid position n: the valid outputs before it.
     const auto y_at = [&](int64_t n) { return n / wph * out_w + std::min(n % wph, out_w); };
     for (int64_t t = t0; t < t1;) {
@@ -234,17 +232,11 @@ template <typename Op>
       const int64_t to = y_at(std::min((t_end - 1) % p.l->tiles * kPackNr + kPackNr, p.l->wide));
       float* yi = p.y + img * p.m * plane;
       for (int64_t r = m0; r < m1 && to > from; ++r) {
-        SigmoidFamilyInPlace(op.kind, yi + r * plane + from, to - from);
+        LateActivationInPlace(op.kind, yi + r * plane + from, to - from);
       }
       t = t_end;
     }
   }
-}
-
-template <typename Op>
-[[gnu::noinline]] void CopyOutLate(const Call& p, int64_t m0, int64_t m1, int64_t t0, int64_t t1,
-                                   const float* cbuf, Op op) {
-  CopyOut(p, m0, m1, t0, t1, cbuf, op);
 }
 
 // Rows [m0, m1) (on panel boundaries) x global tiles [t0, t1) over all of K, into cbuf
@@ -285,10 +277,9 @@ __attribute__((always_inline)) inline void RunTaskBody(const Call& p, int64_t m0
     case ConvActivation::kClip:
       return CopyOut(p, m0, m1, t0, t1, cbuf, ClipOp{act.lo, act.hi});
     case ConvActivation::kHardSwish:
-      return CopyOutLate(p, m0, m1, t0, t1, cbuf, HardSwishOp());
     case ConvActivation::kSigmoid:
     case ConvActivation::kSilu:
-      return CopyOut(p, m0, m1, t0, t1, cbuf, SigmoidArrayOp{act.kind});
+      return CopyOut(p, m0, m1, t0, t1, cbuf, LateActivationOp{act.kind});
   }
 }
 

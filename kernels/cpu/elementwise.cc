@@ -9,8 +9,8 @@
 #include "kernels/cpu/broadcast_loop.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/sigmoid_array.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/plans.h"
 
@@ -107,7 +107,11 @@ void SiluArray(const float* x, float* y, int64_t n) {
   }
 }
 
-bool SigmoidFamilyInPlace(ConvActivation kind, float* y, int64_t n) {
+bool LateActivationInPlace(ConvActivation kind, float* y, int64_t n) {
+  if (kind == ConvActivation::kHardSwish) {
+    for (int64_t i = 0; i < n; ++i) y[i] = HardSwishOp()(y[i]);  // baseline, as the node
+    return true;
+  }
   if (kind == ConvActivation::kSigmoid) {
     SigmoidArray(y, y, n);
     return true;

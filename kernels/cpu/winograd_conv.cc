@@ -1,15 +1,15 @@
 #include "kernels/cpu/winograd_conv.h"
 
 #include <algorithm>
-#include <type_traits>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/conv_activation.h"
 #include "kernels/cpu/isa_clones.h"
+#include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/sigmoid_array.h"
 
 namespace ndserve::kernels::cpu {
 namespace {
@@ -275,9 +275,9 @@ __attribute__((always_inline)) inline void OutputTransformOp(const ConvGeometry&
         if (r >= runs[i].rows) continue;
         const float* in = row + 4 * runs[i].j0;
         float* out = ym + runs[i].dst + r * g.out_w;
-        if constexpr (std::is_same_v<Op, SigmoidArrayOp>) {
+        if constexpr (std::is_same_v<Op, LateActivationOp>) {
           for (int64_t k = 0; k < runs[i].cols; ++k) out[k] = in[k] + b;
-          SigmoidFamilyInPlace(op.kind, out, runs[i].cols);
+          LateActivationInPlace(op.kind, out, runs[i].cols);
         } else {
           for (int64_t k = 0; k < runs[i].cols; ++k) out[k] = op(in[k] + b);
         }
@@ -298,10 +298,9 @@ void OutputTransform(const ConvGeometry& g, const Layout& l, int64_t m, const fl
     case ConvActivation::kClip:
       return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, ClipOp{act.lo, act.hi});
     case ConvActivation::kHardSwish:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, HardSwishOp());
     case ConvActivation::kSigmoid:
     case ConvActivation::kSilu:
-      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, SigmoidArrayOp{act.kind});
+      return OutputTransformOp(g, l, m, mbuf, bias, grp, pb0, m0, m1, y, LateActivationOp{act.kind});
   }
 }
 

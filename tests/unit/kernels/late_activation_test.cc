@@ -1,10 +1,12 @@
 // A Conv with a fused Sigmoid gives exactly the bits of the Conv followed by the Sigmoid
-// node, and one with a fused SiLU those of the Conv, Sigmoid and Mul nodes, on every CPU
-// conv path (batch 2 where tiles cross images): the Winograd conv, the direct conv, the 1x1 GEMM, the
-// depthwise row loop (channel multiplier 2) and the sixteen-channel depthwise loop. The
-// host Sigmoid is a polynomial (kernels/elementwise_ops.h) that an FMA clone contracts,
-// so each path calls the node's own loop (kernels/cpu/sigmoid_array.h); this test fails
-// if one of them applies the functor inside its own ISA clones instead. Also the node
+// node, one with a fused SiLU those of the Conv, Sigmoid and Mul nodes, and one with a
+// fused HardSwish those of the Conv and the HardSwish node, on every CPU conv path (batch
+// 2 where tiles cross images): the Winograd conv, the direct conv, the 1x1 GEMM, im2col,
+// the depthwise row loop (channel multiplier 2) and the sixteen-channel depthwise loop.
+// The host Sigmoid is a polynomial (kernels/elementwise_ops.h) and HardSwish a multiply-add
+// that an FMA clone contracts, so each path calls the nodes' own loops
+// (kernels/cpu/late_activation.h); this test fails if one of them applies the functor
+// inside its own ISA clones instead. Also the node
 // over several ParallelFor chunks against that loop over the whole tensor, and its
 // accuracy.
 #include <algorithm>
@@ -13,8 +15,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/packed_weights.h"
-#include "kernels/cpu/sigmoid_array.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/node_attrs.h"
 #include "tests/unit/kernels/kernel_test_util.h"
@@ -28,7 +30,7 @@ struct Case {
   bool packed;  // with the weight packed at load, as the engine hands it (Winograd, direct)
 };
 
-TEST(FusedSigmoidTest, EveryCpuConvPathEqualsTheSigmoidNodeBitForBit) {
+TEST(LateActivationTest, EveryCpuConvPathEqualsTheActivationNodesBitForBit) {
   const std::vector<Case> cases = {
       {"winograd 3x3", 2, 40, 33, 14, 3, 1, 1, true},
       {"direct 3x3 stride 2", 2, 8, 24, 15, 3, 2, 1, true},
@@ -76,10 +78,24 @@ TEST(FusedSigmoidTest, EveryCpuConvPathEqualsTheSigmoidNodeBitForBit) {
     for (std::size_t i = 0; i < got_silu.size(); ++i) {
       ASSERT_EQ(got_silu[i], want_silu[i]) << "SiLU at " << i;
     }
+
+    // HardSwish: the HardSwish node, whose multiply-add an FMA clone would contract.
+    const auto hswish_node =
+        runner.Run(OpKind::kHardSwish, {(*plain)[0]}, ActivationAttrs{1.0f / 6.0f, 0.5f}, 1);
+    ASSERT_TRUE(hswish_node.ok()) << hswish_node.status();
+    a.activation = {ConvActivation::kHardSwish};
+    const auto hswish = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
+    ASSERT_TRUE(hswish.ok()) << hswish.status();
+    const std::vector<float> want_hs = (*hswish_node)[0].Values<float>();
+    const std::vector<float> got_hs = (*hswish)[0].Values<float>();
+    ASSERT_EQ(got_hs.size(), want_hs.size());
+    for (std::size_t i = 0; i < got_hs.size(); ++i) {
+      ASSERT_EQ(got_hs[i], want_hs[i]) << "HardSwish at " << i;
+    }
   }
 }
 
-TEST(FusedSigmoidTest, TheNodeOverSeveralChunksIsOneLoopOverTheWholeTensor) {
+TEST(LateActivationTest, TheSigmoidNodeOverSeveralChunksIsOneLoopOverTheWholeTensor) {
   const HostTensor x = RandomTensor({3, 300000}, 8200, -40.0f, 40.0f);
   DeviceRunner runner(Device::Cpu());
   const auto y = runner.Run(OpKind::kSigmoid, {x}, NoAttrs{}, 1);
