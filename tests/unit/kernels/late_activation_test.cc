@@ -57,41 +57,28 @@ TEST(LateActivationTest, EveryCpuConvPathEqualsTheActivationNodesBitForBit) {
     runner.set_packed_weight(packed.get());
     const auto plain = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
     ASSERT_TRUE(plain.ok()) << plain.status();
+    // The conv with `kind` fused against the nodes' result `want`, to the bit.
+    const auto expect_fused_equals = [&](ConvActivation kind, const HostTensor& want,
+                                         const char* name) {
+      a.activation = {kind};
+      const auto fused = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
+      ASSERT_TRUE(fused.ok()) << name << ": " << fused.status();
+      const std::vector<float> got = (*fused)[0].Values<float>(), v = want.Values<float>();
+      ASSERT_EQ(got.size(), v.size()) << name;
+      for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], v[i]) << name << " at " << i;
+    };
     const auto node = runner.Run(OpKind::kSigmoid, {(*plain)[0]}, NoAttrs{}, 1);
     ASSERT_TRUE(node.ok()) << node.status();
-    a.activation = {ConvActivation::kSigmoid};
-    const auto fused = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
-    ASSERT_TRUE(fused.ok()) << fused.status();
-    const std::vector<float> want = (*node)[0].Values<float>(), got = (*fused)[0].Values<float>();
-    ASSERT_EQ(got.size(), want.size());
-    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "at " << i;
-
+    expect_fused_equals(ConvActivation::kSigmoid, (*node)[0], "Sigmoid");
     // SiLU: the Mul node of the conv's output and the Sigmoid node's.
     const auto mul = runner.Run(OpKind::kMul, {(*plain)[0], (*node)[0]}, NoAttrs{}, 1);
     ASSERT_TRUE(mul.ok()) << mul.status();
-    a.activation = {ConvActivation::kSilu};
-    const auto silu = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
-    ASSERT_TRUE(silu.ok()) << silu.status();
-    const std::vector<float> want_silu = (*mul)[0].Values<float>();
-    const std::vector<float> got_silu = (*silu)[0].Values<float>();
-    ASSERT_EQ(got_silu.size(), want_silu.size());
-    for (std::size_t i = 0; i < got_silu.size(); ++i) {
-      ASSERT_EQ(got_silu[i], want_silu[i]) << "SiLU at " << i;
-    }
-
+    expect_fused_equals(ConvActivation::kSilu, (*mul)[0], "SiLU");
     // HardSwish: the HardSwish node, whose multiply-add an FMA clone would contract.
-    const auto hswish_node =
+    const auto hswish =
         runner.Run(OpKind::kHardSwish, {(*plain)[0]}, ActivationAttrs{1.0f / 6.0f, 0.5f}, 1);
-    ASSERT_TRUE(hswish_node.ok()) << hswish_node.status();
-    a.activation = {ConvActivation::kHardSwish};
-    const auto hswish = runner.Run(OpKind::kConv, {x, w, b}, a, 1);
     ASSERT_TRUE(hswish.ok()) << hswish.status();
-    const std::vector<float> want_hs = (*hswish_node)[0].Values<float>();
-    const std::vector<float> got_hs = (*hswish)[0].Values<float>();
-    ASSERT_EQ(got_hs.size(), want_hs.size());
-    for (std::size_t i = 0; i < got_hs.size(); ++i) {
-      ASSERT_EQ(got_hs[i], want_hs[i]) << "HardSwish at " << i;
-    }
+    expect_fused_equals(ConvActivation::kHardSwish, (*hswish)[0], "HardSwish");
   }
 }
 
