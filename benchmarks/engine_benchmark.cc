@@ -235,6 +235,7 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
     std::shared_ptr<std::vector<uint8_t>> storage;
     void* data = nullptr;
     kernels::TensorDesc desc;
+    Device device;  // where `data` lives: the kernels check it
   };
   struct Copy {
     void* device;
@@ -250,6 +251,7 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
         const NDArray& a = served->model().initializer(value.index);
         NDS_ASSIGN_OR_RETURN(slots[v].data, a.Data());
         slots[v].desc = {a.dtype(), kernels::Shape(a.shape().begin(), a.shape().end())};
+        slots[v].device = a.device();
       } else if (value.source == ValueSource::kInput) {
         const InferInputTensor& in = inputs.request.inputs[value.index];
         slots[v].desc = {in.dtype, kernels::Shape(in.shape.begin(), in.shape.end())};
@@ -258,6 +260,7 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
           NDS_ASSIGN_OR_RETURN(void* host, allocate(pinned_memory.get(), in.data.size()));
           std::memcpy(host, in.data.data(), in.data.size());
           NDS_ASSIGN_OR_RETURN(slots[v].data, allocate(device_memory.get(), in.data.size()));
+          slots[v].device = device;
           uploads.push_back({slots[v].data, host, in.data.size()});
         }
       }
@@ -288,11 +291,12 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
     }
     Step step{*fn, {}, {}, &node, n};
     for (int in : node.inputs) {
-      step.inputs.push_back({slots[in].data, slots[in].desc.dtype, slots[in].desc.shape, {}});
+      step.inputs.push_back(
+          {slots[in].data, slots[in].desc.dtype, slots[in].desc.shape, slots[in].device});
     }
     for (size_t j = 0; j < node.outputs.size(); ++j) {
       const std::size_t bytes = kernels::NumElements(out[j].shape) * DTypeSize(out[j].dtype);
-      Slot s{nullptr, nullptr, out[j]};
+      Slot s{nullptr, nullptr, out[j], gpu != nullptr ? device : Device{}};
       if (gpu != nullptr) {
         absl::StatusOr<void*> p = allocate(device_memory.get(), bytes);
         if (!p.ok()) {
@@ -305,7 +309,7 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
         s.data = s.storage->data();
       }
       if (node.outputs[j] != kNoValue) slots[node.outputs[j]] = s;
-      step.outputs.push_back({s.data, s.desc.dtype, s.desc.shape, {}});
+      step.outputs.push_back({s.data, s.desc.dtype, s.desc.shape, s.device});
       if (node.outputs[j] == kNoValue) slots.push_back(s);  // keep it alive
     }
     steps.push_back(std::move(step));

@@ -16,8 +16,11 @@
 #   machine.txt  tests_<binary>.txt (full logs, a summary line at the top)  gpu_figures.txt (the lines the GPU tests print for the README)
 #   benchmarks_cuda.txt  loadtest.md  loadtest.log  ndserved.log  memory.txt  times.txt
 #   device_allocs.txt (ndserve_memory_device_alloc_total after each load-test case)
+#   server_times.txt (the daemon's mean request/queue/compute time per load-test case)
+#   kernels_profile.txt (ncu's duration of each kernel of mlp and recsys b1 plain runs)
 # Knobs: ONLY_LOADTEST=1 reruns only the load test; SKIP_LOADTEST=1 skips it;
-# SKIP_POOLS=1 skips the pool and scope benchmarks;
+# SKIP_POOLS=1 skips the pool and scope benchmarks; SKIP_PROFILE=1 the ncu kernel profile;
+# BUNDLE (.gpu/bundle.tar.xz) and TORCH_DIR (.gpu/torch) where the bundle and fixtures are;
 # DURATION_S (10) per load-test case; BENCH_INSTANCES (4); LOADTEST_INSTANCES (unset);
 # BUDGET_S (540): one device call may run 600 s, so every step's time limit is cut to
 # what is left of the budget, and a step with under 15 s left is skipped (times.txt
@@ -34,7 +37,11 @@ mkdir -p "$OUT"
 W=/tmp/ndserve-gpu-out
 rm -rf "$W" && mkdir -p "$W"
 G=/tmp/ndserve-gpu
-rm -rf "$G" && mkdir -p "$G" && tar -C "$G" -xJf .gpu/bundle.tar.xz
+# BUNDLE and TORCH_DIR may point elsewhere than .gpu/: fixtures too big for one device
+# call arrive over several calls into a folder on the warm machine (docs/design.md §8).
+BUNDLE=${BUNDLE:-.gpu/bundle.tar.xz}
+TORCH_DIR=${TORCH_DIR:-$PWD/.gpu/torch}
+rm -rf "$G" && mkdir -p "$G" && tar -C "$G" -xJf "$BUNDLE"
 cuda_libs=$(dirname "$(find / -name 'libcublas.so.13*' -not -path '/proc/*' -not -path '*/.debug/*' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH="$G/lib:$cuda_libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export NDSERVE_SOURCE_DIR="$PWD"
@@ -81,9 +88,9 @@ run_tests kernels_tests 120 --gtest_filter="$cuda_cases" &
 run_tests engine_tests 150 --gtest_filter="$cuda_cases" &
 # The PyTorch exports carried in .gpu/torch (scripts/gpu-bundle.sh TORCH_MODELS=...):
 # their cuda:0 cases through the engine and, as a daemon on cuda:0, through gRPC.
-if [[ -f .gpu/torch/DONE ]]; then
-  NDSERVE_TORCH_FIXTURES=$PWD/.gpu/torch run_tests torch_model_tests 150 --gtest_filter='*cuda*' &
-  NDSERVE_TORCH_FIXTURES=$PWD/.gpu/torch NDSERVE_TEST_DEVICE=cuda:0 NDSERVED=$G/bin/ndserved \
+if [[ -f $TORCH_DIR/DONE ]]; then
+  NDSERVE_TORCH_FIXTURES=$TORCH_DIR run_tests torch_model_tests 150 --gtest_filter='*cuda*' &
+  NDSERVE_TORCH_FIXTURES=$TORCH_DIR NDSERVE_TEST_DEVICE=cuda:0 NDSERVED=$G/bin/ndserved \
     run_tests torch_daemon_test 150 &
 fi
 wait
@@ -111,6 +118,20 @@ mark "after tests"
   done
 } 2>&1 | grep -v '^I' | tee "$W/benchmarks_cuda.txt"
 mark "after benchmarks"
+# Where a plain run's time goes on the device: every kernel and copy of a few mlp and
+# recsys batch-1 runs with Nsight Compute's duration (kernels_profile.txt), to set
+# beside the engine rows above.
+ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [[ ${SKIP_PROFILE:-0} != 1 && -n $ncu_bin ]] && has_time "kernel profile"; then
+  for m in mlp recsys; do
+    echo "== $m b1, graphs off: kernels of the runs after the first 30 launches"
+    NDSERVE_BENCH_DEVICE=cuda:0 NDSERVE_BENCH_CUDA_GRAPHS=0 timeout "$(cap 60)" \
+      "$ncu_bin" --metrics gpu__time_duration.sum --csv --launch-skip 30 --launch-count 40 \
+      "$G/bin/engine_benchmark" --benchmark_filter="^engine/$m/1/real_time\$" \
+      --benchmark_min_time=0.05 2>&1 | grep -E '^"' | head -80
+  done >"$W/kernels_profile.txt" 2>&1
+  mark "after kernel profile"
+fi
 fi
 # Load test: scripts/loadtest-bench.sh with the bundle's binaries, the daemon on cuda:0,
 # against the bare echo server on the same machine in the same run.
@@ -118,7 +139,7 @@ if [[ ${SKIP_LOADTEST:-0} != 1 ]] && has_time "load test"; then
 BIN_DIR=$G/bin MODEL_REPOSITORY=examples/models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt \
   REPORT_ONLY=1 DURATION_S=${DURATION_S:-10} timeout "$(cap 300)" bash scripts/loadtest-bench.sh \
   "$W/loadtest.md" >"$W/loadtest.log" 2>&1 || rc=1
-cp /tmp/ndserve-lt/ndserved.log /tmp/ndserve-lt/device_allocs.txt "$W/" 2>/dev/null
+cp /tmp/ndserve-lt/ndserved.log /tmp/ndserve-lt/device_allocs.txt /tmp/ndserve-lt/server_times.txt "$W/" 2>/dev/null
 mark "after load test"
 # The same load with LOADTEST_INSTANCES predictors per model (the example configs
 # have one), when set: does a GPU serve more requests with more instances?

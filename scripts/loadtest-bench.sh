@@ -123,13 +123,35 @@ daemon_flags=(--admin_address="$ADMIN_ADDR" --metrics_address="$METRICS_ADDR"
               --daemon_pid="$server_pid")
 # ndserve_memory_device_alloc_total after each case (device_allocs.txt): once a case's
 # shapes have been seen the series must stay put (no cudaMalloc on the request path).
+# server_times.txt: the daemon's own mean request, queue and compute time per request in
+# each case (the _sum/_count deltas of its duration histograms), to set beside the
+# client's latency: what is left over is gRPC, the wire and the client.
 scrape_device_allocs() {
-  "$PY" -c 'import sys, urllib.request
+  "$PY" -c 'import sys, urllib.request, json, os
 t = urllib.request.urlopen("http://" + sys.argv[1] + "/metrics", timeout=5).read().decode()
 print(sys.argv[2] + ": " + " ".join(l for l in t.splitlines()
-                                    if l.startswith("ndserve_memory_device_alloc_total")))' \
-    "$METRICS_ADDR" "$1" >>"$RESULTS_DIR/device_allocs.txt" 2>&1 || true
+                                    if l.startswith("ndserve_memory_device_alloc_total")))
+sums = {}
+for l in t.splitlines():
+    for part in ("request", "queue", "compute"):
+        for kind in ("sum", "count"):
+            if l.startswith("ndserve_inference_%s_duration_seconds_%s" % (part, kind)):
+                key = (part, kind)
+                sums[key] = sums.get(key, 0.0) + float(l.rsplit(" ", 1)[1])
+state = sys.argv[3]
+prev = json.load(open(state)) if os.path.exists(state) else {}
+cur = {"%s_%s" % k: v for k, v in sums.items()}
+json.dump(cur, open(state, "w"))
+d = {k: cur[k] - prev.get(k, 0.0) for k in cur}
+with open(sys.argv[4], "a") as f:
+    f.write(sys.argv[2] + ": " + ", ".join(
+        "%s %.1f us" % (p, 1e6 * d["%s_sum" % p] / d["%s_count" % p])
+        for p in ("request", "queue", "compute") if d.get("%s_count" % p, 0) > 0)
+        + " per request (%d requests)\n" % d.get("request_count", 0))' \
+    "$METRICS_ADDR" "$1" "$RESULTS_DIR/.server_times.json" "$RESULTS_DIR/server_times.txt" \
+    >>"$RESULTS_DIR/device_allocs.txt" 2>&1 || true
 }
+rm -f "$RESULTS_DIR/.server_times.json" "$RESULTS_DIR/server_times.txt"
 for c in "${CASES[@]}"; do
   read -r model batch <<<"$c"
   for conc in "${CONCURRENCY[@]}"; do
