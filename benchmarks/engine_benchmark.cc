@@ -17,7 +17,8 @@
 // NDSERVE_BENCH_DEVICE=cuda:0 runs the rows on a GPU, the kernels-only baseline as the
 // floor of a plain run (pinned copies in and out, kernels, one synchronization, nothing
 // allocated per run); NDSERVE_BENCH_CUDA_GRAPHS=0 runs the engine rows without CUDA
-// graph capture, the baseline of the replayed runs (docs/design.md §4.3).
+// graph capture, the baseline of the replayed runs, and NDSERVE_BENCH_CUBLASLT=0 without
+// cuBLASLt's fused bias and Relu, the baseline of that fusion (docs/design.md §4.3).
 
 #include <algorithm>
 #include <cstdlib>
@@ -68,6 +69,13 @@ MemorySystem* BenchMemory() {
   return memory;
 }
 
+// NDSERVE_BENCH_CUBLASLT=0: bias and Relu as kernels of their own after each cuBLAS
+// product (engine and kernels-only rows), the baseline of the cuBLASLt epilogue.
+bool BenchCublasLt() {
+  const char* lt = std::getenv("NDSERVE_BENCH_CUBLASLT");
+  return lt == nullptr || std::string(lt) != "0";
+}
+
 std::shared_ptr<ServedModel> LoadModel(const std::string& name) {
   ModelRepository repo((SourceDir() / "examples/models").string());
   absl::StatusOr<RepositoryModel> m = repo.ReadModel(name);
@@ -86,6 +94,7 @@ std::shared_ptr<ServedModel> LoadModel(const std::string& name) {
   if (const char* g = std::getenv("NDSERVE_BENCH_CUDA_GRAPHS")) {
     spec.config->cuda_graphs = std::string(g) != "0";
   }
+  spec.config->cublaslt = BenchCublasLt();
   absl::StatusOr<std::shared_ptr<ServedModel>> served = ServedModel::Load(spec, BenchMemory());
   if (!served.ok()) {
     LOG(ERROR) << served.status();
@@ -224,6 +233,7 @@ void BM_Kernels(benchmark::State& state, const std::string& name) {
       constexpr std::size_t kWorkspace = std::size_t{4} << 20, kScratch = std::size_t{64} << 20;
       NDS_ASSIGN_OR_RETURN(void* workspace, allocate(device_memory.get(), kWorkspace));
       NDS_RETURN_IF_ERROR(gpu->SetCublasWorkspace(workspace, kWorkspace));
+      gpu->SetCublasLt(BenchCublasLt());
       NDS_ASSIGN_OR_RETURN(void* scratch_base, allocate(device_memory.get(), kScratch));
       scratch = std::make_unique<BumpScratch>(scratch_base, kScratch);
       return absl::OkStatus();

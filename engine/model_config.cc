@@ -283,6 +283,7 @@ absl::StatusOr<VersionPolicy> ToVersionPolicy(const inference::ModelVersionPolic
 
 constexpr absl::string_view kCudaGraphsParameter = "cuda_graphs";
 constexpr absl::string_view kTf32Parameter = "tf32";
+constexpr absl::string_view kCublasLtParameter = "cublaslt";
 constexpr absl::string_view kPadBatchesParameter = "pad_batches";
 
 // A free-form parameter that is a switch: true or false, in any case.
@@ -338,6 +339,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
       it != proto.parameters().end()) {
     NDS_ASSIGN_OR_RETURN(config.tf32,
                          ParseBoolParameter(kTf32Parameter, it->second.string_value(), what));
+  }
+  if (auto it = proto.parameters().find(std::string(kCublasLtParameter));
+      it != proto.parameters().end()) {
+    NDS_ASSIGN_OR_RETURN(config.cublaslt,
+                         ParseBoolParameter(kCublasLtParameter, it->second.string_value(), what));
   }
   if (auto it = proto.parameters().find(std::string(kPadBatchesParameter));
       it != proto.parameters().end()) {
@@ -430,6 +436,9 @@ std::string ModelConfigToText(const ModelConfig& config) {
   }
   if (config.tf32) {
     (*proto.mutable_parameters())[std::string(kTf32Parameter)].set_string_value("true");
+  }
+  if (!config.cublaslt) {
+    (*proto.mutable_parameters())[std::string(kCublasLtParameter)].set_string_value("false");
   }
   if (config.pad_batches.has_value()) {
     (*proto.mutable_parameters())[std::string(kPadBatchesParameter)].set_string_value(

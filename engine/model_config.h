@@ -86,6 +86,11 @@ struct ModelConfig {
   // parameters { key: "tf32" value: { string_value: "true" } }: whether a GPU predictor's
   // FP32 GEMMs may use TF32 tensor cores (10-bit mantissa products, FP32 accumulation).
   bool tf32 = false;
+  // parameters { key: "cublaslt" value: { string_value: "false" } }: whether a GPU
+  // predictor runs Gemm/MatMul products with a per-column bias and/or Relu as one
+  // cuBLASLt call with them in its epilogue (default) or as the cuBLAS product with
+  // kernels of their own around it.
+  bool cublaslt = true;
   // parameters { key: "pad_batches" value: { string_value: "true" } }: whether merged
   // dynamic batches grow to the next power of two rows (at most max_batch_size), the
   // extra rows repeating the last one and cut from the answers. Unset: on where the
@@ -108,8 +113,8 @@ struct ModelConfig {
 // kMaxNameBytes or not UTF-8, and values out of range (max_batch_size outside
 // [0, kMaxBatchSizeLimit], an instance_group count outside [0, kMaxInstanceCount] or
 // counts summing past it, a negative gpu, max_queue_delay_microseconds past one hour,
-// a preferred_batch_size outside [1, max_batch_size], a `cuda_graphs`, `tf32` or
-// `pad_batches` parameter other than true or false) are INVALID_ARGUMENT naming `what` and the field. Other
+// a preferred_batch_size outside [1, max_batch_size], a `cuda_graphs`, `tf32`,
+// `cublaslt` or `pad_batches` parameter other than true or false) are INVALID_ARGUMENT naming `what` and the field. Other
 // `parameters` are ignored. Thread-safe.
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view what);
 

@@ -67,8 +67,8 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(std::shared_ptr<con
     // One error flag per node, read after the run's one synchronization.
     NDS_ASSIGN_OR_RETURN(p->gpu_, kernels::GpuResources::Create(
                                       m.device(), static_cast<int>(m.graph().nodes().size())));
-    p->kernel_context_ = p->gpu_->context();
     NDS_RETURN_IF_ERROR(p->gpu_->SetTf32(m.config().tf32));
+    p->gpu_->SetCublasLt(m.config().cublaslt);
     NDS_ASSIGN_OR_RETURN(p->pinned_, m.memory()->GetPool(Device::CudaHost(m.device().ordinal)));
   } else {
     p->kernel_context_ = kernels::KernelContext::Cpu();
@@ -86,6 +86,8 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(std::shared_ptr<con
                                                                 DType::kUint8, "cublas_workspace"));
     NDS_ASSIGN_OR_RETURN(void* data, workspace.Data());
     NDS_RETURN_IF_ERROR(p->gpu_->SetCublasWorkspace(data, static_cast<std::size_t>(bytes)));
+    // The kernels' copy of the context, taken once every setting above is in it.
+    p->kernel_context_ = p->gpu_->context();
     if (m.config().cuda_graphs && Capturable(m.graph())) {
       p->graphs_ = std::make_unique<CudaGraphCache>(CudaGraphCache::Options{}, &DeleteCapturedRun);
     }

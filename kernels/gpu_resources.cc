@@ -1,6 +1,7 @@
 #include "kernels/gpu_resources.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include "memory/cuda_runtime.h"
 #include "memory/device_copy.h"
 #ifdef NDSERVE_WITH_CUDA
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -17,6 +19,13 @@
 #endif
 
 namespace ndserve::kernels {
+
+namespace {
+std::atomic<uint64_t> cublaslt_epilogue_gemms{0};
+}  // namespace
+
+uint64_t CublasLtEpilogueGemms() { return cublaslt_epilogue_gemms.load(std::memory_order_relaxed); }
+void CountCublasLtEpilogueGemm() { cublaslt_epilogue_gemms.fetch_add(1, std::memory_order_relaxed); }
 
 void GpuResources::DisableDefaultCublasWorkspace() {
   static std::once_flag once;
@@ -64,6 +73,12 @@ absl::StatusOr<std::unique_ptr<GpuResources>> GpuResources::Create(Device device
     return CublasStatus(st, "cublasCreate");
   }
   r->context_.cublas_handle = handle;
+  cublasLtHandle_t lt = nullptr;
+  if (cublasStatus_t st = cublasLtCreate(&lt); st != CUBLAS_STATUS_SUCCESS) {
+    return CublasStatus(st, "cublasLtCreate");
+  }
+  r->cublaslt_handle_ = lt;
+  r->context_.cublaslt_handle = lt;
   if (cublasStatus_t st = cublasSetStream(handle, stream); st != CUBLAS_STATUS_SUCCESS) {
     return CublasStatus(st, "cublasSetStream");
   }
@@ -74,6 +89,7 @@ GpuResources::~GpuResources() {
   cudaSetDevice(context_.device.ordinal);
   auto stream = StreamOf(context_);
   if (stream != nullptr) cudaStreamSynchronize(stream);
+  if (cublaslt_handle_ != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(cublaslt_handle_));
   if (context_.cublas_handle != nullptr) {
     cublasDestroy(static_cast<cublasHandle_t>(context_.cublas_handle));
   }
@@ -129,12 +145,19 @@ absl::Status GpuResources::FillZero(void* device_dst, std::size_t bytes) {
 }
 
 absl::Status GpuResources::SetCublasWorkspace(void* ptr, std::size_t bytes) {
+  context_.cublas_workspace = ptr;
+  context_.cublas_workspace_bytes = bytes;
   return CublasStatus(
       cublasSetWorkspace(static_cast<cublasHandle_t>(context_.cublas_handle), ptr, bytes),
       "cublasSetWorkspace");
 }
 
+void GpuResources::SetCublasLt(bool on) {
+  context_.cublaslt_handle = on ? cublaslt_handle_ : nullptr;
+}
+
 absl::Status GpuResources::SetTf32(bool on) {
+  context_.tf32 = on;
   return CublasStatus(cublasSetMathMode(static_cast<cublasHandle_t>(context_.cublas_handle),
                                        on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                      "cublasSetMathMode");
@@ -220,6 +243,7 @@ absl::Status GpuResources::CopyToHost(void*, const void*, std::size_t) { return 
 absl::Status GpuResources::FillZero(void*, std::size_t) { return NoCuda(); }
 absl::Status GpuResources::SetCublasWorkspace(void*, std::size_t) { return NoCuda(); }
 absl::Status GpuResources::SetTf32(bool) { return NoCuda(); }
+void GpuResources::SetCublasLt(bool) {}
 absl::Status GpuResources::BeginCapture() { return NoCuda(); }
 absl::StatusOr<void*> GpuResources::EndCapture() { return NoCuda(); }
 void GpuResources::AbortCapture() {}

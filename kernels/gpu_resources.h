@@ -80,6 +80,10 @@ class GpuResources {
   absl::Status SetCublasWorkspace(void* ptr, std::size_t bytes);
   // TF32 tensor-core math for FP32 GEMMs on this handle (on) or exact FP32 (off).
   absl::Status SetTf32(bool on);
+  // Whether products with a per-column bias and/or Relu run as one cuBLASLt call with
+  // them in its epilogue (on, the default) or as the cuBLAS product with kernels of their
+  // own around it (off: the baseline that shows what the fusion saves).
+  void SetCublasLt(bool on);
 
   // CUDA graphs: BeginCapture starts capturing this stream in relaxed mode (a pool miss
   // inside the capture may cudaMalloc; the block then stays with the captured run); EndCapture
@@ -97,9 +101,16 @@ class GpuResources {
  private:
   explicit GpuResources(Device device) { context_.device = device; }
   KernelContext context_;
+  void* cublaslt_handle_ = nullptr;  // owned; in context_ while SetCublasLt(true)
   int error_slots_ = 1;
   Counters counters_;
 };
+
+// Products that ran as one cuBLASLt call with their bias or activation in its epilogue,
+// in this process so far: tests read it to prove that path is taken, since the
+// three-kernel path gives the same numbers. Thread-safe.
+uint64_t CublasLtEpilogueGemms();
+void CountCublasLtEpilogueGemm();
 
 }  // namespace ndserve::kernels
 

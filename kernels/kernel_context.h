@@ -38,6 +38,14 @@ struct KernelContext {
   Device device;
   void* cuda_stream = nullptr;    // cudaStream_t; null is the legacy default stream
   void* cublas_handle = nullptr;  // cublasHandle_t, already bound to cuda_stream
+  // cublasLtHandle_t for Gemm and MatMul products whose bias and Relu fit cuBLASLt's
+  // epilogue (one kernel instead of a bias pass, the product and an activation pass);
+  // null: those go through cublas_handle (kernels/cuda/gemm_lt.h). GpuResources sets
+  // these from the model's `cublaslt` and `tf32` settings and its cuBLAS workspace.
+  void* cublaslt_handle = nullptr;
+  void* cublas_workspace = nullptr;
+  std::size_t cublas_workspace_bytes = 0;
+  bool tf32 = false;
   // Host-mapped pinned int32 that device code sets when it meets bad input it cannot
   // report otherwise (an out-of-range Gather index). Required by CUDA Gather.
   int32_t* error_flag = nullptr;

@@ -22,6 +22,7 @@
 # SKIP_POOLS=1 skips the pool and scope benchmarks; SKIP_PROFILE=1 the ncu kernel profile;
 # BUNDLE (.gpu/bundle.tar.xz) and TORCH_DIR (.gpu/torch) where the bundle and fixtures are;
 # DURATION_S (10) per load-test case; BENCH_INSTANCES (4); LOADTEST_INSTANCES (unset);
+# LOADTEST_SPIN_US (unset): a second load test with --infer_worker_spin_us at that value;
 # BUDGET_S (540): one device call may run 600 s, so every step's time limit is cut to
 # what is left of the budget, and a step with under 15 s left is skipped (times.txt
 # says which), leaving time for $OUT to come back.
@@ -99,7 +100,8 @@ run_tests gpu_engine_tests 180
 mark "after tests"
 # Pools over the CUDA allocator against raw cudaMalloc/cudaFree, the scope benchmark,
 # and the engine on cuda:0: one predictor with graphs on (and, in the same call, the
-# kernels-only floor of a plain run), then off (same run: the replay's baseline), then
+# kernels-only floor of a plain run), the same without cuBLASLt's fused bias and Relu
+# (that fusion's baseline), with graphs off (the replay's baseline), then
 # BENCH_INSTANCES predictors with graphs on.
 {
   [[ ${SKIP_POOLS:-0} != 1 ]] && has_time pool_benchmark &&
@@ -108,13 +110,14 @@ mark "after tests"
   [[ ${SKIP_POOLS:-0} != 1 ]] && has_time manager_benchmark &&
     NDSERVE_BENCH_DEVICE=cuda:0 timeout "$(cap 60)" "$G/bin/manager_benchmark" \
       --benchmark_min_time=0.1
-  for run in "1 1" "1 0" "${BENCH_INSTANCES:-4} 1"; do
-    read -r n graphs <<<"$run"
-    has_time "engine_benchmark $n $graphs" || continue
-    echo "== engine on cuda:0, $n predictor(s) per model, CUDA graphs $([[ $graphs == 1 ]] && echo on || echo off)"
+  for run in "1 1 1" "1 1 0" "1 0 1" "${BENCH_INSTANCES:-4} 1 1"; do
+    read -r n graphs lt <<<"$run"
+    has_time "engine_benchmark $run" || continue
+    echo "== engine on cuda:0, $n predictor(s) per model, CUDA graphs $([[ $graphs == 1 ]] && echo on || echo off), cuBLASLt epilogue $([[ $lt == 1 ]] && echo on || echo off)"
     NDSERVE_BENCH_DEVICE=cuda:0 NDSERVE_BENCH_INSTANCES=$n NDSERVE_BENCH_CUDA_GRAPHS=$graphs \
-      timeout "$(cap 90)" "$G/bin/engine_benchmark" --benchmark_min_time=0.2 \
-      --benchmark_filter="$([[ $run == "1 1" ]] && echo 'engine/|kernels/' || echo 'engine/')"
+      NDSERVE_BENCH_CUBLASLT=$lt timeout "$(cap 90)" "$G/bin/engine_benchmark" \
+      --benchmark_min_time=0.2 \
+      --benchmark_filter="$([[ $n == 1 && $graphs == 1 ]] && echo 'engine/|kernels/' || echo 'engine/')"
   done
 } 2>&1 | grep -v '^I' | tee "$W/benchmarks_cuda.txt"
 mark "after benchmarks"
@@ -151,6 +154,19 @@ if [[ -n ${LOADTEST_INSTANCES:-} ]] && has_time "load test with instances"; then
     "$W/loadtest_instances.md" >>"$W/loadtest.log" 2>&1 || rc=1
   cp /tmp/ndserve-lt2/ndserved.log "$W/ndserved_instances.log" 2>/dev/null
   cat "$W/loadtest_instances.md"
+fi
+# The same load with idle ModelInfer workers spinning LOADTEST_SPIN_US before they
+# sleep (--infer_worker_spin_us), when set: what a thread wake-up per request costs here.
+if [[ -n ${LOADTEST_SPIN_US:-} ]] && has_time "load test with spinning workers"; then
+  # The echo rows of the first load test are this table's baseline too.
+  mkdir -p /tmp/ndserve-lt3 && cp /tmp/ndserve-lt/echo-*.json /tmp/ndserve-lt3/ 2>/dev/null
+  NDSERVE_INFER_WORKER_SPIN_US=$LOADTEST_SPIN_US SKIP_ECHO=1 BIN_DIR=$G/bin \
+    MODEL_REPOSITORY=examples/models DEVICE=cuda:0 RESULTS_DIR=/tmp/ndserve-lt3 REPORT_ONLY=1 \
+    DURATION_S=${DURATION_S:-10} \
+    timeout "$(cap 300)" bash scripts/loadtest-bench.sh "$W/loadtest_spin.md" >>"$W/loadtest.log" 2>&1 || rc=1
+  cp /tmp/ndserve-lt3/server_times.txt "$W/server_times_spin.txt" 2>/dev/null
+  cat "$W/loadtest_spin.md"
+  mark "after load test with spinning workers"
 fi
 cat "$W/loadtest.md"
 fi

@@ -26,6 +26,8 @@
 #   SOAK=0                             1: also the 1,000,000-request soak on mlp
 #   RESULTS_DIR=$BUILD_DIR/loadtest-bench   JSON of every run, logs, the table
 #   REPORT_ONLY=0                      1: exit 0 even when a target is missed
+#   SKIP_ECHO=0                        1: the daemon only (a second daemon run beside an
+#                                      echo run already made in RESULTS_DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -103,6 +105,7 @@ run_case() {
   tail -n +4 "$base.txt" | sed 's/^/   /'
 }
 
+if [[ ${SKIP_ECHO:-0} != 1 ]]; then
 echo "loadtest-bench: echo server at $ECHO_ADDR"
 "$ECHO" --address="$ECHO_ADDR" --threads="$SERVER_THREADS" >"$RESULTS_DIR/echo.log" 2>&1 &
 server_pid=$!
@@ -113,6 +116,7 @@ for c in "${CASES[@]}"; do
   done
 done
 stop_server
+fi
 
 echo "loadtest-bench: ndserved at $GRPC_ADDR (device $DEVICE)"
 "$DAEMON" --model_repository="$MODEL_REPOSITORY" --device="$DEVICE" \

@@ -285,7 +285,7 @@ void InferenceServiceImpl::Register(grpc::ServerBuilder& builder) {
 }
 
 void InferenceServiceImpl::Start(grpc::Server& /*server*/) {
-  workers_ = std::make_unique<WorkerPool>(options_.workers);
+  workers_ = std::make_unique<WorkerPool>(options_.workers, options_.worker_spin_micros);
   for (auto& cq : cqs_) RequestAll(cq.get());
   for (auto& cq : cqs_) {
     grpc::ServerCompletionQueue* q = cq.get();

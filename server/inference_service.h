@@ -38,6 +38,8 @@ struct InferenceServiceOptions {
   int completion_queues = 0;
   // Threads running ModelInfer and the repository RPCs; <= 0: one per core.
   int workers = 0;
+  // How long an idle worker watches for the next call before it sleeps (WorkerPool).
+  int worker_spin_micros = 0;
   // Host-memory bounds (server/options.h HostBounds); 0: no limit.
   uint64_t max_response_bytes = 0;
   uint64_t max_inflight_host_bytes = 0;

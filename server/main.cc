@@ -74,6 +74,11 @@ ABSL_FLAG(std::string, memory_thread_cache, "",
 ABSL_FLAG(std::string, intra_op_spin_us, "",
           "Microseconds the CPU kernels' intra-op pool polls for work before its threads "
           "block (0: never poll). Default: $NDSERVE_INTRA_OP_SPIN_US, else 200.");
+ABSL_FLAG(std::string, infer_worker_spin_us, "",
+          "Microseconds an idle ModelInfer worker watches for the next call before it "
+          "sleeps, saving the thread wake-up on a lightly loaded daemon at the cost of a "
+          "busy core meanwhile (0: sleep at once). Default: $NDSERVE_INFER_WORKER_SPIN_US, "
+          "else 0.");
 ABSL_FLAG(int, exit_timeout_seconds, 30,
           "On SIGTERM/SIGINT, how long requests in flight may take to finish; those still "
           "running then are answered UNAVAILABLE, and the process exits within about 1 s "
@@ -148,6 +153,7 @@ Options OptionsFromFlags() {
   o.debug_level = absl::GetFlag(FLAGS_debug_level);
   o.memory_thread_cache = absl::GetFlag(FLAGS_memory_thread_cache);
   o.intra_op_spin_us = absl::GetFlag(FLAGS_intra_op_spin_us);
+  o.infer_worker_spin_us = absl::GetFlag(FLAGS_infer_worker_spin_us);
   o.exit_timeout_seconds = absl::GetFlag(FLAGS_exit_timeout_seconds);
   o.model_control_mode = absl::GetFlag(FLAGS_model_control_mode);
   o.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
@@ -188,10 +194,13 @@ int Run(Options options) {
   if (!spin_micros.ok()) return StartupError(spin_micros.status());
   // Before any model loads, so that no parallel region has run with the default.
   kernels::cpu::SetParallelSpinMicros(*spin_micros);
+  absl::StatusOr<int> worker_spin_micros = ResolveInferWorkerSpinMicros(options);
+  if (!worker_spin_micros.ok()) return StartupError(worker_spin_micros.status());
 
   LOG(INFO) << "ndserved " << NDSERVE_VERSION << " starting: device " << device->ToString()
             << ", memory pool " << PoolKindName(memory->pool) << ", debug level "
             << memory->debug_level << ", intra-op spin " << *spin_micros
+            << " us, infer worker spin " << *worker_spin_micros
             << " us, model repository '" << options.model_repository
             << "', model control " << ModelControlModeName(options.model_control_mode);
 
@@ -216,6 +225,7 @@ int Run(Options options) {
       InferenceServiceOptions{.server_version = NDSERVE_VERSION,
                               .model_control_mode = options.model_control_mode,
                               .workers = options.infer_workers,
+                              .worker_spin_micros = *worker_spin_micros,
                               .max_response_bytes = bounds->max_response_bytes,
                               .max_inflight_host_bytes = bounds->max_inflight_host_bytes,
                               .max_pending_infer = options.max_pending_infer});

@@ -157,6 +157,19 @@ absl::StatusOr<int> ResolveIntraOpSpinMicros(const Options& options, const EnvLo
   return micros;
 }
 
+absl::StatusOr<int> ResolveInferWorkerSpinMicros(const Options& options, const EnvLookup& env) {
+  const Setting s =
+      Pick(options.infer_worker_spin_us, "infer_worker_spin_us", kInferWorkerSpinEnv, env);
+  if (s.source.empty()) return 0;
+  int micros = 0;
+  if (!absl::SimpleAtoi(s.text, &micros) || micros < 0 || micros > kMaxInferWorkerSpinMicros) {
+    return absl::InvalidArgumentError(absl::StrCat(s.source, "='", s.text,
+                                                   "': microseconds from 0 (never spin) to ",
+                                                   kMaxInferWorkerSpinMicros, " expected"));
+  }
+  return micros;
+}
+
 namespace {
 
 // A byte size flag. `allow_none`: "none" (or empty) means no limit, returned as 0.
@@ -294,6 +307,9 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
     return memory.status();
   }
   if (absl::StatusOr<int> spin = ResolveIntraOpSpinMicros(options, env); !spin.ok()) {
+    return spin.status();
+  }
+  if (absl::StatusOr<int> spin = ResolveInferWorkerSpinMicros(options, env); !spin.ok()) {
     return spin.status();
   }
   if (options.exit_timeout_seconds < 0) {

@@ -21,6 +21,10 @@ inline constexpr char kDebugLevelEnv[] = "NDSERVE_DEBUG_LEVEL";
 inline constexpr char kThreadCacheEnv[] = "NDSERVE_MEMORY_THREAD_CACHE";
 // The intra-op pool's spin budget (kernels/cpu/parallel_spin.h).
 inline constexpr char kIntraOpSpinEnv[] = "NDSERVE_INTRA_OP_SPIN_US";
+// How long an idle ModelInfer worker watches for the next call (server/worker_pool.h).
+inline constexpr char kInferWorkerSpinEnv[] = "NDSERVE_INFER_WORKER_SPIN_US";
+// The most either spin may be set to: beyond a few milliseconds it is a busy loop.
+inline constexpr int kMaxInferWorkerSpinMicros = 10000;
 
 // What the repository RPCs may do (docs/design.md §5).
 enum class ModelControlMode {
@@ -69,6 +73,9 @@ struct Options {
   // Microseconds the intra-op pool polls before blocking. Empty: $NDSERVE_INTRA_OP_SPIN_US,
   // else kernels::cpu::kDefaultParallelSpinMicros; 0: never poll.
   std::string intra_op_spin_us;
+  // Microseconds an idle ModelInfer worker watches for the next call before it sleeps.
+  // Empty: $NDSERVE_INFER_WORKER_SPIN_US, else 0 (sleep at once).
+  std::string infer_worker_spin_us;
   int exit_timeout_seconds = 30;
   ModelControlMode model_control_mode = ModelControlMode::kExplicit;
 
@@ -135,6 +142,11 @@ absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options,
 // INVALID_ARGUMENT naming the flag or the variable.
 absl::StatusOr<int> ResolveIntraOpSpinMicros(const Options& options,
                                              const EnvLookup& env = ProcessEnvironment());
+
+// --infer_worker_spin_us, else $NDSERVE_INFER_WORKER_SPIN_US, else 0: an integer from 0
+// to kMaxInferWorkerSpinMicros; anything else is INVALID_ARGUMENT naming its source.
+absl::StatusOr<int> ResolveInferWorkerSpinMicros(const Options& options,
+                                                 const EnvLookup& env = ProcessEnvironment());
 
 // "auto" becomes cuda:0 when a GPU is present, else cpu:0. A CUDA device that is not
 // present is FAILED_PRECONDITION naming --device.

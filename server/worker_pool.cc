@@ -1,10 +1,15 @@
 #include "server/worker_pool.h"
 
+#include <chrono>
 #include <utility>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace ndserve {
 
-WorkerPool::WorkerPool(int threads) {
+WorkerPool::WorkerPool(int threads, int spin_micros) : spin_micros_(spin_micros) {
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 0) threads = 1;
   threads_.reserve(threads);
@@ -18,6 +23,9 @@ void WorkerPool::Submit(Task task) {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
       tasks_.push_back(std::move(task));
+      queued_.store(tasks_.size(), std::memory_order_release);
+      // Each spinning thread takes one task; a sleeper is woken only for the rest.
+      if (tasks_.size() > static_cast<size_t>(spinners_)) work_.Signal();
       return;
     }
   }
@@ -28,6 +36,8 @@ void WorkerPool::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    stopping_seen_.store(true, std::memory_order_release);
+    work_.SignalAll();
   }
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
@@ -39,20 +49,46 @@ size_t WorkerPool::backlog() const {
   return tasks_.size();
 }
 
-bool WorkerPool::HasWorkOrStopping() const { return stopping_ || !tasks_.empty(); }
+void WorkerPool::SpinForWork() const {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros_);
+  while (queued_.load(std::memory_order_acquire) == 0 &&
+         !stopping_seen_.load(std::memory_order_acquire)) {
+    for (int i = 0; i < 64; ++i) {
+#if defined(__x86_64__)
+      _mm_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return;
+  }
+}
 
 void WorkerPool::Loop() {
+  bool spun = false;  // whether this thread already spun since its last task
   while (true) {
     Task task;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &WorkerPool::HasWorkOrStopping));
+      while (tasks_.empty() && !stopping_) {
+        if (spin_micros_ > 0 && !spun) {
+          ++spinners_;
+          mu_.Unlock();
+          SpinForWork();
+          mu_.Lock();
+          --spinners_;
+          spun = true;
+          continue;
+        }
+        work_.Wait(&mu_);
+      }
       // Drain before stopping: every queued task belongs to an accepted call.
       if (tasks_.empty()) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      queued_.store(tasks_.size(), std::memory_order_release);
     }
     task();
+    spun = false;
   }
 }
 

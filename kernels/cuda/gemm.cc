@@ -1,7 +1,8 @@
 // Gemm and MatMul through cuBLAS. cuBLAS is column-major: a row-major M x N result Y is a
 // column-major N x M matrix Y^T = op(B)^T op(A)^T, so every call swaps the operands. A
-// fused node's bias and activation (kernels/gemm_epilogue.h) are one more kernel after
-// the product (gemm_epilogue.cu).
+// per-column bias and a Relu go into cuBLASLt's epilogue where the predictor allows it
+// (gemm_lt.h: one kernel); otherwise a fused node's bias and activation
+// (kernels/gemm_epilogue.h) are one more kernel after the product (gemm_epilogue.cu).
 #include <cublas_v2.h>
 
 #include <climits>
@@ -13,6 +14,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/gemm_launchers.h"
+#include "kernels/cuda/gemm_lt.h"
 #include "kernels/plans.h"
 
 namespace ndserve::kernels::gpu {
@@ -89,6 +91,17 @@ absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
   float* y = out[0].as<float>();
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
   const bool use_c = in.size() == 3 && a.beta != 0.0f;  // beta == 0 drops C, as on the CPU
+  // C as a bias of one value per column, added as it stands: the exporters' Linear.
+  const bool c_is_bias = use_c && a.beta == 1.0f && in[2].numel() == p.n &&
+                         (in[2].shape.size() == 1 ||
+                          (in[2].shape.size() == 2 && in[2].shape[0] == 1));
+  if ((!use_c || c_is_bias) && a.alpha != 0.0f) {
+    LtProduct lt{p.m, p.n, p.k, a.trans_a, a.trans_b, in[0].as<const float>(),
+                 in[1].as<const float>(), y, a.alpha,
+                 c_is_bias ? in[2].as<const float>() : nullptr, a.epilogue.activation};
+    NDS_ASSIGN_OR_RETURN(const bool done, TryLtProduct(ctx, lt));
+    if (done) return absl::OkStatus();
+  }
   if (use_c) {
     const Shape out_shape = {p.m, p.n};
     const BroadcastPlan bp = MakeBroadcastPlan(out_shape, in[2].shape, in[2].shape);
@@ -115,6 +128,20 @@ absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
 
 absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const GemmAttrs* fused_lt = std::get_if<GemmAttrs>(&attrs);
+  if (fused_lt != nullptr) {
+    // One 2-D product when B has no batch dims (A's batch folds into M).
+    const MatMulPlan p = MakeMatMulPlan(in[0].shape, in[1].shape);
+    if (p.fold_batch_into_m && p.batch * p.m > 0) {
+      NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+      LtProduct lt{p.batch * p.m, p.n, p.k, false, false, in[0].as<const float>(),
+                   in[1].as<const float>(), out[0].as<float>(), 1.0f,
+                   fused_lt->matmul_bias ? in[2].as<const float>() : nullptr,
+                   fused_lt->epilogue.activation};
+      NDS_ASSIGN_OR_RETURN(const bool done, TryLtProduct(ctx, lt));
+      if (done) return absl::OkStatus();
+    }
+  }
   NDS_RETURN_IF_ERROR(MatMulProduct(ctx, in, out));
   if (const GemmAttrs* fused = std::get_if<GemmAttrs>(&attrs)) {
     return Epilogue(ctx, out[0], fused->matmul_bias ? in[2].as<const float>() : nullptr,

@@ -1,5 +1,5 @@
 // The model parameters ndserve reads from config.pbtxt's free-form `parameters` map:
-// `cuda_graphs`, `tf32` and `pad_batches` (docs/design.md §4.3).
+// `cuda_graphs`, `tf32`, `cublaslt` and `pad_batches` (docs/design.md §4.3).
 #include <optional>
 #include <string>
 
@@ -82,6 +82,26 @@ TEST(ModelParametersTest, Tf32OnSurvivesTheRoundTrip) {
   EXPECT_TRUE(again->tf32);
   EXPECT_FALSE(again->cuda_graphs);
   EXPECT_THAT(ModelConfigToText(ModelConfig{}), ::testing::Not(HasSubstr("tf32")));
+}
+
+TEST(ModelParametersTest, CublasLtIsOnByDefaultAndOffSurvivesTheRoundTrip) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig("max_batch_size: 4", "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->cublaslt);
+  c = ParseModelConfig("parameters { key: \"cublaslt\" value: { string_value: \"false\" } }",
+                       "m");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->cublaslt);
+  EXPECT_FALSE(c->tf32) << "one parameter leaves the others alone";
+  absl::StatusOr<ModelConfig> again = ParseModelConfig(ModelConfigToText(*c), "round trip");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->cublaslt);
+  EXPECT_THAT(ModelConfigToText(ModelConfig{}), ::testing::Not(HasSubstr("cublaslt")));
+  c = ParseModelConfig("parameters { key: \"cublaslt\" value: { string_value: \"no\" } }",
+                       "models/m/config.pbtxt");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("parameter 'cublaslt' must be \"true\" or \"false\", not \"no\""));
 }
 
 TEST(ModelParametersTest, PadBatchesIsUnsetUnlessGivenAndSurvivesTheRoundTrip) {

@@ -95,6 +95,25 @@ TEST(OptionsTest, BadIntraOpSpinNamesItsSource) {
   EXPECT_TRUE(ValidateOptions(flags, FakeEnv({{kIntraOpSpinEnv, "fast"}})).ok());
 }
 
+TEST(OptionsTest, InferWorkerSpinFromFlagThenEnvironmentThenZero) {
+  EXPECT_EQ(*ResolveInferWorkerSpinMicros(Options{}, kEmptyEnv), 0);
+  const EnvLookup env = FakeEnv({{kInferWorkerSpinEnv, "300"}});
+  EXPECT_EQ(*ResolveInferWorkerSpinMicros(Options{}, env), 300);
+  Options flags;
+  flags.infer_worker_spin_us = "0";
+  EXPECT_EQ(*ResolveInferWorkerSpinMicros(flags, env), 0);
+  flags.infer_worker_spin_us = std::to_string(kMaxInferWorkerSpinMicros);
+  EXPECT_EQ(*ResolveInferWorkerSpinMicros(flags, env), kMaxInferWorkerSpinMicros);
+  EXPECT_TRUE(ValidateOptions(flags, env).ok());
+  for (const char* bad : {"-1", "soon", "10001"}) {
+    flags.infer_worker_spin_us = bad;
+    EXPECT_THAT(ValidateOptions(flags, kEmptyEnv).message(),
+                HasSubstr(absl::StrCat("--infer_worker_spin_us='", bad, "'")));
+    EXPECT_THAT(ValidateOptions(Options{}, FakeEnv({{kInferWorkerSpinEnv, bad}})).message(),
+                HasSubstr(absl::StrCat("NDSERVE_INFER_WORKER_SPIN_US='", bad, "'")));
+  }
+}
+
 TEST(OptionsTest, EnvironmentGivesDefaultsAndFlagsOverride) {
   const EnvLookup env = FakeEnv({{"NDSERVE_MEMORY_POOL", "split"},
                                  {"NDSERVE_MEMORY_LIMIT", "1GiB"},

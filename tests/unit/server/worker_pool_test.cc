@@ -49,6 +49,33 @@ TEST(WorkerPoolTest, BacklogCountsTasksNoThreadHasTaken) {
   EXPECT_EQ(pool.backlog(), 0u);
 }
 
+// With spinning threads, tasks that can only finish together (each waits for all of
+// them to have started) must each get a thread: a task that a spinner was counted on to
+// take, but that no thread takes, would hang the round. Two rounds: the first finds the
+// threads spinning from the start, the second spinning after their last task. The spin
+// is half an hour, so Shutdown returning at all shows it stops the spinning threads.
+TEST(WorkerPoolTest, SpinningThreadsTakeEveryTaskAndStopAtShutdown) {
+  constexpr int kThreads = 4;
+  WorkerPool pool(kThreads, /*spin_micros=*/2'000'000'000);
+  for (int round = 1; round <= 2; ++round) {
+    std::atomic<int> started{0}, done{0};
+    for (int i = 0; i < kThreads; ++i) {
+      pool.Submit([&] {
+        ++started;
+        while (started < kThreads) std::this_thread::yield();
+        ++done;
+      });
+    }
+    while (done < kThreads) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // back to spinning
+  }
+  // More tasks than threads: the ones no spinner takes wait for a thread to finish.
+  std::atomic<int> done{0};
+  for (int i = 0; i < 3 * kThreads; ++i) pool.Submit([&done] { ++done; });
+  pool.Shutdown();
+  EXPECT_EQ(done, 3 * kThreads);
+}
+
 TEST(WorkerPoolTest, DefaultSizeIsTheMachine) {
   WorkerPool pool(0);
   EXPECT_EQ(pool.size(), std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
