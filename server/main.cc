@@ -78,7 +78,7 @@ ABSL_FLAG(std::string, infer_worker_spin_us, "",
           "Microseconds an idle ModelInfer worker watches for the next call before it "
           "sleeps, saving the thread wake-up on a lightly loaded daemon at the cost of a "
           "busy core meanwhile (0: sleep at once). Default: $NDSERVE_INFER_WORKER_SPIN_US, "
-          "else 0.");
+          "else 500 on a GPU device and 0 on the CPU.");
 ABSL_FLAG(int, exit_timeout_seconds, 30,
           "On SIGTERM/SIGINT, how long requests in flight may take to finish; those still "
           "running then are answered UNAVAILABLE, and the process exits within about 1 s "
@@ -194,7 +194,7 @@ int Run(Options options) {
   if (!spin_micros.ok()) return StartupError(spin_micros.status());
   // Before any model loads, so that no parallel region has run with the default.
   kernels::cpu::SetParallelSpinMicros(*spin_micros);
-  absl::StatusOr<int> worker_spin_micros = ResolveInferWorkerSpinMicros(options);
+  absl::StatusOr<int> worker_spin_micros = ResolveInferWorkerSpinMicros(options, *device);
   if (!worker_spin_micros.ok()) return StartupError(worker_spin_micros.status());
 
   LOG(INFO) << "ndserved " << NDSERVE_VERSION << " starting: device " << device->ToString()

@@ -157,10 +157,11 @@ absl::StatusOr<int> ResolveIntraOpSpinMicros(const Options& options, const EnvLo
   return micros;
 }
 
-absl::StatusOr<int> ResolveInferWorkerSpinMicros(const Options& options, const EnvLookup& env) {
+absl::StatusOr<int> ResolveInferWorkerSpinMicros(const Options& options, Device device,
+                                                 const EnvLookup& env) {
   const Setting s =
       Pick(options.infer_worker_spin_us, "infer_worker_spin_us", kInferWorkerSpinEnv, env);
-  if (s.source.empty()) return 0;
+  if (s.source.empty()) return device.is_cuda() ? kGpuInferWorkerSpinMicros : 0;
   int micros = 0;
   if (!absl::SimpleAtoi(s.text, &micros) || micros < 0 || micros > kMaxInferWorkerSpinMicros) {
     return absl::InvalidArgumentError(absl::StrCat(s.source, "='", s.text,
@@ -309,7 +310,8 @@ absl::Status ValidateOptions(const Options& options, const EnvLookup& env) {
   if (absl::StatusOr<int> spin = ResolveIntraOpSpinMicros(options, env); !spin.ok()) {
     return spin.status();
   }
-  if (absl::StatusOr<int> spin = ResolveInferWorkerSpinMicros(options, env); !spin.ok()) {
+  if (absl::StatusOr<int> spin = ResolveInferWorkerSpinMicros(options, Device::Cpu(), env);
+      !spin.ok()) {
     return spin.status();
   }
   if (options.exit_timeout_seconds < 0) {

@@ -23,8 +23,12 @@ inline constexpr char kThreadCacheEnv[] = "NDSERVE_MEMORY_THREAD_CACHE";
 inline constexpr char kIntraOpSpinEnv[] = "NDSERVE_INTRA_OP_SPIN_US";
 // How long an idle ModelInfer worker watches for the next call (server/worker_pool.h).
 inline constexpr char kInferWorkerSpinEnv[] = "NDSERVE_INFER_WORKER_SPIN_US";
-// The most either spin may be set to: beyond a few milliseconds it is a busy loop.
+// The most it may be set to: beyond a few milliseconds it is a busy loop.
 inline constexpr int kMaxInferWorkerSpinMicros = 10000;
+// Its default on a GPU daemon, whose cores mostly wait for the device: at concurrency 1
+// on an H100 it doubled mlp's requests per second (docs/design.md §4.3). A CPU daemon
+// needs its cores for the kernels and does not spin by default.
+inline constexpr int kGpuInferWorkerSpinMicros = 500;
 
 // What the repository RPCs may do (docs/design.md §5).
 enum class ModelControlMode {
@@ -74,7 +78,8 @@ struct Options {
   // else kernels::cpu::kDefaultParallelSpinMicros; 0: never poll.
   std::string intra_op_spin_us;
   // Microseconds an idle ModelInfer worker watches for the next call before it sleeps.
-  // Empty: $NDSERVE_INFER_WORKER_SPIN_US, else 0 (sleep at once).
+  // Empty: $NDSERVE_INFER_WORKER_SPIN_US, else kGpuInferWorkerSpinMicros on a GPU
+  // device and 0 (sleep at once) on the CPU.
   std::string infer_worker_spin_us;
   int exit_timeout_seconds = 30;
   ModelControlMode model_control_mode = ModelControlMode::kExplicit;
@@ -143,9 +148,10 @@ absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options,
 absl::StatusOr<int> ResolveIntraOpSpinMicros(const Options& options,
                                              const EnvLookup& env = ProcessEnvironment());
 
-// --infer_worker_spin_us, else $NDSERVE_INFER_WORKER_SPIN_US, else 0: an integer from 0
+// --infer_worker_spin_us, else $NDSERVE_INFER_WORKER_SPIN_US, else the default for the
+// daemon's `device` (kGpuInferWorkerSpinMicros on a GPU, 0 on the CPU): an integer from 0
 // to kMaxInferWorkerSpinMicros; anything else is INVALID_ARGUMENT naming its source.
-absl::StatusOr<int> ResolveInferWorkerSpinMicros(const Options& options,
+absl::StatusOr<int> ResolveInferWorkerSpinMicros(const Options& options, Device device,
                                                  const EnvLookup& env = ProcessEnvironment());
 
 // "auto" becomes cuda:0 when a GPU is present, else cpu:0. A CUDA device that is not

@@ -20,14 +20,17 @@ namespace {
 using gpu_testing::AddModel;
 using gpu_testing::Parameter;
 
+// `runs` requests of mlp on `device`; `lt_calls` gets the cuBLASLt products they made
+// (counted after the load, whose warm-up run makes some too).
 InferOutputTensor RunMlp(const std::string& repo, Device device, const InferenceRequest& r,
-                         int runs) {
+                         int runs, uint64_t* lt_calls = nullptr) {
   EngineOptions options;
   options.model_repository = repo;
   options.device = device;
   MemorySystem memory;
   Engine engine(options, &memory);
   EXPECT_TRUE(engine.LoadModel("mlp").ok());
+  const uint64_t before = kernels::CublasLtEpilogueGemms();
   InferOutputTensor last;
   for (int i = 0; i < runs; ++i) {
     absl::StatusOr<InferenceResponse> out = engine.Infer(r);
@@ -35,6 +38,7 @@ InferOutputTensor RunMlp(const std::string& repo, Device device, const Inference
     if (!out.ok()) break;
     last = out->outputs[0];
   }
+  if (lt_calls != nullptr) *lt_calls = kernels::CublasLtEpilogueGemms() - before;
   return last;
 }
 
@@ -59,12 +63,13 @@ TEST(CublasLtEpilogueTest, MlpGemmsAreOneCublasLtCallEachAndMatchTheCpu) {
                                                   x.size() * sizeof(float))});
     constexpr int kRuns = 3;
     const InferOutputTensor cpu = RunMlp(lt_repo.path().string(), Device::Cpu(), r, 1);
-    uint64_t before = kernels::CublasLtEpilogueGemms();
-    const InferOutputTensor lt = RunMlp(lt_repo.path().string(), Device::Cuda(0), r, kRuns);
-    EXPECT_EQ(kernels::CublasLtEpilogueGemms() - before, 3u * kRuns) << "batch " << batch;
-    before = kernels::CublasLtEpilogueGemms();
-    const InferOutputTensor plain = RunMlp(plain_repo.path().string(), Device::Cuda(0), r, kRuns);
-    EXPECT_EQ(kernels::CublasLtEpilogueGemms() - before, 0u) << "batch " << batch;
+    uint64_t lt_calls = 0, plain_calls = 0;
+    const InferOutputTensor lt =
+        RunMlp(lt_repo.path().string(), Device::Cuda(0), r, kRuns, &lt_calls);
+    EXPECT_EQ(lt_calls, 3u * kRuns) << "batch " << batch;
+    const InferOutputTensor plain =
+        RunMlp(plain_repo.path().string(), Device::Cuda(0), r, kRuns, &plain_calls);
+    EXPECT_EQ(plain_calls, 0u) << "batch " << batch;
     const float lt_diff = gpu_testing::MaxAbsDiff(lt, cpu);
     const float plain_diff = gpu_testing::MaxAbsDiff(plain, cpu);
     std::printf("mlp batch %lld against the CPU: max abs diff %g with cuBLASLt's epilogue, %g "

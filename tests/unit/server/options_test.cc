@@ -95,15 +95,17 @@ TEST(OptionsTest, BadIntraOpSpinNamesItsSource) {
   EXPECT_TRUE(ValidateOptions(flags, FakeEnv({{kIntraOpSpinEnv, "fast"}})).ok());
 }
 
-TEST(OptionsTest, InferWorkerSpinFromFlagThenEnvironmentThenZero) {
-  EXPECT_EQ(*ResolveInferWorkerSpinMicros(Options{}, kEmptyEnv), 0);
+TEST(OptionsTest, InferWorkerSpinFromFlagThenEnvironmentThenTheDevicesDefault) {
+  EXPECT_EQ(*ResolveInferWorkerSpinMicros(Options{}, Device::Cpu(), kEmptyEnv), 0);
+  EXPECT_EQ(*ResolveInferWorkerSpinMicros(Options{}, Device::Cuda(0), kEmptyEnv),
+            kGpuInferWorkerSpinMicros);
   const EnvLookup env = FakeEnv({{kInferWorkerSpinEnv, "300"}});
-  EXPECT_EQ(*ResolveInferWorkerSpinMicros(Options{}, env), 300);
+  EXPECT_EQ(*ResolveInferWorkerSpinMicros(Options{}, Device::Cuda(0), env), 300);
   Options flags;
   flags.infer_worker_spin_us = "0";
-  EXPECT_EQ(*ResolveInferWorkerSpinMicros(flags, env), 0);
+  EXPECT_EQ(*ResolveInferWorkerSpinMicros(flags, Device::Cuda(0), env), 0);
   flags.infer_worker_spin_us = std::to_string(kMaxInferWorkerSpinMicros);
-  EXPECT_EQ(*ResolveInferWorkerSpinMicros(flags, env), kMaxInferWorkerSpinMicros);
+  EXPECT_EQ(*ResolveInferWorkerSpinMicros(flags, Device::Cpu(), env), kMaxInferWorkerSpinMicros);
   EXPECT_TRUE(ValidateOptions(flags, env).ok());
   for (const char* bad : {"-1", "soon", "10001"}) {
     flags.infer_worker_spin_us = bad;
