@@ -44,6 +44,17 @@ absl::Status Invalid(absl::string_view flag, absl::string_view text, absl::strin
   return absl::InvalidArgumentError(absl::StrCat("--", flag, "='", text, "': ", why));
 }
 
+// A spin budget from `s` (set): microseconds from 0 to `max`, else INVALID_ARGUMENT
+// naming the flag or variable it came from.
+absl::StatusOr<int> ParseSpinMicros(const Setting& s, int max) {
+  int micros = 0;
+  if (!absl::SimpleAtoi(s.text, &micros) || micros < 0 || micros > max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        s.source, "='", s.text, "': microseconds from 0 (never spin) to ", max, " expected"));
+  }
+  return micros;
+}
+
 }  // namespace
 
 absl::string_view ModelControlModeName(ModelControlMode mode) {
@@ -147,14 +158,7 @@ absl::StatusOr<MemoryConfig> ResolveMemoryConfig(const Options& options, const E
 absl::StatusOr<int> ResolveIntraOpSpinMicros(const Options& options, const EnvLookup& env) {
   const Setting s = Pick(options.intra_op_spin_us, "intra_op_spin_us", kIntraOpSpinEnv, env);
   if (s.source.empty()) return kernels::cpu::kDefaultParallelSpinMicros;
-  int micros = 0;
-  if (!absl::SimpleAtoi(s.text, &micros) || micros < 0 ||
-      micros > kernels::cpu::kMaxParallelSpinMicros) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(s.source, "='", s.text, "': microseconds from 0 (never spin) to ",
-                     kernels::cpu::kMaxParallelSpinMicros, " expected"));
-  }
-  return micros;
+  return ParseSpinMicros(s, kernels::cpu::kMaxParallelSpinMicros);
 }
 
 absl::StatusOr<int> ResolveInferWorkerSpinMicros(const Options& options, Device device,
@@ -162,13 +166,7 @@ absl::StatusOr<int> ResolveInferWorkerSpinMicros(const Options& options, Device 
   const Setting s =
       Pick(options.infer_worker_spin_us, "infer_worker_spin_us", kInferWorkerSpinEnv, env);
   if (s.source.empty()) return device.is_cuda() ? kGpuInferWorkerSpinMicros : 0;
-  int micros = 0;
-  if (!absl::SimpleAtoi(s.text, &micros) || micros < 0 || micros > kMaxInferWorkerSpinMicros) {
-    return absl::InvalidArgumentError(absl::StrCat(s.source, "='", s.text,
-                                                   "': microseconds from 0 (never spin) to ",
-                                                   kMaxInferWorkerSpinMicros, " expected"));
-  }
-  return micros;
+  return ParseSpinMicros(s, kMaxInferWorkerSpinMicros);
 }
 
 namespace {

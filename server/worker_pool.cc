@@ -1,11 +1,8 @@
 #include "server/worker_pool.h"
 
-#include <chrono>
 #include <utility>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "base/spin_until.h"
 
 namespace ndserve {
 
@@ -49,20 +46,6 @@ size_t WorkerPool::backlog() const {
   return tasks_.size();
 }
 
-void WorkerPool::SpinForWork() const {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros_);
-  while (queued_.load(std::memory_order_acquire) == 0 &&
-         !stopping_seen_.load(std::memory_order_acquire)) {
-    for (int i = 0; i < 64; ++i) {
-#if defined(__x86_64__)
-      _mm_pause();
-#endif
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return;
-  }
-}
-
 void WorkerPool::Loop() {
   bool spun = false;  // whether this thread already spun since its last task
   while (true) {
@@ -73,7 +56,10 @@ void WorkerPool::Loop() {
         if (spin_micros_ > 0 && !spun) {
           ++spinners_;
           mu_.Unlock();
-          SpinForWork();
+          SpinUntil(spin_micros_, [this] {
+            return queued_.load(std::memory_order_acquire) > 0 ||
+                   stopping_seen_.load(std::memory_order_acquire);
+          });
           mu_.Lock();
           --spinners_;
           spun = true;

@@ -48,8 +48,6 @@ class WorkerPool {
 
  private:
   void Loop();
-  // Spins until a task is queued, Shutdown began, or spin_micros_ passed.
-  void SpinForWork() const;
 
   const int spin_micros_;
   mutable absl::Mutex mu_;

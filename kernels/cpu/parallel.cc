@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <deque>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "base/spin_until.h"
 #include "kernels/cpu/parallel_spin.h"
 
 namespace ndserve::kernels::cpu {
@@ -38,22 +38,10 @@ struct Job {
 // of microseconds on a VM's vCPU, which is most of a region (docs/design.md section 4).
 // ORT's pool spins too. Through the daemon the polling pays on bert and costs a few
 // percent of CPU elsewhere (docs/benchmark-history.md, "Daemon under load").
-// Polls `ready` until it holds or the budget has passed; true if it holds. With a
-// budget of 0 it looks once.
+// Polls `ready` for up to ParallelSpinMicros() (base/spin_until.h); true if it holds.
 template <typename F>
 bool SpinUntil(F ready) {
-  const int micros = ParallelSpinMicros();
-  if (micros == 0) return ready();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (ready()) return true;
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    }
-    if (std::chrono::steady_clock::now() > deadline) return false;
-  }
+  return ndserve::SpinUntil(ParallelSpinMicros(), ready);
 }
 
 // The workers and the jobs with unclaimed chunks. Never destroyed: workers block on the

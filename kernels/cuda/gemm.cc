@@ -128,22 +128,22 @@ absl::Status Gemm(const KernelContext& ctx, absl::Span<const TensorView> in,
 
 absl::Status MatMul(const KernelContext& ctx, absl::Span<const TensorView> in,
                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  const GemmAttrs* fused_lt = std::get_if<GemmAttrs>(&attrs);
-  if (fused_lt != nullptr) {
+  const GemmAttrs* fused = std::get_if<GemmAttrs>(&attrs);
+  if (fused != nullptr) {
     // One 2-D product when B has no batch dims (A's batch folds into M).
     const MatMulPlan p = MakeMatMulPlan(in[0].shape, in[1].shape);
     if (p.fold_batch_into_m && p.batch * p.m > 0) {
       NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
       LtProduct lt{p.batch * p.m, p.n, p.k, false, false, in[0].as<const float>(),
                    in[1].as<const float>(), out[0].as<float>(), 1.0f,
-                   fused_lt->matmul_bias ? in[2].as<const float>() : nullptr,
-                   fused_lt->epilogue.activation};
+                   fused->matmul_bias ? in[2].as<const float>() : nullptr,
+                   fused->epilogue.activation};
       NDS_ASSIGN_OR_RETURN(const bool done, TryLtProduct(ctx, lt));
       if (done) return absl::OkStatus();
     }
   }
   NDS_RETURN_IF_ERROR(MatMulProduct(ctx, in, out));
-  if (const GemmAttrs* fused = std::get_if<GemmAttrs>(&attrs)) {
+  if (fused != nullptr) {
     return Epilogue(ctx, out[0], fused->matmul_bias ? in[2].as<const float>() : nullptr,
                     fused->epilogue);
   }
