@@ -11,22 +11,15 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "engine/fusion_util.h"
 #include "kernels/conv_activation.h"
 #include "kernels/op_attrs.h"
 
 namespace ndserve::engine {
 namespace {
 
-bool IsDefaultDomain(const NodeDef& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
-
-// Removes the nodes marked in `removed`, keeping the others in order.
-void DropNodes(GraphDef* def, const std::vector<bool>& removed) {
-  std::vector<NodeDef> kept;
-  for (std::size_t i = 0; i < def->nodes.size(); ++i) {
-    if (!removed[i]) kept.push_back(std::move(def->nodes[i]));
-  }
-  def->nodes = std::move(kept);
-}
+using fusion::DropNodes;
+using fusion::IsDefaultDomain;
 
 std::vector<float> Floats(const Initializer& init) {
   std::vector<float> v(init.bytes.size() / sizeof(float));

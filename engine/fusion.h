@@ -52,6 +52,17 @@ absl::StatusOr<int> FuseConvActivation(GraphDef* def);
 // recognise is left as it is. Not thread-safe on one `def`.
 absl::StatusOr<int> FuseGemmEpilogues(GraphDef* def);
 
+// Folds each embedding bag, Gather(table, ids) then ReduceMean over axis 1 with keepdims
+// 0, into that Gather (kernels::kFusedBagMeanAttr): the rows a bag picks are summed and
+// scaled as the pair did, without the [batch, bag, dim] rows in between, on the CPU to
+// the same bits. The table must be a 2-D FP32 initializer and the ids' rank known to be 2:
+// a [batch, bag] graph input, or feature f of a [batch, features, bag] graph input picked
+// by Gather(input, f, axis=1) with f a scalar integer initializer and features a fixed
+// dim, which is folded too (kernels::kFusedBagSelectAttr). Every value the rewrite removes
+// must have no other reader and not be a graph output. Returns how many bags were fused;
+// anything it does not recognise is left as it is. Not thread-safe on one `def`.
+absl::StatusOr<int> FuseEmbeddingBags(GraphDef* def);
+
 }  // namespace ndserve::engine
 
 #endif  // NDSERVE_ENGINE_FUSION_H_

@@ -375,10 +375,12 @@ absl::StatusOr<Graph> BuildGraph(GraphDef def, absl::string_view what) {
   if (!activations.ok()) return Prefixed(activations.status(), what);
   absl::StatusOr<int> epilogues = FuseGemmEpilogues(&def);
   if (!epilogues.ok()) return Prefixed(epilogues.status(), what);
-  if (*fused > 0 || *activations > 0 || *epilogues > 0) {
+  absl::StatusOr<int> bags = FuseEmbeddingBags(&def);
+  if (!bags.ok()) return Prefixed(bags.status(), what);
+  if (*fused > 0 || *activations > 0 || *epilogues > 0 || *bags > 0) {
     LOG(INFO) << what << ": fused " << *fused << " Conv+BatchNormalization and " << *activations
               << " Conv+activation pairs; " << *epilogues
-              << " nodes folded into Gemm/MatMul epilogues";
+              << " nodes folded into Gemm/MatMul epilogues; " << *bags << " embedding bags";
   }
   absl::StatusOr<Graph> graph = Graph::Build(std::move(def));
   if (!graph.ok()) return Prefixed(graph.status(), what);

@@ -59,7 +59,17 @@ struct LayerNormAttrs {
 };
 struct GatherAttrs {
   int64_t axis = 0;
+  // An embedding bag fused at load (engine/fusion.h, FuseEmbeddingBags): the rows of an
+  // FP32 table [rows, dim] that a bag of ids picks, averaged, as Gather + ReduceMean over
+  // the bag axis computed them: output [batch, dim]. The indices are [batch, bag], or
+  // with `bag_select` >= 0 [batch, features, bag] of which only feature `bag_select` is
+  // read (the Gather that selected it is folded too). Set only through the internal
+  // attributes kFusedBagMeanAttr and kFusedBagSelectAttr.
+  bool bag_mean = false;
+  int64_t bag_select = -1;
 };
+inline constexpr char kFusedBagMeanAttr[] = "ndserve.bag_mean";
+inline constexpr char kFusedBagSelectAttr[] = "ndserve.bag_select";
 // ReduceSum / ReduceMean. Empty `axes` reduces every dim unless noop_with_empty_axes,
 // in which case the op is an identity.
 struct ReduceAttrs {

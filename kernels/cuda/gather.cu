@@ -42,7 +42,55 @@ cudaError_t Launch(const void* data, const void* indices, bool int64_indices, vo
   return cudaGetLastError();
 }
 
+// One thread per output: its bag's rows summed in bag order, then scaled, as Gather +
+// ReduceMean would (to rounding: the CUDA ReduceMean may sum in another order).
+template <typename I>
+__global__ void BagMeanKernel(const float* table, const I* ids, float* out, int64_t rows,
+                              int64_t dim, int64_t bag, int64_t stride, int64_t total, float scale,
+                              volatile int32_t* error_flag) {
+  for (int64_t i = GlobalThread(); i < total; i += GridThreads()) {
+    const int64_t d = i % dim;
+    const I* bag_ids = ids + (i / dim) * stride;
+    float sum = 0.0f;
+    bool bad = false;
+    for (int64_t k = 0; k < bag; ++k) {
+      int64_t v = static_cast<int64_t>(bag_ids[k]);
+      if (v < 0) v += rows;
+      if (v < 0 || v >= rows) {
+        bad = true;
+        break;
+      }
+      sum = k == 0 ? table[v * dim + d] : sum + table[v * dim + d];
+    }
+    if (bad) {
+      out[i] = 0.0f;
+      *error_flag = 1;
+      continue;
+    }
+    out[i] = sum * scale;  // an empty bag: 0 * inf = NaN, as ReduceMean gives
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchBagMean(const float* table, const void* ids, bool int64_ids, float* out,
+                          int64_t rows, int64_t dim, int64_t batch, int64_t bag, int64_t stride,
+                          int32_t* error_flag, cudaStream_t stream) {
+  const int64_t total = batch * dim;
+  if (total == 0) return cudaSuccess;
+  const float scale = 1.0f / static_cast<float>(bag);
+  const unsigned grid = GridFor(total);
+  if (int64_ids) {
+    BagMeanKernel<int64_t><<<grid, kBlock, 0, stream>>>(table, static_cast<const int64_t*>(ids),
+                                                        out, rows, dim, bag, stride, total, scale,
+                                                        error_flag);
+  } else {
+    BagMeanKernel<int32_t><<<grid, kBlock, 0, stream>>>(table, static_cast<const int32_t*>(ids),
+                                                        out, rows, dim, bag, stride, total, scale,
+                                                        error_flag);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchGather(const void* data, int elem_bytes, const void* indices, bool int64_indices,
                          void* out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t count,

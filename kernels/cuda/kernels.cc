@@ -120,17 +120,30 @@ absl::Status Gather(const KernelContext& ctx, absl::Span<const TensorView> in,
         "Gather: the CUDA context has no error flag (use GpuResources)");
   }
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
-  const int64_t axis =
-      *NormalizeAxis(std::get<GatherAttrs>(attrs).axis, in[0].shape.size(), "Gather");
+  const GatherAttrs& a = std::get<GatherAttrs>(attrs);
+  // A fused embedding bag reads rows of a [rows, dim] table: axis 0.
+  const int64_t axis = a.bag_mean ? 0 : *NormalizeAxis(a.axis, in[0].shape.size(), "Gather");
   const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
   // The stream is idle after each Gather (we synchronize below), so no earlier kernel can
   // still be writing the flag when it is cleared. Deferred: the caller cleared it.
   if (!ctx.defer_error_check) *ctx.error_flag = 0;
-  NDS_RETURN_IF_ERROR(
-      CudaStatus(LaunchGather(in[0].data, static_cast<int>(DTypeSize(in[0].dtype)), in[1].data,
-                              in[1].dtype == DType::kInt64, out[0].data, p.outer, p.axis_dim,
-                              p.inner, in[1].numel(), ctx.error_flag, StreamOf(ctx)),
-                 "Gather launch"));
+  const bool int64_ids = in[1].dtype == DType::kInt64;
+  cudaError_t launched;
+  if (a.bag_mean) {
+    const Shape& ids = in[1].shape;
+    const int64_t bag = ids.back();
+    const int64_t stride = a.bag_select >= 0 ? ids[1] * bag : bag;
+    const char* first = static_cast<const char*>(in[1].data) +
+                        (a.bag_select >= 0 ? a.bag_select * bag * DTypeSize(in[1].dtype) : 0);
+    launched = LaunchBagMean(in[0].as<const float>(), first, int64_ids, out[0].as<float>(),
+                             p.axis_dim, p.inner, ids[0], bag, stride, ctx.error_flag,
+                             StreamOf(ctx));
+  } else {
+    launched = LaunchGather(in[0].data, static_cast<int>(DTypeSize(in[0].dtype)), in[1].data,
+                            int64_ids, out[0].data, p.outer, p.axis_dim, p.inner, in[1].numel(),
+                            ctx.error_flag, StreamOf(ctx));
+  }
+  NDS_RETURN_IF_ERROR(CudaStatus(launched, "Gather launch"));
   if (ctx.defer_error_check) return absl::OkStatus();
   // Synchronous so bad indices come back as INVALID_ARGUMENT for this request; the cost
   // is one stream sync per Gather node.

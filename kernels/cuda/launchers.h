@@ -61,6 +61,12 @@ cudaError_t LaunchLayerNorm(const float* x, const float* scale, const float* bia
 cudaError_t LaunchGather(const void* data, int elem_bytes, const void* indices, bool int64_indices,
                          void* out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t count,
                          int32_t* error_flag, cudaStream_t stream);
+// The fused embedding bag (GatherAttrs::bag_mean): out[b, d] = (sum over k < bag of
+// table[ids[b * stride + k], d]) * (1 / bag), ids counted from the end when negative;
+// an id outside [0, rows) zeroes its outputs and raises *error_flag.
+cudaError_t LaunchBagMean(const float* table, const void* ids, bool int64_ids, float* out,
+                          int64_t rows, int64_t dim, int64_t batch, int64_t bag, int64_t stride,
+                          int32_t* error_flag, cudaStream_t stream);
 // y[o] = scale * sum over r of x[kept0(o) + reduced0(r)].
 cudaError_t LaunchReduce(const float* x, float* y, const IndexMap& kept, const IndexMap& reduced,
                          int64_t out_n, int64_t reduce_n, float scale, cudaStream_t stream);

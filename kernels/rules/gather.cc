@@ -1,12 +1,41 @@
 // Rules of Gather.
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "kernels/op_rules.h"
 #include "kernels/rules/rule_util.h"
 
 namespace ndserve::kernels::rules {
+namespace {
+
+// The fused embedding bag (GatherAttrs::bag_mean): FP32 [rows, dim] by [batch, bag]
+// indices, or [batch, features, bag] with a feature selected, gives [batch, dim].
+absl::StatusOr<Descs> InferBagMean(OpKind op, absl::Span<const TensorDesc> in,
+                                   const GatherAttrs& a) {
+  const ShapeSpan data = in[0].shape, ids = in[1].shape;
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "data", {DType::kFp32}));
+  const std::size_t ids_rank = a.bag_select >= 0 ? 3 : 2;
+  if (data.size() != 2 || a.axis != 0 || ids.size() != ids_rank ||
+      (a.bag_select >= 0 && a.bag_select >= ids[1])) {
+    const std::string want =
+        a.bag_select >= 0
+            ? absl::StrCat("[batch, features, bag] indices with more than ", a.bag_select,
+                           " features")
+            : std::string("[batch, bag] indices");
+    return Invalid(op, absl::StrCat("a fused embedding bag takes a [rows, dim] table and ", want,
+                                    ", not data ", ShapeToString(data), " and indices ",
+                                    ShapeToString(ids)));
+  }
+  return Descs{{DType::kFp32, Shape{ids[0], data[1]}}};
+}
+
+}  // namespace
 
 absl::StatusOr<OpAttrs> BuildGather(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
   GatherAttrs a;
   NDS_ASSIGN_OR_RETURN(a.axis, GetAttr<int64_t>(op, attrs, "axis", 0));
+  NDS_ASSIGN_OR_RETURN(a.bag_mean, GetBoolAttr(op, attrs, kFusedBagMeanAttr, false));
+  NDS_ASSIGN_OR_RETURN(a.bag_select, GetAttr<int64_t>(op, attrs, kFusedBagSelectAttr, -1));
   return a;
 }
 
@@ -18,6 +47,7 @@ absl::StatusOr<Descs> InferGather(OpKind op, absl::Span<const TensorDesc> in,
   NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
   NDS_RETURN_IF_ERROR(CheckDType(op, in[1], "indices", {DType::kInt32, DType::kInt64}));
   const ShapeSpan data = in[0].shape;
+  if (a->bag_mean) return InferBagMean(op, in, *a);
   NDS_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, data.size(), "Gather"));
   Shape out(data.begin(), data.begin() + axis);
   out.insert(out.end(), in[1].shape.begin(), in[1].shape.end());

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "engine/fusion.h"
 #include "engine/graph.h"
 #include "gtest/gtest.h"
 #include "kernels/node_attrs.h"
 #include "kernels/op_attrs.h"
 #include "tests/unit/engine/engine_test_util.h"
+#include "tests/unit/engine/run_graph_def.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
 namespace ndserve::engine {
@@ -26,52 +26,10 @@ using kernels::testing::HostTensor;
 using kernels::testing::RandomFloats;
 
 using ::ndserve::engine::testing::Fp32Init;
+using ::ndserve::engine::testing::OpTypes;
+using ::ndserve::engine::testing::RunDef;
 
 Initializer Scalar(const std::string& name, float v) { return Fp32Init(name, {}, {v}); }
-
-HostTensor ToHost(const Initializer& init) {
-  HostTensor t{init.dtype, init.shape, std::vector<uint8_t>(init.bytes.size())};
-  std::memcpy(t.bytes.data(), init.bytes.data(), init.bytes.size());
-  return t;
-}
-
-// Runs `def`'s nodes in file order through the kernels of `device`, one at a time, and
-// returns graph output 0. Enough for the straight-line graphs of these tests.
-absl::StatusOr<HostTensor> RunDef(const GraphDef& def, Device device,
-                                  const std::vector<HostTensor>& inputs) {
-  DeviceRunner runner(device);
-  absl::flat_hash_map<std::string, HostTensor> values;
-  for (const Initializer& init : def.initializers) values[init.name] = ToHost(init);
-  for (std::size_t i = 0; i < inputs.size(); ++i) values[def.inputs[i].name] = inputs[i];
-  for (const NodeDef& n : def.nodes) {
-    NDS_ASSIGN_OR_RETURN(kernels::OpKind op,
-                         kernels::OpKindFromOnnx(n.op_type, n.domain, def.opset));
-    const kernels::OpInfo& info = kernels::GetOpInfo(op);
-    std::vector<HostTensor> in;
-    std::vector<std::optional<kernels::HostValue>> host(n.inputs.size());
-    for (std::size_t j = 0; j < n.inputs.size(); ++j) {
-      if (n.inputs[j].empty()) continue;
-      const HostTensor& t = values.at(n.inputs[j]);
-      if (info.IsHostInput(static_cast<int>(j))) {
-        NDS_ASSIGN_OR_RETURN(host[j], kernels::HostValue::FromBytes(t.dtype, t.shape, t.bytes));
-      } else {
-        in.push_back(t);
-      }
-    }
-    NDS_ASSIGN_OR_RETURN(
-        kernels::OpAttrs attrs,
-        kernels::BuildOpAttrs(op, def.opset, n.attrs, kernels::HostInputs(std::move(host))));
-    NDS_ASSIGN_OR_RETURN(std::vector<HostTensor> out, runner.Run(op, in, attrs));
-    values[n.outputs[0]] = std::move(out[0]);
-  }
-  return values.at(def.outputs[0].name);
-}
-
-std::vector<std::string> OpTypes(const GraphDef& def) {
-  std::vector<std::string> ops;
-  for (const NodeDef& n : def.nodes) ops.push_back(n.op_type);
-  return ops;
-}
 
 // x [4,8] -> Gemm(w [6,8] transB, b [6]) -> g -> Relu -> y.
 GraphDef GemmRelu() {

@@ -1,0 +1,29 @@
+#ifndef NDSERVE_ENGINE_FUSION_UTIL_H_
+#define NDSERVE_ENGINE_FUSION_UTIL_H_
+
+// What the load-time rewrites of engine/fusion.h share about editing a GraphDef.
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "engine/graph.h"
+
+namespace ndserve::engine::fusion {
+
+inline bool IsDefaultDomain(const NodeDef& n) {
+  return n.domain.empty() || n.domain == "ai.onnx";
+}
+
+// Removes the nodes marked in `removed`, keeping the others in order.
+inline void DropNodes(GraphDef* def, const std::vector<bool>& removed) {
+  std::vector<NodeDef> kept;
+  for (std::size_t i = 0; i < def->nodes.size(); ++i) {
+    if (!removed[i]) kept.push_back(std::move(def->nodes[i]));
+  }
+  def->nodes = std::move(kept);
+}
+
+}  // namespace ndserve::engine::fusion
+
+#endif  // NDSERVE_ENGINE_FUSION_UTIL_H_
