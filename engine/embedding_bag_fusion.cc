@@ -17,12 +17,7 @@ namespace ndserve::engine {
 namespace {
 
 using fusion::DropNodes;
-using fusion::IsDefaultDomain;
-
-bool IsNode(const NodeDef& n, const char* op, std::size_t inputs) {
-  return n.op_type == op && IsDefaultDomain(n) && n.inputs.size() == inputs &&
-         n.outputs.size() == 1 && !n.outputs[0].empty();
-}
+using fusion::IsNode;
 
 // An INT attribute, `fallback` when absent; nullopt when it holds another kind.
 std::optional<int64_t> IntAttr(const NodeDef& n, const char* name, int64_t fallback) {
@@ -94,7 +89,7 @@ class BagFuser {
   // Node `r` as the ReduceMean ending a bag; 1 when it was fused.
   int TryFuse(int r) {
     const NodeDef& mean = def_->nodes[r];
-    if (removed_[r] || !IsNode(mean, "ReduceMean", 1)) return 0;
+    if (removed_[r] || !IsNode(mean, "ReduceMean", 1, 1)) return 0;
     auto axes = mean.attrs.find("axes");
     const std::vector<int64_t>* axes_v =
         axes == mean.attrs.end() ? nullptr : std::get_if<std::vector<int64_t>>(&axes->second);
@@ -105,7 +100,7 @@ class BagFuser {
     const int lookup = Producer(mean.inputs[0]);
     if (lookup < 0) return 0;
     const NodeDef& rows = def_->nodes[lookup];
-    if (!IsNode(rows, "Gather", 2) || IntAttr(rows, "axis", 0) != 0) return 0;
+    if (!IsNode(rows, "Gather", 2, 1) || IntAttr(rows, "axis", 0) != 0) return 0;
     auto table = inits_.find(rows.inputs[0]);
     if (table == inits_.end() || table->second->dtype != DType::kFp32 ||
         table->second->shape.size() != 2) {
@@ -122,7 +117,7 @@ class BagFuser {
       picker = Producer(ids);
       if (picker < 0 || !Private(ids)) return 0;
       const NodeDef& pick = def_->nodes[picker];
-      if (!IsNode(pick, "Gather", 2) || IntAttr(pick, "axis", 0) != 1) return 0;
+      if (!IsNode(pick, "Gather", 2, 1) || IntAttr(pick, "axis", 0) != 1) return 0;
       const TensorSpec* all = IdsInput(pick.inputs[0], 3);
       const std::optional<int64_t> f = ScalarIndex(pick.inputs[1]);
       if (all == nullptr || !f.has_value() || all->dims[1] <= 0) return 0;

@@ -20,6 +20,7 @@ namespace {
 
 using fusion::DropNodes;
 using fusion::IsDefaultDomain;
+using fusion::IsNode;
 
 std::vector<float> Floats(const Initializer& init) {
   std::vector<float> v(init.bytes.size() / sizeof(float));
@@ -291,10 +292,10 @@ class EpilogueFuser {
     for (int i = 0; i < static_cast<int>(def_->nodes.size()); ++i) {
       if (removed_[i]) continue;
       const NodeDef& add = def_->nodes[i];
-      if (!Is(add, "Add", 2, 1)) continue;
+      if (!IsNode(add, "Add", 2, 1)) continue;
       for (int side = 0; side < 2; ++side) {
         const int mm = OnlyReaderProducer(add.inputs[side], i);
-        if (mm < 0 || !Is(def_->nodes[mm], "MatMul", 2, 1) || Fused(def_->nodes[mm])) continue;
+        if (mm < 0 || !IsNode(def_->nodes[mm], "MatMul", 2, 1) || Fused(def_->nodes[mm])) continue;
         const Initializer* bias = Fp32Init(add.inputs[1 - side]);
         const Initializer* b = Fp32Init(def_->nodes[mm].inputs[1]);
         if (bias == nullptr || b == nullptr || bias->shape.size() != 1 || b->shape.size() < 2 ||
@@ -317,8 +318,8 @@ class EpilogueFuser {
     for (int g = 0; g < static_cast<int>(def_->nodes.size()); ++g) {
       if (removed_[g]) continue;
       const NodeDef& node = def_->nodes[g];
-      if (!(Is(node, "Gemm", 2, 1) || Is(node, "Gemm", 3, 1) || Is(node, "MatMul", 2, 1) ||
-            Is(node, "MatMul", 3, 1)) ||
+      if (!(IsNode(node, "Gemm", 2, 1) || IsNode(node, "Gemm", 3, 1) ||
+            IsNode(node, "MatMul", 2, 1) || IsNode(node, "MatMul", 3, 1)) ||
           node.attrs.contains(kernels::kFusedActivationAttr)) {
         continue;
       }
@@ -326,9 +327,8 @@ class EpilogueFuser {
       if (graph_outputs_.contains(y)) continue;
       const std::vector<int> readers = Readers(y);  // a copy: Replace edits readers_
       if (readers.size() == 1) {
-        fused += FuseRelu(g, readers[0]) || FuseClip(g, readers[0]) || FuseDiv(g, readers[0])
-                     ? 1
-                     : 0;
+        fused +=
+            FuseRelu(g, readers[0]) || FuseClip(g, readers[0]) || FuseDiv(g, readers[0]) ? 1 : 0;
       } else if (readers.size() == 2 && FuseGelu(g, readers)) {
         fused += 5;
       }
@@ -340,17 +340,6 @@ class EpilogueFuser {
   void Compact() { DropNodes(def_, removed_); }
 
  private:
-  bool Is(const NodeDef& n, absl::string_view op, std::size_t inputs, std::size_t outputs) const {
-    if (n.op_type != op || !IsDefaultDomain(n) || n.inputs.size() != inputs ||
-        n.outputs.size() != outputs) {
-      return false;
-    }
-    for (const std::string& in : n.inputs) {
-      if (in.empty()) return false;
-    }
-    return !n.outputs[0].empty();
-  }
-
   static bool Fused(const NodeDef& n) {
     return n.attrs.contains(kernels::kFusedActivationAttr) ||
            n.attrs.contains(kernels::kFusedMatMulBiasAttr);
@@ -421,7 +410,7 @@ class EpilogueFuser {
   }
 
   bool FuseRelu(int g, int r) {
-    if (!Is(def_->nodes[r], "Relu", 1, 1)) return false;
+    if (!IsNode(def_->nodes[r], "Relu", 1, 1)) return false;
     SetActivation(g, "Relu", {});
     Replace(g, {r});
     return true;
@@ -449,7 +438,7 @@ class EpilogueFuser {
   // Div(product, scalar initializer): attention's scores over sqrt(head size).
   bool FuseDiv(int g, int r) {
     const NodeDef& div = def_->nodes[r];
-    if (!Is(div, "Div", 2, 1) || div.inputs[0] != def_->nodes[g].outputs[0] ||
+    if (!IsNode(div, "Div", 2, 1) || div.inputs[0] != def_->nodes[g].outputs[0] ||
         div.inputs[1] == div.inputs[0]) {
       return false;
     }
@@ -466,8 +455,8 @@ class EpilogueFuser {
     int div = -1, half_mul = -1;
     for (int r : readers) {
       const NodeDef& n = def_->nodes[r];
-      if (Is(n, "Div", 2, 1) && n.inputs[0] == x && n.inputs[1] != x) div = r;
-      if (Is(n, "Mul", 2, 1) && (n.inputs[0] == x) != (n.inputs[1] == x)) half_mul = r;
+      if (IsNode(n, "Div", 2, 1) && n.inputs[0] == x && n.inputs[1] != x) div = r;
+      if (IsNode(n, "Mul", 2, 1) && (n.inputs[0] == x) != (n.inputs[1] == x)) half_mul = r;
     }
     if (div < 0 || half_mul < 0) return false;
     const NodeDef& dn = def_->nodes[div];
@@ -475,14 +464,14 @@ class EpilogueFuser {
     const std::optional<float> d = Scalar(dn.inputs[1]);
     const std::optional<float> a = Scalar(hn.inputs[hn.inputs[0] == x ? 1 : 0]);
     const int erf = OnlyReader(dn.outputs[0]);
-    if (!d || !a || erf < 0 || !Is(def_->nodes[erf], "Erf", 1, 1)) return false;
+    if (!d || !a || erf < 0 || !IsNode(def_->nodes[erf], "Erf", 1, 1)) return false;
     const int add = OnlyReader(def_->nodes[erf].outputs[0]);
-    if (add < 0 || !Is(def_->nodes[add], "Add", 2, 1)) return false;
+    if (add < 0 || !IsNode(def_->nodes[add], "Add", 2, 1)) return false;
     const NodeDef& an = def_->nodes[add];
     const bool erf_first = an.inputs[0] == def_->nodes[erf].outputs[0];
     const std::optional<float> c = Scalar(an.inputs[erf_first ? 1 : 0]);
     const int mul = OnlyReader(an.outputs[0]);
-    if (!c || mul < 0 || !Is(def_->nodes[mul], "Mul", 2, 1)) return false;
+    if (!c || mul < 0 || !IsNode(def_->nodes[mul], "Mul", 2, 1)) return false;
     const NodeDef& mn = def_->nodes[mul];
     const bool pair = (mn.inputs[0] == hn.outputs[0] && mn.inputs[1] == an.outputs[0]) ||
                       (mn.inputs[1] == hn.outputs[0] && mn.inputs[0] == an.outputs[0]);

@@ -4,15 +4,29 @@
 // What the load-time rewrites of engine/fusion.h share about editing a GraphDef.
 
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "engine/graph.h"
 
 namespace ndserve::engine::fusion {
 
-inline bool IsDefaultDomain(const NodeDef& n) {
-  return n.domain.empty() || n.domain == "ai.onnx";
+inline bool IsDefaultDomain(const NodeDef& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+// A default-domain `op` node with exactly `inputs` inputs, all present, and `outputs`
+// outputs, the first of them used.
+inline bool IsNode(const NodeDef& n, absl::string_view op, std::size_t inputs,
+                   std::size_t outputs) {
+  if (n.op_type != op || !IsDefaultDomain(n) || n.inputs.size() != inputs ||
+      n.outputs.size() != outputs) {
+    return false;
+  }
+  for (const std::string& in : n.inputs) {
+    if (in.empty()) return false;
+  }
+  return !n.outputs[0].empty();
 }
 
 // Removes the nodes marked in `removed`, keeping the others in order.

@@ -33,7 +33,6 @@ void WorkerPool::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    stopping_seen_.store(true, std::memory_order_release);
     work_.SignalAll();
   }
   for (std::thread& t : threads_) {
@@ -58,7 +57,7 @@ void WorkerPool::Loop() {
           mu_.Unlock();
           SpinUntil(spin_micros_, [this] {
             return queued_.load(std::memory_order_acquire) > 0 ||
-                   stopping_seen_.load(std::memory_order_acquire);
+                   stopping_.load(std::memory_order_acquire);
           });
           mu_.Lock();
           --spinners_;

@@ -53,11 +53,11 @@ class WorkerPool {
   mutable absl::Mutex mu_;
   absl::CondVar work_;  // a task queued that no spinning thread will take, or stopping
   std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Set under mu_; read under it, or without it by the spinning threads.
+  std::atomic<bool> stopping_{false};
   int spinners_ ABSL_GUARDED_BY(mu_) = 0;
-  // Lock-free views of tasks_.size() and stopping_ for the spinning threads.
+  // tasks_.size() for the spinning threads, which watch it without the lock.
   std::atomic<size_t> queued_{0};
-  std::atomic<bool> stopping_seen_{false};
   std::vector<std::thread> threads_;
 };
 

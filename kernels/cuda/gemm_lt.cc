@@ -116,10 +116,9 @@ absl::StatusOr<bool> TryLtProduct(const KernelContext& ctx, const LtProduct& p) 
   if (p.bias != nullptr && AlignmentOf(p.bias) < 16) return false;
   if (p.m <= 0 || p.n <= 0 || p.k <= 0) return false;
   NDS_RETURN_IF_ERROR(CheckIntDims("Gemm", p.m, p.n, p.k));
-  const cublasLtEpilogue_t epilogue = p.bias != nullptr
-                                          ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                                  : CUBLASLT_EPILOGUE_BIAS)
-                                          : CUBLASLT_EPILOGUE_RELU;
+  const cublasLtEpilogue_t epilogue =
+      p.bias != nullptr ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                        : CUBLASLT_EPILOGUE_RELU;
   const auto lt = static_cast<cublasLtHandle_t>(ctx.cublaslt_handle);
 
   LtDescs d;
@@ -146,27 +145,34 @@ absl::StatusOr<bool> TryLtProduct(const KernelContext& ctx, const LtProduct& p) 
   NDS_RETURN_IF_ERROR(CublasStatus(
       cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)),
       "cublasLtMatrixLayoutCreate"));
-  NDS_RETURN_IF_ERROR(
-      CublasStatus(cublasLtMatrixLayoutCreate(&d.y, CUDA_R_32F, p.n, p.m, p.n),
-                   "cublasLtMatrixLayoutCreate"));
+  NDS_RETURN_IF_ERROR(CublasStatus(cublasLtMatrixLayoutCreate(&d.y, CUDA_R_32F, p.n, p.m, p.n),
+                                   "cublasLtMatrixLayoutCreate"));
 
-  const AlgoKey key{ctx.device.ordinal, p.m, p.n, p.k, p.trans_a, p.trans_b, ctx.tf32,
-                    static_cast<int32_t>(epilogue), AlignmentOf(p.a), AlignmentOf(p.b),
-                    AlignmentOf(p.y), ctx.cublas_workspace_bytes};
+  const AlgoKey key{ctx.device.ordinal,
+                    p.m,
+                    p.n,
+                    p.k,
+                    p.trans_a,
+                    p.trans_b,
+                    ctx.tf32,
+                    static_cast<int32_t>(epilogue),
+                    AlignmentOf(p.a),
+                    AlignmentOf(p.b),
+                    AlignmentOf(p.y),
+                    ctx.cublas_workspace_bytes};
   std::optional<cublasLtMatmulAlgo_t> algo;
   if (!AlgoCache::Get().Find(key, &algo)) {
-    NDS_RETURN_IF_ERROR(CublasStatus(cublasLtMatmulPreferenceCreate(&d.pref),
-                                     "cublasLtMatmulPreferenceCreate"));
     NDS_RETURN_IF_ERROR(
-        SetPref(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace));
+        CublasStatus(cublasLtMatmulPreferenceCreate(&d.pref), "cublasLtMatmulPreferenceCreate"));
+    NDS_RETURN_IF_ERROR(SetPref(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, key.workspace));
     NDS_RETURN_IF_ERROR(SetPref(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b));
     NDS_RETURN_IF_ERROR(SetPref(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a));
     NDS_RETURN_IF_ERROR(SetPref(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_y));
     NDS_RETURN_IF_ERROR(SetPref(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_y));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, d.op, d.a, d.b, d.y, d.y, d.pref,
-                                                             1, &result, &found);
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt, d.op, d.a, d.b, d.y, d.y, d.pref, 1, &result, &found);
     if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
       algo = result.algo;
     }

@@ -17,14 +17,13 @@ absl::StatusOr<Descs> InferBagMean(OpKind op, absl::Span<const TensorDesc> in,
   const std::size_t ids_rank = a.bag_select >= 0 ? 3 : 2;
   if (data.size() != 2 || a.axis != 0 || ids.size() != ids_rank ||
       (a.bag_select >= 0 && a.bag_select >= ids[1])) {
-    const std::string want =
-        a.bag_select >= 0
-            ? absl::StrCat("[batch, features, bag] indices with more than ", a.bag_select,
-                           " features")
-            : std::string("[batch, bag] indices");
-    return Invalid(op, absl::StrCat("a fused embedding bag takes a [rows, dim] table and ", want,
-                                    ", not data ", ShapeToString(data), " and indices ",
-                                    ShapeToString(ids)));
+    const std::string want = a.bag_select >= 0
+                                 ? absl::StrCat("[batch, features, bag] indices with more than ",
+                                                a.bag_select, " features")
+                                 : std::string("[batch, bag] indices");
+    return Invalid(
+        op, absl::StrCat("a fused embedding bag takes a [rows, dim] table and ", want,
+                         ", not data ", ShapeToString(data), " and indices ", ShapeToString(ids)));
   }
   return Descs{{DType::kFp32, Shape{ids[0], data[1]}}};
 }

@@ -72,9 +72,10 @@ TEST(CublasLtEpilogueTest, MlpGemmsAreOneCublasLtCallEachAndMatchTheCpu) {
     EXPECT_EQ(plain_calls, 0u) << "batch " << batch;
     const float lt_diff = gpu_testing::MaxAbsDiff(lt, cpu);
     const float plain_diff = gpu_testing::MaxAbsDiff(plain, cpu);
-    std::printf("mlp batch %lld against the CPU: max abs diff %g with cuBLASLt's epilogue, %g "
-                "without\n",
-                static_cast<long long>(batch), lt_diff, plain_diff);
+    std::printf(
+        "mlp batch %lld against the CPU: max abs diff %g with cuBLASLt's epilogue, %g "
+        "without\n",
+        static_cast<long long>(batch), lt_diff, plain_diff);
     // Probabilities in [0, 1]; FP32 products of 64-wide rows differ from the CPU's only
     // in summation order.
     EXPECT_LE(lt_diff, 1e-5f) << "batch " << batch;

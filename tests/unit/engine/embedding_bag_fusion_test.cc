@@ -58,10 +58,14 @@ GraphDef TwoFeatureBags() {
     const std::string s = absl::StrCat(f);
     def.initializers.push_back(Fp32Init("table" + s, {rows[f], 5}, RandomFloats(rows[f] * 5, f)));
     def.initializers.push_back(IndexInit("f" + s, pick[f]));
-    def.nodes.push_back({"pick" + s, "Gather", "", {"ids", "f" + s}, {"ids" + s},
-                         {{"axis", int64_t{1}}}});
+    def.nodes.push_back(
+        {"pick" + s, "Gather", "", {"ids", "f" + s}, {"ids" + s}, {{"axis", int64_t{1}}}});
     def.nodes.push_back({"lookup" + s, "Gather", "", {"table" + s, "ids" + s}, {"rows" + s}, {}});
-    def.nodes.push_back({"bag" + s, "ReduceMean", "", {"rows" + s}, {"bag" + s},
+    def.nodes.push_back({"bag" + s,
+                         "ReduceMean",
+                         "",
+                         {"rows" + s},
+                         {"bag" + s},
                          {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}});
     bags.push_back("bag" + s);
   }
@@ -71,8 +75,8 @@ GraphDef TwoFeatureBags() {
 
 // Ids valid for both tables (rows 10 and 7), negative ones among them.
 HostTensor GoodIds() {
-  return Ids<int64_t>({3, 2, 4}, {0, 9, -1, 3, 6, -7, 2, 2, 4, 4, 4, 1, 0, 5, -3, 6,
-                                  8, 7, -10, 2, 1, 1, 3, -2});
+  return Ids<int64_t>(
+      {3, 2, 4}, {0, 9, -1, 3, 6, -7, 2, 2, 4, 4, 4, 1, 0, 5, -3, 6, 8, 7, -10, 2, 1, 1, 3, -2});
 }
 
 TEST(FuseEmbeddingBagsTest, FoldsEachBagAndItsFeaturePickIntoOneGather) {
@@ -108,7 +112,11 @@ TEST(FuseEmbeddingBagsTest, FoldsABagOfTwoDimensionalIds) {
   def.outputs.push_back({"y", DType::kFp32, {-1, 4}});
   def.initializers.push_back(Fp32Init("table", {6, 4}, RandomFloats(24, 9)));
   def.nodes.push_back({"lookup", "Gather", "", {"table", "ids"}, {"rows"}, {}});
-  def.nodes.push_back({"bag", "ReduceMean", "", {"rows"}, {"y"},
+  def.nodes.push_back({"bag",
+                       "ReduceMean",
+                       "",
+                       {"rows"},
+                       {"y"},
                        {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}}});
   const GraphDef original = def;
   absl::StatusOr<int> fused = FuseEmbeddingBags(&def);
@@ -154,8 +162,7 @@ TEST(FuseEmbeddingBagsTest, LeavesWhatItCannotFoldExactly) {
   };
   const std::vector<Case> cases = {
       {"keepdims 1", [](GraphDef* d) { d->nodes[2].attrs["keepdims"] = int64_t{1}; }},
-      {"another axis",
-       [](GraphDef* d) { d->nodes[2].attrs["axes"] = std::vector<int64_t>{2}; }},
+      {"another axis", [](GraphDef* d) { d->nodes[2].attrs["axes"] = std::vector<int64_t>{2}; }},
       {"rows read elsewhere", [](GraphDef* d) { d->outputs.push_back({"rows0"}); }},
       {"ids read elsewhere", [](GraphDef* d) { d->outputs.push_back({"ids0"}); }},
       {"table not an initializer",
@@ -164,8 +171,7 @@ TEST(FuseEmbeddingBagsTest, LeavesWhatItCannotFoldExactly) {
          d->inputs.push_back({"table0", DType::kFp32, {10, 5}});
        }},
       {"features not fixed", [](GraphDef* d) { d->inputs[0].dims[1] = -1; }, 0},
-      {"pick outside the features",
-       [](GraphDef* d) { d->initializers[1] = IndexInit("f0", 2); }},
+      {"pick outside the features", [](GraphDef* d) { d->initializers[1] = IndexInit("f0", 2); }},
       {"pick on axis 2", [](GraphDef* d) { d->nodes[0].attrs["axis"] = int64_t{2}; }},
   };
   for (const Case& c : cases) {
