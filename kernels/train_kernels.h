@@ -74,8 +74,9 @@ struct TrainKernels {
   absl::Status (*sum_rows)(const KernelContext& ctx, const float* src, std::int64_t rows,
                            std::int64_t cols, float* dst, bool accumulate);
   // Gather's (embedding) backward: table_grad[ids[i]] += grad[i] row by row, rows of
-  // `width`; repeated ids add up (atomics on CUDA). An id outside [0, table_rows) is
-  // INVALID_ARGUMENT on the CPU and sets ctx.error_flag on CUDA, as `loss`.
+  // `width`; repeated ids add up (atomics on CUDA). A negative id counts from the end, as
+  // in ONNX Gather; one outside [-table_rows, table_rows) is INVALID_ARGUMENT on the CPU
+  // and sets ctx.error_flag on CUDA, as `loss`.
   absl::Status (*add_rows)(const KernelContext& ctx, const std::int64_t* ids, std::int64_t count,
                            const float* grad, std::int64_t width, float* table_grad,
                            std::int64_t table_rows);
@@ -95,6 +96,13 @@ struct TrainKernels {
   // *out (+)= sum of x^2 (the gradient norm, one float on the device).
   absl::Status (*sum_squares)(const KernelContext& ctx, const float* x, std::int64_t n, float* out,
                               bool accumulate);
+  // dst[i] = value: zeroing gradients in place, the root gradient of 1.
+  absl::Status (*fill)(const KernelContext& ctx, float* dst, std::int64_t n, float value);
+  // dst (+)= alpha src over n elements: handing a gradient on, adding one consumer's
+  // share to another's, scaling a reduced gradient, copying a value. src and dst may be
+  // the same buffer, not partly overlapping ones.
+  absl::Status (*axpy)(const KernelContext& ctx, float alpha, const float* src, float* dst,
+                       std::int64_t n, bool accumulate);
 };
 
 // The table for `kind`: the CPU always; CUDA when the build has the CUDA backend

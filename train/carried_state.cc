@@ -4,7 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "train/cpu_math.h"
+#include "train/array_helpers.h"
+#include "train/compute.h"
 
 namespace ndserve::train {
 
@@ -36,18 +37,14 @@ absl::Status CarriedState::Carry(absl::Span<const Variable> next) {
                                                      next[i].value().DebugString()));
     }
     UnchainBackward(next[i]);
-    NDS_ASSIGN_OR_RETURN(void* dst, arrays_[i].Data());
-    NDS_ASSIGN_OR_RETURN(void* src, next[i].value().Data());
-    if (dst != src) std::memcpy(dst, src, arrays_[i].nbytes());
+    // A copy on the step's device (train/compute.h), queued like the step's kernels.
+    NDS_RETURN_IF_ERROR(Axpy(1.0f, next[i].value(), arrays_[i], false));
   }
   return absl::OkStatus();
 }
 
 absl::Status CarriedState::Reset() {
-  for (const NDArray& a : arrays_) {
-    NDS_ASSIGN_OR_RETURN(void* dst, a.Data());
-    std::memset(dst, 0, a.nbytes());
-  }
+  for (const NDArray& a : arrays_) NDS_RETURN_IF_ERROR(Fill(a, 0.0f));
   return absl::OkStatus();
 }
 

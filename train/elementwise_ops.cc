@@ -1,171 +1,83 @@
 #include "train/elementwise_ops.h"
 
-#include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "base/status_macros.h"
 #include "kernels/train_kernels.h"
-#include "train/cpu_math.h"
+#include "train/compute.h"
+#include "train/array_helpers.h"
 
 namespace ndserve::train {
 namespace {
 
-enum class BinaryKind { kAdd, kSub, kMul, kDiv };
+using kernels::OpKind;
 
-const char* BinaryName(BinaryKind kind) {
-  switch (kind) {
-    case BinaryKind::kAdd:
-      return "Add";
-    case BinaryKind::kSub:
-      return "Sub";
-    case BinaryKind::kMul:
-      return "Mul";
-    case BinaryKind::kDiv:
-      return "Div";
-  }
-  return "?";
-}
-
-// Offsets of each output element into a and b; empty when that input has the output's
-// shape (the flat loop).
-struct BinaryPlan {
-  Dims out;
-  std::vector<std::int64_t> a_off, b_off;
-  std::int64_t Ai(std::int64_t e) const { return a_off.empty() ? e : a_off[e]; }
-  std::int64_t Bi(std::int64_t e) const { return b_off.empty() ? e : b_off[e]; }
-};
-
-absl::StatusOr<BinaryPlan> Plan(const NDArray& a, const NDArray& b) {
-  BinaryPlan plan;
-  NDS_ASSIGN_OR_RETURN(plan.out, BroadcastShapes(a.shape(), b.shape()));
-  const std::int64_t n = NumElements(plan.out);
-  if (a.num_elements() != n || a.rank() != static_cast<int>(plan.out.size())) {
-    plan.a_off = BroadcastOffsets(a.shape(), plan.out);
-  }
-  if (b.num_elements() != n || b.rank() != static_cast<int>(plan.out.size())) {
-    plan.b_off = BroadcastOffsets(b.shape(), plan.out);
-  }
-  return plan;
-}
-
-// Input i's gradient from a full-size contribution `full` (output's shape).
-absl::Status GiveReduced(BackwardContext& ctx, int i, const NDArray& full,
-                         absl::Span<const std::int64_t> out_shape) {
+// Input i's gradient from a contribution `full` of the output's shape: handed over as it
+// is when the input has that many elements, else summed down to the input's shape
+// (a broadcast operand), scaled by `alpha`.
+absl::Status GiveReduced(BackwardContext& ctx, int i, const NDArray& full, float alpha) {
   const NDArray& in = ctx.node().inputs[static_cast<std::size_t>(i)].value();
-  if (in.num_elements() == full.num_elements()) return ctx.Add(i, full);
+  if (alpha == 1.0f && in.num_elements() == full.num_elements()) return ctx.Add(i, full);
   NDS_ASSIGN_OR_RETURN(GradSlot slot, ctx.Slot(i));
-  NDS_ASSIGN_OR_RETURN(float* dst, F32(slot.array));
-  NDS_ASSIGN_OR_RETURN(float* src, F32(full));
-  ReduceToShape(src, out_shape, in.shape(), dst, slot.accumulate);
-  return absl::OkStatus();
+  return AddReduced(ctx.scope(), alpha, full, in.shape(), slot.array, slot.accumulate);
 }
 
-absl::StatusOr<Variable> Binary(BinaryKind kind, NDManager& scope, const Variable& a,
+// The forward kernels of kernels/dispatch.h broadcast both operands; the backward is
+// written with the same kernels (products and quotients of the output gradient), so
+// it runs wherever the step runs.
+absl::StatusOr<Variable> Binary(OpKind op, const char* name, NDManager& scope, const Variable& a,
                                 const Variable& b) {
-  NDS_ASSIGN_OR_RETURN(BinaryPlan plan, Plan(a.value(), b.value()));
-  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, plan.out));
-  NDS_ASSIGN_OR_RETURN(const float* pa, F32(a.value()));
-  NDS_ASSIGN_OR_RETURN(const float* pb, F32(b.value()));
-  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
-  const std::int64_t n = out.num_elements();
-  const bool flat = plan.a_off.empty() && plan.b_off.empty();
-  switch (kind) {
-    case BinaryKind::kAdd:
-      if (flat) {
-        for (std::int64_t e = 0; e < n; ++e) po[e] = pa[e] + pb[e];
-      } else {
-        for (std::int64_t e = 0; e < n; ++e) po[e] = pa[plan.Ai(e)] + pb[plan.Bi(e)];
-      }
-      break;
-    case BinaryKind::kSub:
-      for (std::int64_t e = 0; e < n; ++e) po[e] = pa[plan.Ai(e)] - pb[plan.Bi(e)];
-      break;
-    case BinaryKind::kMul:
-      for (std::int64_t e = 0; e < n; ++e) po[e] = pa[plan.Ai(e)] * pb[plan.Bi(e)];
-      break;
-    case BinaryKind::kDiv:
-      for (std::int64_t e = 0; e < n; ++e) po[e] = pa[plan.Ai(e)] / pb[plan.Bi(e)];
-      break;
-  }
-  auto shared = std::make_shared<BinaryPlan>(std::move(plan));
-  auto creator = Record(
-      BinaryName(kind), {a, b},
-      [kind, shared](BackwardContext& ctx, const NDArray& g) -> absl::Status {
-        const BinaryPlan& p = *shared;
-        NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-        NDS_ASSIGN_OR_RETURN(const float* pa, F32(ctx.node().inputs[0].value()));
-        NDS_ASSIGN_OR_RETURN(const float* pb, F32(ctx.node().inputs[1].value()));
-        const std::int64_t n = g.num_elements();
-        for (int i = 0; i < 2; ++i) {
-          if (!ctx.NeedsGrad(i)) continue;
-          if (kind == BinaryKind::kAdd || (kind == BinaryKind::kSub && i == 0)) {
-            NDS_RETURN_IF_ERROR(GiveReduced(ctx, i, g, p.out));
-            continue;
-          }
-          NDS_ASSIGN_OR_RETURN(NDArray full, NewF32(ctx.scope(), p.out));
-          NDS_ASSIGN_OR_RETURN(float* pf, F32(full));
-          if (kind == BinaryKind::kSub) {
-            for (std::int64_t e = 0; e < n; ++e) pf[e] = -pg[e];
-          } else if (kind == BinaryKind::kMul) {
-            for (std::int64_t e = 0; e < n; ++e) {
-              pf[e] = pg[e] * (i == 0 ? pb[p.Bi(e)] : pa[p.Ai(e)]);
-            }
-          } else if (i == 0) {
-            for (std::int64_t e = 0; e < n; ++e) pf[e] = pg[e] / pb[p.Bi(e)];
-          } else {
-            for (std::int64_t e = 0; e < n; ++e) {
-              const float bv = pb[p.Bi(e)];
-              pf[e] = -pg[e] * pa[p.Ai(e)] / (bv * bv);
-            }
-          }
-          NDS_RETURN_IF_ERROR(GiveReduced(ctx, i, full, p.out));
+  NDS_ASSIGN_OR_RETURN(NDArray out, RunOp(scope, op, {View(a.value()), View(b.value())}));
+  auto creator = Record(name, {a, b}, [op, out](BackwardContext& ctx, const NDArray& g) -> absl::Status {
+    const NDArray& a = ctx.node().inputs[0].value();
+    const NDArray& b = ctx.node().inputs[1].value();
+    for (int i = 0; i < 2; ++i) {
+      if (!ctx.NeedsGrad(i)) continue;
+      NDManager& scope = ctx.scope();
+      switch (op) {
+        case OpKind::kAdd:
+          NDS_RETURN_IF_ERROR(GiveReduced(ctx, i, g, 1.0f));
+          break;
+        case OpKind::kSub:
+          NDS_RETURN_IF_ERROR(GiveReduced(ctx, i, g, i == 0 ? 1.0f : -1.0f));
+          break;
+        case OpKind::kMul: {
+          NDS_ASSIGN_OR_RETURN(NDArray full,
+                               RunOp(scope, OpKind::kMul, {View(g), View(i == 0 ? b : a)}));
+          NDS_RETURN_IF_ERROR(GiveReduced(ctx, i, full, 1.0f));
+          break;
         }
-        return absl::OkStatus();
-      });
+        case OpKind::kDiv: {
+          // d/da = g / b; d/db = -g a / b^2 = -(g (a / b)) / b, from the kept output.
+          NDS_ASSIGN_OR_RETURN(NDArray full, RunOp(scope, OpKind::kDiv, {View(g), View(b)}));
+          if (i == 1) {
+            NDS_ASSIGN_OR_RETURN(full, RunOp(scope, OpKind::kMul, {View(full), View(out)}));
+          }
+          NDS_RETURN_IF_ERROR(GiveReduced(ctx, i, full, i == 0 ? 1.0f : -1.0f));
+          break;
+        }
+        default:
+          return absl::InternalError("not a binary op");
+      }
+    }
+    return absl::OkStatus();
+  });
   return Variable::FromOp(std::move(out), std::move(creator));
 }
 
-enum class UnaryKind { kRelu, kSigmoid, kTanh };
-
-absl::StatusOr<Variable> Unary(UnaryKind kind, NDManager& scope, const Variable& x) {
-  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, x.shape()));
-  NDS_ASSIGN_OR_RETURN(const float* px, F32(x.value()));
-  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
-  const std::int64_t n = out.num_elements();
-  const char* name = "Relu";
-  switch (kind) {
-    case UnaryKind::kRelu:
-      for (std::int64_t e = 0; e < n; ++e) po[e] = px[e] > 0.0f ? px[e] : 0.0f;
-      break;
-    case UnaryKind::kSigmoid:
-      name = "Sigmoid";
-      for (std::int64_t e = 0; e < n; ++e) po[e] = 1.0f / (1.0f + std::exp(-px[e]));
-      break;
-    case UnaryKind::kTanh:
-      name = "Tanh";
-      for (std::int64_t e = 0; e < n; ++e) po[e] = std::tanh(px[e]);
-      break;
-  }
-  // Each backward is written in terms of the output, which the node keeps; the loop is
-  // the training math table's (kernels/train_kernels.h, docs/design.md §10.2).
+absl::StatusOr<Variable> Unary(OpKind op, const char* name, kernels::ActivationKind kind,
+                               NDManager& scope, const Variable& x) {
+  NDS_ASSIGN_OR_RETURN(NDArray out, RunOp(scope, op, {View(x.value())}));
+  // Each backward is written in terms of the output, which the node keeps.
   auto creator =
       Record(name, {x}, [kind, out](BackwardContext& ctx, const NDArray& g) -> absl::Status {
-        if (g.device().is_cuda()) {
-          return absl::UnimplementedError("activation backward on CUDA arrays is not wired yet");
-        }
-        NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
-                             kernels::LookupTrainKernels(DeviceKind::kCpu));
+        NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&g, &out}));
         NDS_ASSIGN_OR_RETURN(GradSlot slot, ctx.Slot(0));
         NDS_ASSIGN_OR_RETURN(float* dst, F32(slot.array));
         NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
         NDS_ASSIGN_OR_RETURN(const float* py, F32(out));
-        const kernels::ActivationKind activation =
-            kind == UnaryKind::kRelu      ? kernels::ActivationKind::kRelu
-            : kind == UnaryKind::kSigmoid ? kernels::ActivationKind::kSigmoid
-                                          : kernels::ActivationKind::kTanh;
-        return math->activation_backward(kernels::KernelContext::Cpu(), activation, py, pg, dst,
-                                         g.num_elements(), slot.accumulate);
+        return math->activation_backward(CurrentContext(), kind, py, pg, dst, g.num_elements(),
+                                         slot.accumulate);
       });
   return Variable::FromOp(std::move(out), std::move(creator));
 }
@@ -173,25 +85,25 @@ absl::StatusOr<Variable> Unary(UnaryKind kind, NDManager& scope, const Variable&
 }  // namespace
 
 absl::StatusOr<Variable> Add(NDManager& scope, const Variable& a, const Variable& b) {
-  return Binary(BinaryKind::kAdd, scope, a, b);
+  return Binary(OpKind::kAdd, "Add", scope, a, b);
 }
 absl::StatusOr<Variable> Sub(NDManager& scope, const Variable& a, const Variable& b) {
-  return Binary(BinaryKind::kSub, scope, a, b);
+  return Binary(OpKind::kSub, "Sub", scope, a, b);
 }
 absl::StatusOr<Variable> Mul(NDManager& scope, const Variable& a, const Variable& b) {
-  return Binary(BinaryKind::kMul, scope, a, b);
+  return Binary(OpKind::kMul, "Mul", scope, a, b);
 }
 absl::StatusOr<Variable> Div(NDManager& scope, const Variable& a, const Variable& b) {
-  return Binary(BinaryKind::kDiv, scope, a, b);
+  return Binary(OpKind::kDiv, "Div", scope, a, b);
 }
 absl::StatusOr<Variable> Relu(NDManager& scope, const Variable& x) {
-  return Unary(UnaryKind::kRelu, scope, x);
+  return Unary(OpKind::kRelu, "Relu", kernels::ActivationKind::kRelu, scope, x);
 }
 absl::StatusOr<Variable> Sigmoid(NDManager& scope, const Variable& x) {
-  return Unary(UnaryKind::kSigmoid, scope, x);
+  return Unary(OpKind::kSigmoid, "Sigmoid", kernels::ActivationKind::kSigmoid, scope, x);
 }
 absl::StatusOr<Variable> Tanh(NDManager& scope, const Variable& x) {
-  return Unary(UnaryKind::kTanh, scope, x);
+  return Unary(OpKind::kTanh, "Tanh", kernels::ActivationKind::kTanh, scope, x);
 }
 
 }  // namespace ndserve::train

@@ -6,7 +6,8 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "kernels/train_kernels.h"
-#include "train/cpu_math.h"
+#include "train/compute.h"
+#include "train/array_helpers.h"
 
 namespace ndserve::train {
 namespace {
@@ -23,23 +24,21 @@ absl::Status ShapeError(const char* op, const Variable& a, const Variable& b) {
 absl::Status AccumulateProductGrads(BackwardContext& ctx, const NDArray& g, bool trans_a,
                                     bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                                     float alpha) {
-  if (g.device().is_cuda()) {
-    return absl::UnimplementedError("Gemm backward on CUDA arrays is not wired yet");
-  }
-  NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
-                       kernels::LookupTrainKernels(DeviceKind::kCpu));
-  const kernels::KernelContext cpu = kernels::KernelContext::Cpu();
+  const NDArray& a = ctx.node().inputs[0].value();
+  const NDArray& b = ctx.node().inputs[1].value();
+  NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&g, &a, &b}));
+  const kernels::KernelContext& kctx = CurrentContext();
   NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-  NDS_ASSIGN_OR_RETURN(const float* pa, F32(ctx.node().inputs[0].value()));
-  NDS_ASSIGN_OR_RETURN(const float* pb, F32(ctx.node().inputs[1].value()));
+  NDS_ASSIGN_OR_RETURN(const float* pa, F32(a));
+  NDS_ASSIGN_OR_RETURN(const float* pb, F32(b));
   if (ctx.NeedsGrad(0)) {
     NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
     NDS_ASSIGN_OR_RETURN(float* da, F32(s.array));
     const float beta = s.accumulate ? 1.0f : 0.0f;
     if (!trans_a) {  // dA[m,k] = dY[m,n] op(B)^T
-      NDS_RETURN_IF_ERROR(math->gemm(cpu, false, !trans_b, m, k, n, alpha, pg, pb, beta, da));
+      NDS_RETURN_IF_ERROR(math->gemm(kctx, false, !trans_b, m, k, n, alpha, pg, pb, beta, da));
     } else {  // dA[k,m] = op(B)[k,n] dY^T
-      NDS_RETURN_IF_ERROR(math->gemm(cpu, trans_b, true, k, m, n, alpha, pb, pg, beta, da));
+      NDS_RETURN_IF_ERROR(math->gemm(kctx, trans_b, true, k, m, n, alpha, pb, pg, beta, da));
     }
   }
   if (ctx.NeedsGrad(1)) {
@@ -47,9 +46,9 @@ absl::Status AccumulateProductGrads(BackwardContext& ctx, const NDArray& g, bool
     NDS_ASSIGN_OR_RETURN(float* db, F32(s.array));
     const float beta = s.accumulate ? 1.0f : 0.0f;
     if (!trans_b) {  // dB[k,n] = op(A)^T dY
-      NDS_RETURN_IF_ERROR(math->gemm(cpu, !trans_a, false, k, n, m, alpha, pa, pg, beta, db));
+      NDS_RETURN_IF_ERROR(math->gemm(kctx, !trans_a, false, k, n, m, alpha, pa, pg, beta, db));
     } else {  // dB[n,k] = dY^T op(A)
-      NDS_RETURN_IF_ERROR(math->gemm(cpu, true, trans_a, n, k, m, alpha, pg, pa, beta, db));
+      NDS_RETURN_IF_ERROR(math->gemm(kctx, true, trans_a, n, k, m, alpha, pg, pa, beta, db));
     }
   }
   return absl::OkStatus();
@@ -66,9 +65,6 @@ absl::StatusOr<Variable> Gemm(NDManager& scope, const Variable& a, const Variabl
   const std::int64_t n = o.trans_b ? b.shape()[0] : b.shape()[1];
   if (k != kb) return ShapeError("Gemm", a, b);
   const Dims out_shape{m, n};
-  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, out_shape));
-  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
-  float beta = 0.0f;
   const bool has_c = !c.is_null();
   if (has_c) {
     NDS_ASSIGN_OR_RETURN(Dims bc, BroadcastShapes(c.shape(), out_shape));
@@ -76,18 +72,16 @@ absl::StatusOr<Variable> Gemm(NDManager& scope, const Variable& a, const Variabl
       return absl::InvalidArgumentError(absl::StrCat(
           "Gemm: C [", absl::StrJoin(c.shape(), ","), "] does not broadcast to [", m, ",", n, "]"));
     }
-    NDS_ASSIGN_OR_RETURN(const float* pc, F32(c.value()));
-    if (c.value().num_elements() == m * n) {
-      Store(po, pc, m * n, false);
-    } else {
-      const std::vector<std::int64_t> offsets = BroadcastOffsets(c.shape(), out_shape);
-      for (std::int64_t e = 0; e < m * n; ++e) po[e] = pc[offsets[e]];
-    }
-    beta = o.beta;
   }
-  NDS_ASSIGN_OR_RETURN(const float* pa, F32(a.value()));
-  NDS_ASSIGN_OR_RETURN(const float* pb, F32(b.value()));
-  Sgemm(o.trans_a, o.trans_b, m, n, k, o.alpha, pa, pb, beta, po);
+  // The forward Gemm kernel (kernels/dispatch.h) broadcasts C itself.
+  kernels::GemmAttrs attrs;
+  attrs.alpha = o.alpha;
+  attrs.beta = o.beta;
+  attrs.trans_a = o.trans_a;
+  attrs.trans_b = o.trans_b;
+  std::vector<kernels::TensorView> in{View(a.value()), View(b.value())};
+  if (has_c) in.push_back(View(c.value()));
+  NDS_ASSIGN_OR_RETURN(NDArray out, RunOp(scope, kernels::OpKind::kGemm, in, attrs));
 
   std::vector<Variable> inputs{a, b};
   if (has_c) inputs.push_back(c);
@@ -95,18 +89,9 @@ absl::StatusOr<Variable> Gemm(NDManager& scope, const Variable& a, const Variabl
                         [o, m, n, k](BackwardContext& ctx, const NDArray& g) -> absl::Status {
     NDS_RETURN_IF_ERROR(AccumulateProductGrads(ctx, g, o.trans_a, o.trans_b, m, n, k, o.alpha));
     if (ctx.node().inputs.size() > 2 && ctx.NeedsGrad(2)) {
-      NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
       NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(2));
-      NDS_ASSIGN_OR_RETURN(float* dc, F32(s.array));
       const NDArray& c = ctx.node().inputs[2].value();
-      const Dims out_shape{m, n};
-      if (o.beta == 1.0f) {
-        ReduceToShape(pg, out_shape, c.shape(), dc, s.accumulate);
-      } else {
-        std::vector<float> scaled(pg, pg + m * n);
-        for (float& v : scaled) v *= o.beta;
-        ReduceToShape(scaled.data(), out_shape, c.shape(), dc, s.accumulate);
-      }
+      NDS_RETURN_IF_ERROR(AddReduced(ctx.scope(), o.beta, g, c.shape(), s.array, s.accumulate));
     }
     return absl::OkStatus();
   });
@@ -120,13 +105,8 @@ absl::StatusOr<Variable> MatMul(NDManager& scope, const Variable& a, const Varia
   const std::int64_t k = b.shape()[0];
   const std::int64_t n = b.shape()[1];
   const std::int64_t m = a.value().num_elements() / std::max<std::int64_t>(k, 1);
-  Dims out_shape(a.shape().begin(), a.shape().end());
-  out_shape.back() = n;
-  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, out_shape));
-  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
-  NDS_ASSIGN_OR_RETURN(const float* pa, F32(a.value()));
-  NDS_ASSIGN_OR_RETURN(const float* pb, F32(b.value()));
-  Sgemm(false, false, m, n, k, 1.0f, pa, pb, 0.0f, po);
+  NDS_ASSIGN_OR_RETURN(NDArray out, RunOp(scope, kernels::OpKind::kMatMul,
+                                          {View(a.value()), View(b.value())}, kernels::GemmAttrs{}));
   auto creator = Record("MatMul", {a, b},
                         [m, n, k](BackwardContext& ctx, const NDArray& g) -> absl::Status {
     return AccumulateProductGrads(ctx, g, false, false, m, n, k, 1.0f);

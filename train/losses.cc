@@ -8,7 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "kernels/train_kernels.h"
-#include "train/cpu_math.h"
+#include "train/compute.h"
+#include "train/array_helpers.h"
 
 namespace ndserve::train {
 namespace {
@@ -22,34 +23,27 @@ absl::Status SameShape(const char* op, const Variable& a, const Variable& b) {
                                                  "] differ"));
 }
 
-absl::StatusOr<NDArray> Scalar(NDManager& scope, float value) {
-  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, Dims{}));
-  NDS_ASSIGN_OR_RETURN(float* p, F32(out));
-  *p = value;
-  return out;
-}
-
 // Input 0's gradient: the scalar output gradient times `per_element` (d loss / d input,
-// computed by the forward into the batch scope).
+// computed by the forward into the batch scope). The scalar stays on the step's device
+// (a broadcasting Mul), so nothing waits for it.
 absl::Status GiveScaled(BackwardContext& ctx, const NDArray& g, const NDArray& per_element) {
-  NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-  NDS_ASSIGN_OR_RETURN(const float* d, F32(per_element));
-  NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
-  NDS_ASSIGN_OR_RETURN(float* dst, F32(s.array));
-  const float factor = *pg;
-  for (std::int64_t e = 0; e < per_element.num_elements(); ++e) {
-    dst[e] = s.accumulate ? dst[e] + factor * d[e] : factor * d[e];
-  }
-  return absl::OkStatus();
+  NDS_ASSIGN_OR_RETURN(NDArray full, RunOp(ctx.scope(), kernels::OpKind::kMul,
+                                           {View(per_element), View(g, {})}));
+  return ctx.Add(0, full);
 }
 
-// The losses' math is the table's on the prediction's device: the CPU's until train/
-// runs on CUDA (docs/design.md §10.2).
-absl::StatusOr<const kernels::TrainKernels*> MathFor(const NDArray& prediction) {
-  if (prediction.device().is_cuda()) {
-    return absl::UnimplementedError("losses on CUDA predictions are not wired yet");
-  }
-  return kernels::LookupTrainKernels(DeviceKind::kCpu);
+// The loss (a scalar array in `scope`) and the per-element gradient from the table.
+absl::StatusOr<NDArray> ComputeLoss(NDManager& scope, kernels::TrainLossKind kind,
+                                    const NDArray& prediction, const NDArray& labels,
+                                    std::int64_t rows, std::int64_t cols, const NDArray& grad) {
+  NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&prediction, &labels, &grad}));
+  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, Dims{}));
+  NDS_ASSIGN_OR_RETURN(const float* px, F32(prediction));
+  NDS_ASSIGN_OR_RETURN(const void* pl, labels.Data());
+  NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
+  NDS_ASSIGN_OR_RETURN(float* loss, F32(out));
+  NDS_RETURN_IF_ERROR(math->loss(CurrentContext(), kind, px, pl, rows, cols, loss, d));
+  return out;
 }
 
 }  // namespace
@@ -63,18 +57,12 @@ absl::StatusOr<Variable> CrossEntropyLoss(NDManager& scope, const Variable& logi
         absl::StrJoin(logits.shape(), ","), "] and ", labels.value().DebugString()));
   }
   const std::int64_t n = logits.shape()[0], c = logits.shape()[1];
-  NDS_ASSIGN_OR_RETURN(const float* px, F32(logits.value()));
-  NDS_ASSIGN_OR_RETURN(const std::int64_t* pl, labels.value().DataAs<std::int64_t>());
-  // d loss / d logits = (softmax - onehot) / N, kept for the backward.
+  // The loss and d loss / d logits = (softmax - onehot) / N, kept for the backward, come
+  // from the training math table (kernels/train_kernels.h), which refuses a label outside
+  // [0, C).
   NDS_ASSIGN_OR_RETURN(NDArray grad, NewF32(scope, logits.shape()));
-  NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
-  // The loss and d loss / d logits = (softmax - onehot) / N come from the training math
-  // table (kernels/train_kernels.h), which refuses a label outside [0, C).
-  NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor(logits.value()));
-  float loss = 0.0f;
-  NDS_RETURN_IF_ERROR(math->loss(kernels::KernelContext::Cpu(),
-                                 kernels::TrainLossKind::kCrossEntropy, px, pl, n, c, &loss, d));
-  NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, loss));
+  NDS_ASSIGN_OR_RETURN(NDArray out, ComputeLoss(scope, kernels::TrainLossKind::kCrossEntropy,
+                                                logits.value(), labels.value(), n, c, grad));
   auto creator = Record("CrossEntropyLoss", {logits, labels},
                         [grad](BackwardContext& ctx, const NDArray& g) {
                           return GiveScaled(ctx, g, grad);
@@ -91,15 +79,14 @@ absl::StatusOr<Variable> MeanElementwiseLoss(const char* name, kernels::TrainLos
                                              NDManager& scope, const Variable& prediction,
                                              const Variable& target) {
   NDS_RETURN_IF_ERROR(SameShape(name, prediction, target));
+  if (target.value().dtype() != DType::kFp32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": the target is ", target.value().DebugString(), ", not FP32"));
+  }
   const std::int64_t n = prediction.value().num_elements();
-  NDS_ASSIGN_OR_RETURN(const float* px, F32(prediction.value()));
-  NDS_ASSIGN_OR_RETURN(const float* pt, F32(target.value()));
   NDS_ASSIGN_OR_RETURN(NDArray grad, NewF32(scope, prediction.shape()));
-  NDS_ASSIGN_OR_RETURN(float* d, F32(grad));
-  NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor(prediction.value()));
-  float loss = 0.0f;
-  NDS_RETURN_IF_ERROR(math->loss(kernels::KernelContext::Cpu(), kind, px, pt, n, 1, &loss, d));
-  NDS_ASSIGN_OR_RETURN(NDArray out, Scalar(scope, loss));
+  NDS_ASSIGN_OR_RETURN(NDArray out,
+                       ComputeLoss(scope, kind, prediction.value(), target.value(), n, 1, grad));
   auto creator = Record(name, {prediction, target},
                         [grad](BackwardContext& ctx, const NDArray& g) {
                           return GiveScaled(ctx, g, grad);

@@ -6,7 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/train_kernels.h"
-#include "train/cpu_math.h"
+#include "train/array_helpers.h"
+#include "train/compute.h"
 
 namespace ndserve::train {
 namespace {
@@ -26,15 +27,6 @@ std::vector<std::int64_t> TouchedRows(const VariableState& s) {
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   return rows;
-}
-
-// The update loops are the training math table's (kernels/train_kernels.h), on the
-// parameter's device: the CPU's until train/ runs on CUDA (docs/design.md §10.2).
-absl::StatusOr<const kernels::TrainKernels*> MathFor(const NDArray& value) {
-  if (value.device().is_cuda()) {
-    return absl::UnimplementedError("optimizer updates on CUDA parameters are not wired yet");
-  }
-  return kernels::LookupTrainKernels(DeviceKind::kCpu);
 }
 
 }  // namespace
@@ -60,10 +52,12 @@ absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(std::vector<Variable> parameter
 
 absl::Status Sgd::Step() {
   const SgdOptions& o = options_;
-  const kernels::KernelContext ctx = kernels::KernelContext::Cpu();
+  // The updates are the training math table's (kernels/train_kernels.h) on the step's
+  // device (train/compute.h).
+  const kernels::KernelContext& ctx = CurrentContext();
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     VariableState& s = *parameters_[i].state();
-    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor(s.value));
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&s.value, &s.grad}));
     NDS_ASSIGN_OR_RETURN(float* w, F32(s.value));
     NDS_ASSIGN_OR_RETURN(const float* g, F32(s.grad));
     const std::int64_t n = s.value.num_elements();
@@ -74,7 +68,8 @@ absl::Status Sgd::Step() {
     step.nesterov = o.nesterov;
     step.first_step = steps_ == 0;
     if (o.momentum == 0.0f && o.weight_decay == 0.0f && !s.dense_grad) {
-      // Plain SGD moves only the rows that got a gradient (embedding tables).
+      // Plain SGD moves only the rows that got a gradient (embedding tables; rows are
+      // recorded only for ids on the host, train/variable.h).
       const std::int64_t row = n / std::max<std::int64_t>(1, s.value.shape().empty() ? 1 : s.value.shape()[0]);
       for (std::int64_t r : TouchedRows(s)) {
         NDS_RETURN_IF_ERROR(math->sgd_update(ctx, step, w + r * row, g + r * row, nullptr, row));
@@ -122,10 +117,12 @@ absl::Status Adam::Step() {
   step.beta2 = o.beta2;
   step.epsilon = o.epsilon;
   step.weight_decay = o.weight_decay;
-  const kernels::KernelContext ctx = kernels::KernelContext::Cpu();
+  // The updates are the training math table's (kernels/train_kernels.h) on the step's
+  // device (train/compute.h).
+  const kernels::KernelContext& ctx = CurrentContext();
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     VariableState& s = *parameters_[i].state();
-    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor(s.value));
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&s.value, &s.grad}));
     NDS_ASSIGN_OR_RETURN(float* w, F32(s.value));
     NDS_ASSIGN_OR_RETURN(const float* g, F32(s.grad));
     NDS_ASSIGN_OR_RETURN(float* m, F32(m_[i]));

@@ -1,16 +1,17 @@
 #include "train/reduce_ops.h"
 
-#include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/train_kernels.h"
-#include "train/cpu_math.h"
+#include "train/compute.h"
+#include "train/array_helpers.h"
 
 namespace ndserve::train {
 namespace {
+
+using kernels::OpKind;
 
 absl::StatusOr<Variable> Reduce(NDManager& scope, const Variable& x,
                                 absl::Span<const std::int64_t> axes, bool keepdims, bool mean) {
@@ -25,76 +26,27 @@ absl::StatusOr<Variable> Reduce(NDManager& scope, const Variable& x,
       kept[axis] = 1;
     }
   }
-  // Without keepdims the reduced dims (those `kept` set to 1 where x had a dim) go.
-  Dims out_shape;
-  std::vector<bool> reduced(rank, axes.empty());
-  for (std::int64_t a : axes) reduced[a < 0 ? a + static_cast<std::int64_t>(rank) : a] = true;
-  for (std::size_t d = 0; d < rank; ++d) {
-    if (keepdims) {
-      out_shape.push_back(kept[d]);
-    } else if (!reduced[d]) {
-      out_shape.push_back(x.shape()[d]);
-    }
-  }
   const std::int64_t n_in = x.value().num_elements();
   const std::int64_t n_out = NumElements(kept);
-  const float scale = mean ? (n_out > 0 && n_in > 0 ? static_cast<float>(n_out) / static_cast<float>(n_in) : 0.0f) : 1.0f;
-  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, out_shape));
-  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
-  NDS_ASSIGN_OR_RETURN(const float* px, F32(x.value()));
-  // When the reduced dims are one contiguous block, x is [outer, reduced, inner] and
-  // both directions are plain loops (no per-element offset table).
-  std::int64_t outer = 1, middle = 1, inner = 1;
-  int first = -1, last = -1;
-  for (std::size_t d = 0; d < rank; ++d) {
-    if (reduced[d]) {
-      if (first < 0) first = static_cast<int>(d);
-      last = static_cast<int>(d);
-    }
-  }
-  bool block = first >= 0;
-  for (int d = first; block && d <= last; ++d) block = reduced[static_cast<std::size_t>(d)];
-  if (block) {
-    for (int d = 0; d < static_cast<int>(rank); ++d) {
-      const std::int64_t dim = x.shape()[static_cast<std::size_t>(d)];
-      (d < first ? outer : d > last ? inner : middle) *= dim;
-    }
-    std::fill(po, po + n_out, 0.0f);
-    for (std::int64_t o = 0; o < outer; ++o) {
-      for (std::int64_t m = 0; m < middle; ++m) {
-        const float* src = px + (o * middle + m) * inner;
-        float* dst = po + o * inner;
-        for (std::int64_t i = 0; i < inner; ++i) dst[i] += src[i];
-      }
-    }
-  } else {
-    ReduceToShape(px, x.shape(), kept, po, false);
-  }
-  if (mean) {
-    for (std::int64_t e = 0; e < n_out; ++e) po[e] *= scale;
-  }
+  const float scale =
+      mean ? (n_out > 0 && n_in > 0 ? static_cast<float>(n_out) / static_cast<float>(n_in) : 0.0f)
+           : 1.0f;
+  kernels::ReduceAttrs attrs;
+  attrs.axes.assign(axes.begin(), axes.end());
+  attrs.keepdims = keepdims;
+  NDS_ASSIGN_OR_RETURN(NDArray out, RunOp(scope, mean ? OpKind::kReduceMean : OpKind::kReduceSum,
+                                          {View(x.value())}, attrs));
   Dims in_shape(x.shape().begin(), x.shape().end());
-  auto creator = Record(op, {x}, [kept, in_shape, scale, block, outer, middle, inner](
-                                     BackwardContext& ctx, const NDArray& g) -> absl::Status {
+  // The gradient is the output's, read under the keepdims shape and expanded back to
+  // the input's, times 1 (sum) or the reduced fraction (mean).
+  auto creator = Record(op, {x}, [kept, in_shape, scale](BackwardContext& ctx,
+                                                         const NDArray& g) -> absl::Status {
     NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
-    NDS_ASSIGN_OR_RETURN(float* dst, F32(s.array));
-    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-    const std::int64_t n = NumElements(in_shape);
-    if (block) {
-      if (!s.accumulate) std::fill(dst, dst + n, 0.0f);
-      for (std::int64_t o = 0; o < outer; ++o) {
-        for (std::int64_t m = 0; m < middle; ++m) {
-          float* d = dst + (o * middle + m) * inner;
-          const float* src = pg + o * inner;
-          for (std::int64_t i = 0; i < inner; ++i) d[i] += scale * src[i];
-        }
-      }
-      return absl::OkStatus();
-    }
-    const std::vector<std::int64_t> offsets = BroadcastOffsets(kept, in_shape);
-    if (!s.accumulate) std::fill(dst, dst + n, 0.0f);
-    for (std::int64_t e = 0; e < n; ++e) dst[e] += scale * pg[offsets[e]];
-    return absl::OkStatus();
+    kernels::ExpandAttrs expand;
+    expand.shape = in_shape;
+    NDS_ASSIGN_OR_RETURN(NDArray full,
+                         RunOp(ctx.scope(), OpKind::kExpand, {View(g, kept)}, expand));
+    return Axpy(scale, full, s.array, s.accumulate);
   });
   return Variable::FromOp(std::move(out), std::move(creator));
 }
@@ -107,46 +59,39 @@ absl::StatusOr<Variable> SoftmaxImpl(NDManager& scope, const Variable& x, std::i
   for (std::int64_t d = 0; d < axis; ++d) outer *= x.shape()[d];
   for (std::size_t d = axis + 1; d < x.shape().size(); ++d) inner *= x.shape()[d];
   const std::int64_t dim = x.shape()[axis];
-  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, x.shape()));
-  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
-  NDS_ASSIGN_OR_RETURN(const float* px, F32(x.value()));
-  for (std::int64_t o = 0; o < outer; ++o) {
-    for (std::int64_t i = 0; i < inner; ++i) {
-      const float* xi = px + o * dim * inner + i;
-      float* yi = po + o * dim * inner + i;
-      float mx = -INFINITY;
-      for (std::int64_t d = 0; d < dim; ++d) mx = std::max(mx, xi[d * inner]);
-      float sum = 0.0f;
-      for (std::int64_t d = 0; d < dim; ++d) sum += std::exp(xi[d * inner] - mx);
-      const float lse = mx + std::log(sum);
-      for (std::int64_t d = 0; d < dim; ++d) {
-        yi[d * inner] = log ? xi[d * inner] - lse : std::exp(xi[d * inner] - lse);
-      }
-    }
-  }
-  auto creator = Record(op, {x}, [out, outer, inner, dim, log](BackwardContext& ctx,
-                                                                const NDArray& g) -> absl::Status {
+  kernels::SoftmaxAttrs attrs;
+  attrs.axis = axis;
+  NDS_ASSIGN_OR_RETURN(NDArray out, RunOp(scope, log ? OpKind::kLogSoftmax : OpKind::kSoftmax,
+                                          {View(x.value())}, attrs));
+  auto creator = Record(op, {x}, [out, outer, inner, dim, axis, log](
+                                     BackwardContext& ctx, const NDArray& g) -> absl::Status {
     NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
-    NDS_ASSIGN_OR_RETURN(float* dst, F32(s.array));
-    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-    NDS_ASSIGN_OR_RETURN(const float* py, F32(out));
-    for (std::int64_t o = 0; o < outer; ++o) {
-      for (std::int64_t i = 0; i < inner; ++i) {
-        const std::int64_t base = o * dim * inner + i;
-        float dot = 0.0f;
-        for (std::int64_t d = 0; d < dim; ++d) {
-          const std::int64_t e = base + d * inner;
-          dot += log ? pg[e] : pg[e] * py[e];
-        }
-        for (std::int64_t d = 0; d < dim; ++d) {
-          const std::int64_t e = base + d * inner;
-          // softmax: y (g - <g, y>); log-softmax: g - exp(y) sum(g).
-          const float v = log ? pg[e] - std::exp(py[e]) * dot : py[e] * (pg[e] - dot);
-          dst[e] = s.accumulate ? dst[e] + v : v;
-        }
-      }
+    if (inner == 1) {
+      // Over the last axis: one table call (kernels/train_kernels.h).
+      NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&g, &out}));
+      NDS_ASSIGN_OR_RETURN(float* dst, F32(s.array));
+      NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
+      NDS_ASSIGN_OR_RETURN(const float* py, F32(out));
+      return math->softmax_backward(CurrentContext(), log, py, pg, dst, outer, dim, s.accumulate);
     }
-    return absl::OkStatus();
+    // Over an inner axis, from forward kernels: softmax y (g - sum(g y)), log-softmax
+    // g - exp(y) sum(g), the sums over the axis kept for broadcasting.
+    NDManager& scope = ctx.scope();
+    kernels::ReduceAttrs sum;
+    sum.axes = {axis};
+    NDArray full;
+    if (log) {
+      NDS_ASSIGN_OR_RETURN(NDArray total, RunOp(scope, OpKind::kReduceSum, {View(g)}, sum));
+      NDS_ASSIGN_OR_RETURN(NDArray e, RunOp(scope, OpKind::kExp, {View(out)}));
+      NDS_ASSIGN_OR_RETURN(NDArray part, RunOp(scope, OpKind::kMul, {View(e), View(total)}));
+      NDS_ASSIGN_OR_RETURN(full, RunOp(scope, OpKind::kSub, {View(g), View(part)}));
+    } else {
+      NDS_ASSIGN_OR_RETURN(NDArray gy, RunOp(scope, OpKind::kMul, {View(g), View(out)}));
+      NDS_ASSIGN_OR_RETURN(NDArray dot, RunOp(scope, OpKind::kReduceSum, {View(gy)}, sum));
+      NDS_ASSIGN_OR_RETURN(NDArray diff, RunOp(scope, OpKind::kSub, {View(g), View(dot)}));
+      NDS_ASSIGN_OR_RETURN(full, RunOp(scope, OpKind::kMul, {View(out), View(diff)}));
+    }
+    return Axpy(1.0f, full, s.array, s.accumulate);
   });
   return Variable::FromOp(std::move(out), std::move(creator));
 }
@@ -179,55 +124,42 @@ absl::StatusOr<Variable> LayerNorm(NDManager& scope, const Variable& x, const Va
     return absl::InvalidArgumentError(absl::StrCat(
         "LayerNormalization: scale and bias must hold ", cols, " elements"));
   }
+  // The forward kernel also gives each row's mean and 1/sigma ([rows] in the
+  // statistics' keepdims shape); the backward wants xhat = (x - mean) / sigma as well.
   NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, x.shape()));
-  // xhat and 1/sigma per row, for the backward.
-  NDS_ASSIGN_OR_RETURN(NDArray xhat, NewF32(scope, x.shape()));
-  NDS_ASSIGN_OR_RETURN(NDArray rstd, NewF32(scope, Dims{rows}));
-  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
-  NDS_ASSIGN_OR_RETURN(float* ph, F32(xhat));
-  NDS_ASSIGN_OR_RETURN(float* pr, F32(rstd));
-  NDS_ASSIGN_OR_RETURN(const float* px, F32(x.value()));
-  NDS_ASSIGN_OR_RETURN(const float* pw, F32(scale.value()));
-  const float* pb = nullptr;
-  if (has_bias) {
-    NDS_ASSIGN_OR_RETURN(pb, F32(bias.value()));
-  }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = px + r * cols;
-    float mean = 0.0f;
-    for (std::int64_t c = 0; c < cols; ++c) mean += xr[c];
-    mean /= static_cast<float>(cols);
-    float var = 0.0f;
-    for (std::int64_t c = 0; c < cols; ++c) var += (xr[c] - mean) * (xr[c] - mean);
-    var /= static_cast<float>(cols);
-    pr[r] = 1.0f / std::sqrt(var + epsilon);
-    for (std::int64_t c = 0; c < cols; ++c) {
-      ph[r * cols + c] = (xr[c] - mean) * pr[r];
-      po[r * cols + c] = ph[r * cols + c] * pw[c] + (pb != nullptr ? pb[c] : 0.0f);
-    }
-  }
+  Dims stats_shape(x.shape().begin(), x.shape().end());
+  for (std::size_t d = axis; d < stats_shape.size(); ++d) stats_shape[d] = 1;
+  NDS_ASSIGN_OR_RETURN(NDArray mean, NewF32(scope, stats_shape));
+  NDS_ASSIGN_OR_RETURN(NDArray rstd, NewF32(scope, stats_shape));
+  // The kernel wants scale and bias in X.shape[axis:] (leading 1s allowed).
+  const Dims normalized(x.shape().begin() + axis, x.shape().end());
+  std::vector<kernels::TensorView> in{View(x.value()), View(scale.value(), normalized)};
+  if (has_bias) in.push_back(View(bias.value(), normalized));
+  kernels::LayerNormAttrs attrs;
+  attrs.axis = axis;
+  attrs.epsilon = epsilon;
+  NDS_RETURN_IF_ERROR(RunOp(scope, OpKind::kLayerNormalization, in,
+                            {View(out), View(mean), View(rstd)}, attrs));
+  NDS_ASSIGN_OR_RETURN(NDArray centered,
+                       RunOp(scope, OpKind::kSub, {View(x.value()), View(mean)}));
+  NDS_ASSIGN_OR_RETURN(NDArray xhat, RunOp(scope, OpKind::kMul, {View(centered), View(rstd)}));
   std::vector<Variable> inputs{x, scale};
   if (has_bias) inputs.push_back(bias);
   auto creator = Record("LayerNormalization", std::move(inputs),
                         [xhat, rstd, rows, cols](BackwardContext& ctx, const NDArray& g) -> absl::Status {
+    const NDArray& w = ctx.node().inputs[1].value();
+    // Each wanted gradient is one table call (kernels/train_kernels.h), so each gets its
+    // own slot's accumulate flag.
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&g, &xhat, &w}));
     NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
     NDS_ASSIGN_OR_RETURN(const float* ph, F32(xhat));
     NDS_ASSIGN_OR_RETURN(const float* pr, F32(rstd));
-    NDS_ASSIGN_OR_RETURN(const float* pw, F32(ctx.node().inputs[1].value()));
-    if (g.device().is_cuda()) {
-      return absl::UnimplementedError(
-          "LayerNormalization backward on CUDA arrays is not wired yet");
-    }
-    // The math is the training table's (kernels/train_kernels.h, docs/design.md §10.2);
-    // each wanted gradient is one call, so each gets its own slot's accumulate flag.
-    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
-                         kernels::LookupTrainKernels(DeviceKind::kCpu));
-    const kernels::KernelContext cpu = kernels::KernelContext::Cpu();
+    NDS_ASSIGN_OR_RETURN(const float* pw, F32(w));
     for (int i = 0; i < static_cast<int>(ctx.node().inputs.size()); ++i) {
       if (!ctx.NeedsGrad(i)) continue;
       NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(i));
       NDS_ASSIGN_OR_RETURN(float* d, F32(s.array));
-      NDS_RETURN_IF_ERROR(math->layer_norm_backward(cpu, ph, pw, pr, pg, rows, cols,
+      NDS_RETURN_IF_ERROR(math->layer_norm_backward(CurrentContext(), ph, pw, pr, pg, rows, cols,
                                                     i == 0 ? d : nullptr, i == 1 ? d : nullptr,
                                                     i == 2 ? d : nullptr, s.accumulate));
     }

@@ -6,7 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "train/cpu_math.h"
+#include "kernels/train_kernels.h"
+#include "train/compute.h"
+#include "train/array_helpers.h"
 
 namespace ndserve::train {
 namespace {
@@ -15,18 +17,25 @@ namespace {
 // under x's shape.
 absl::StatusOr<Variable> Reshaped(NDManager& scope, const Variable& x, const Dims& shape,
                                   const char* op) {
-  NDS_ASSIGN_OR_RETURN(NDArray out, scope.Create(shape, x.value().dtype()));
-  NDS_ASSIGN_OR_RETURN(void* dst, out.Data());
-  NDS_ASSIGN_OR_RETURN(void* src, x.value().Data());
-  if (out.nbytes() > 0) std::memcpy(dst, src, out.nbytes());
+  // The forward Reshape kernel copies any dtype (ids too) on the step's device.
+  kernels::ReshapeAttrs attrs;
+  attrs.shape = shape;
+  NDS_ASSIGN_OR_RETURN(NDArray out,
+                       RunOp(scope, kernels::OpKind::kReshape, {View(x.value())}, attrs));
   auto creator = Record(op, {x}, [](BackwardContext& ctx, const NDArray& g) -> absl::Status {
     NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
-    NDS_ASSIGN_OR_RETURN(float* dst, F32(s.array));
-    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-    Store(dst, pg, g.num_elements(), s.accumulate);
-    return absl::OkStatus();
+    return Axpy(1.0f, g, s.array, s.accumulate);
   });
   return Variable::FromOp(std::move(out), std::move(creator));
+}
+
+// dst (+)= src, where src is the gradient of one part of dst's input: written straight
+// into dst when nothing is there yet, else made in the scope and added.
+absl::Status SliceGradInto(BackwardContext& ctx, kernels::OpKind op, const NDArray& g,
+                           const kernels::OpAttrs& attrs, const GradSlot& s) {
+  if (!s.accumulate) return RunOp(ctx.scope(), op, {View(g)}, {View(s.array)}, attrs);
+  NDS_ASSIGN_OR_RETURN(NDArray part, RunOp(ctx.scope(), op, {View(g)}, attrs));
+  return Axpy(1.0f, part, s.array, true);
 }
 
 }  // namespace
@@ -71,9 +80,6 @@ absl::StatusOr<Variable> Concat(NDManager& scope, absl::Span<const Variable> xs,
   if (xs.empty()) return absl::InvalidArgumentError("Concat of nothing");
   const auto rank = xs[0].shape().size();
   NDS_ASSIGN_OR_RETURN(axis, NormAxis(axis, rank, "Concat"));
-  Dims out_shape(xs[0].shape().begin(), xs[0].shape().end());
-  out_shape[axis] = 0;
-  std::vector<std::int64_t> widths;  // inner block per input along the axis
   for (const Variable& x : xs) {
     bool ok = x.shape().size() == rank && x.value().dtype() == DType::kFp32;
     for (std::size_t d = 0; ok && d < rank; ++d) {
@@ -84,35 +90,30 @@ absl::StatusOr<Variable> Concat(NDManager& scope, absl::Span<const Variable> xs,
                                                      "] does not match [", absl::StrJoin(xs[0].shape(), ","),
                                                      "] off axis ", axis));
     }
-    out_shape[axis] += x.shape()[axis];
   }
-  std::int64_t outer = 1, inner = 1;
-  for (std::int64_t d = 0; d < axis; ++d) outer *= out_shape[d];
-  for (std::size_t d = axis + 1; d < rank; ++d) inner *= out_shape[d];
-  for (const Variable& x : xs) widths.push_back(x.shape()[axis] * inner);
-  const std::int64_t row = out_shape[axis] * inner;
-  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, out_shape));
-  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
-  std::int64_t col = 0;
-  for (std::size_t i = 0; i < xs.size(); ++i) {
-    NDS_ASSIGN_OR_RETURN(const float* px, F32(xs[i].value()));
-    for (std::int64_t o = 0; o < outer; ++o) {
-      std::copy(px + o * widths[i], px + (o + 1) * widths[i], po + o * row + col);
-    }
-    col += widths[i];
+  std::vector<kernels::TensorView> views;
+  std::vector<std::int64_t> lengths;  // each input's extent along the axis
+  for (const Variable& x : xs) {
+    views.push_back(View(x.value()));
+    lengths.push_back(x.shape()[axis]);
   }
+  kernels::ConcatAttrs attrs;
+  attrs.axis = axis;
+  NDS_ASSIGN_OR_RETURN(NDArray out, RunOp(scope, kernels::OpKind::kConcat, views, attrs));
+  // Input i's gradient is the output gradient's slice along the axis where i went.
   auto creator = Record("Concat", std::vector<Variable>(xs.begin(), xs.end()),
-                        [widths, outer, row](BackwardContext& ctx, const NDArray& g) -> absl::Status {
-    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-    std::int64_t col = 0;
-    for (std::size_t i = 0; i < widths.size(); ++i) {
-      const std::int64_t w = widths[i];
+                        [lengths, axis](BackwardContext& ctx, const NDArray& g) -> absl::Status {
+    std::int64_t start = 0;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
       if (ctx.NeedsGrad(static_cast<int>(i))) {
         NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(static_cast<int>(i)));
-        NDS_ASSIGN_OR_RETURN(float* dst, F32(s.array));
-        for (std::int64_t o = 0; o < outer; ++o) Store(dst + o * w, pg + o * row + col, w, s.accumulate);
+        kernels::SliceAttrs slice;
+        slice.starts = {start};
+        slice.ends = {start + lengths[i]};
+        slice.axes = {axis};
+        NDS_RETURN_IF_ERROR(SliceGradInto(ctx, kernels::OpKind::kSlice, g, slice, s));
       }
-      col += w;
+      start += lengths[i];
     }
     return absl::OkStatus();
   });
@@ -129,26 +130,20 @@ absl::StatusOr<Variable> Narrow(NDManager& scope, const Variable& x, std::int64_
   }
   Dims out_shape(x.shape().begin(), x.shape().end());
   out_shape[axis] = length;
-  std::int64_t outer = 1, inner = 1;
-  for (std::int64_t d = 0; d < axis; ++d) outer *= out_shape[d];
-  for (std::size_t d = axis + 1; d < out_shape.size(); ++d) inner *= out_shape[d];
-  const std::int64_t in_row = dim * inner, out_row = length * inner, off = start * inner;
-  NDS_ASSIGN_OR_RETURN(NDArray out, NewF32(scope, out_shape));
-  NDS_ASSIGN_OR_RETURN(float* po, F32(out));
-  NDS_ASSIGN_OR_RETURN(const float* px, F32(x.value()));
-  for (std::int64_t o = 0; o < outer; ++o) {
-    std::copy(px + o * in_row + off, px + o * in_row + off + out_row, po + o * out_row);
-  }
-  auto creator = Record("Narrow", {x},
-                        [outer, in_row, out_row, off](BackwardContext& ctx, const NDArray& g) -> absl::Status {
+  kernels::SliceAttrs slice;
+  slice.starts = {start};
+  slice.ends = {start + length};
+  slice.axes = {axis};
+  NDS_ASSIGN_OR_RETURN(NDArray out, RunOp(scope, kernels::OpKind::kSlice, {View(x.value())}, slice));
+  // The gradient is the output's, padded with zeros back to the input's extent.
+  kernels::PadAttrs pad;
+  pad.pads.assign(2 * out_shape.size(), 0);
+  pad.pads[static_cast<std::size_t>(axis)] = start;
+  pad.pads[out_shape.size() + static_cast<std::size_t>(axis)] = dim - start - length;
+  pad.value = kernels::ScalarValue{true, 0.0, 0};
+  auto creator = Record("Narrow", {x}, [pad](BackwardContext& ctx, const NDArray& g) -> absl::Status {
     NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
-    NDS_ASSIGN_OR_RETURN(float* dst, F32(s.array));
-    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-    if (!s.accumulate) std::fill(dst, dst + s.array.num_elements(), 0.0f);
-    for (std::int64_t o = 0; o < outer; ++o) {
-      Store(dst + o * in_row + off, pg + o * out_row, out_row, true);
-    }
-    return absl::OkStatus();
+    return SliceGradInto(ctx, kernels::OpKind::kPad, g, pad, s);
   });
   return Variable::FromOp(std::move(out), std::move(creator));
 }
@@ -157,57 +152,43 @@ absl::StatusOr<Variable> Gather(NDManager& scope, const Variable& data, const Va
                                 std::int64_t axis) {
   NDS_ASSIGN_OR_RETURN(axis, NormAxis(axis, data.shape().size(), "Gather"));
   const NDArray& idx = indices.value();
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(idx.num_elements()));
-  if (idx.dtype() == DType::kInt64) {
-    NDS_ASSIGN_OR_RETURN(const std::int64_t* p, idx.DataAs<std::int64_t>());
-    std::copy(p, p + ids.size(), ids.begin());
-  } else if (idx.dtype() == DType::kInt32) {
-    NDS_ASSIGN_OR_RETURN(const std::int32_t* p, idx.DataAs<std::int32_t>());
-    std::copy(p, p + ids.size(), ids.begin());
-  } else {
+  if (idx.dtype() != DType::kInt64 && idx.dtype() != DType::kInt32) {
     return absl::InvalidArgumentError(absl::StrCat("Gather: indices ", idx.DebugString(),
                                                    " are not INT64 or INT32"));
   }
-  const std::int64_t dim = data.shape()[axis];
-  for (std::int64_t& id : ids) {
-    if (id < -dim || id >= dim) {
-      return absl::InvalidArgumentError(absl::StrCat("Gather: index ", id,
-                                                     " out of range for axis of ", dim));
-    }
-    if (id < 0) id += dim;
-  }
-  Dims out_shape(data.shape().begin(), data.shape().begin() + axis);
-  out_shape.insert(out_shape.end(), idx.shape().begin(), idx.shape().end());
-  out_shape.insert(out_shape.end(), data.shape().begin() + axis + 1, data.shape().end());
+  // The forward kernel refuses an index out of range (on CUDA through the context's
+  // error flag, which the step reads before it updates anything).
+  kernels::GatherAttrs attrs;
+  attrs.axis = axis;
+  NDS_ASSIGN_OR_RETURN(NDArray out,
+                       RunOp(scope, kernels::OpKind::kGather, {View(data.value()), View(idx)}, attrs));
   std::int64_t outer = 1, inner = 1;
   for (std::int64_t d = 0; d < axis; ++d) outer *= data.shape()[d];
   for (std::size_t d = axis + 1; d < data.shape().size(); ++d) inner *= data.shape()[d];
-  const std::size_t esize = DTypeSize(data.value().dtype());
-  NDS_ASSIGN_OR_RETURN(NDArray out, scope.Create(out_shape, data.value().dtype()));
-  NDS_ASSIGN_OR_RETURN(void* dst_raw, out.Data());
-  NDS_ASSIGN_OR_RETURN(void* src_raw, data.value().Data());
-  auto* dst = static_cast<std::uint8_t*>(dst_raw);
-  const auto* src = static_cast<const std::uint8_t*>(src_raw);
-  const std::size_t block = static_cast<std::size_t>(inner) * esize;
-  const auto n_ids = static_cast<std::int64_t>(ids.size());
-  for (std::int64_t o = 0; o < outer; ++o) {
-    for (std::int64_t i = 0; i < n_ids; ++i) {
-      std::memcpy(dst + (o * n_ids + i) * block, src + (o * dim + ids[i]) * inner * esize, block);
-    }
-  }
+  const std::int64_t dim = data.shape()[axis];
   auto creator = Record("Gather", {data, indices},
-                        [ids = std::move(ids), axis, outer, inner, dim](
-                            BackwardContext& ctx, const NDArray& g) -> absl::Status {
-    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
-    if (axis == 0) return ctx.AddRows(0, ids, pg, inner);
+                        [axis, outer, inner, dim](BackwardContext& ctx, const NDArray& g) -> absl::Status {
+    // The table's row scatter wants INT64 ids.
+    NDArray ids = ctx.node().inputs[1].value();
+    if (ids.dtype() != DType::kInt64) {
+      kernels::CastAttrs cast;
+      cast.to = DType::kInt64;
+      NDS_ASSIGN_OR_RETURN(ids, RunOp(ctx.scope(), kernels::OpKind::kCast, {View(ids)}, cast));
+    }
+    if (axis == 0) return ctx.AddRows(0, ids, g, inner);
+    // Along an inner axis each outer block of the input is a table of `dim` rows.
     NDS_ASSIGN_OR_RETURN(GradSlot s, ctx.Slot(0));
+    if (!s.accumulate) {
+      NDS_RETURN_IF_ERROR(Fill(s.array, 0.0f));
+    }
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&g, &ids, &s.array}));
+    NDS_ASSIGN_OR_RETURN(const std::int64_t* pi, ids.DataAs<std::int64_t>());
+    NDS_ASSIGN_OR_RETURN(const float* pg, F32(g));
     NDS_ASSIGN_OR_RETURN(float* d, F32(s.array));
-    if (!s.accumulate) std::fill(d, d + s.array.num_elements(), 0.0f);
-    const auto n_ids = static_cast<std::int64_t>(ids.size());
+    const std::int64_t n_ids = ids.num_elements();
     for (std::int64_t o = 0; o < outer; ++o) {
-      for (std::int64_t i = 0; i < n_ids; ++i) {
-        Store(d + (o * dim + ids[i]) * inner, pg + (o * n_ids + i) * inner, inner, true);
-      }
+      NDS_RETURN_IF_ERROR(math->add_rows(CurrentContext(), pi, n_ids, pg + o * n_ids * inner,
+                                         inner, d + o * dim * inner, dim));
     }
     return absl::OkStatus();
   });

@@ -11,43 +11,62 @@
 #include "engine/onnx_loader.h"
 #include "kernels/attrs/rnn.h"
 #include "kernels/op_kind.h"
+#include "memory/device_copy.h"
 #include "memory/dtype.h"
+#include "train/array_helpers.h"
+#include "train/compute.h"
 #include "train/losses.h"
 #include "train/variable.h"
 
 namespace ndserve::train {
 namespace {
 
-// Sum of squares of one parameter's gradient. Row-updated gradients (embedding tables)
-// are zero outside the rows written since the last ClearGrad, so only those are read.
-absl::StatusOr<double> GradSquares(const Variable& parameter) {
+// Adds the sum of squares of one parameter's gradient into `total` (one float on the
+// step's device). Row-updated gradients (embedding tables) are zero outside the rows
+// written since the last ClearGrad, so only those are read; distinct rows only, since
+// the table records a row once per id that touched it.
+absl::Status AddGradSquares(const Variable& parameter, const NDArray& total) {
   const NDArray& grad = parameter.grad();
   const VariableState* state = parameter.state();
-  double sum = 0;
+  NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&grad, &total}));
   NDS_ASSIGN_OR_RETURN(const float* data, grad.DataAs<float>());
+  NDS_ASSIGN_OR_RETURN(float* out, total.DataAs<float>());
+  const kernels::KernelContext& ctx = CurrentContext();
   if (!state->dense_grad && grad.rank() >= 1 && grad.shape()[0] > 0) {
     const std::int64_t row = grad.num_elements() / grad.shape()[0];
-    for (std::int64_t r : state->touched_rows) {
-      for (std::int64_t j = 0; j < row; ++j) {
-        const double g = data[r * row + j];
-        sum += g * g;
-      }
+    std::vector<std::int64_t> rows = state->touched_rows;
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    for (std::int64_t r : rows) {
+      NDS_RETURN_IF_ERROR(math->sum_squares(ctx, data + r * row, row, out, true));
     }
-    return sum;
+    return absl::OkStatus();
   }
-  for (std::int64_t i = 0; i < grad.num_elements(); ++i) {
-    sum += static_cast<double>(data[i]) * data[i];
-  }
-  return sum;
+  return math->sum_squares(ctx, data, grad.num_elements(), out, true);
 }
 
+// A client's tensor in the step's scope, copied on the run's stream (train/compute.h),
+// so the step's kernels, queued after it on that stream, see the bytes.
 absl::StatusOr<NDArray> Upload(NDManager& batch, const engine::HostTensor& t,
                                absl::string_view role) {
-  absl::StatusOr<NDArray> array = batch.FromHost(t.shape, t.dtype, t.bytes, t.name);
-  if (!array.ok() && absl::IsInvalidArgument(array.status())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(role, " '", t.name, "': ", array.status().message()));
+  absl::StatusOr<NDArray> array = batch.Create(t.shape, t.dtype, t.name);
+  absl::Status copied = array.status();
+  if (array.ok()) {
+    if (t.bytes.size() != array->nbytes()) {
+      copied = absl::InvalidArgumentError(absl::StrCat(
+          t.bytes.size(), " bytes for ", array->DebugString(), ", which holds ", array->nbytes()));
+    } else {
+      absl::StatusOr<void*> dst = array->Data();
+      copied = dst.ok() ? CopyHostToDeviceOnStream(array->device(), *dst, t.bytes.data(),
+                                                    t.bytes.size(),
+                                                    CurrentContext().cuda_stream)
+                        : dst.status();
+    }
   }
+  if (!copied.ok() && absl::IsInvalidArgument(copied)) {
+    return absl::InvalidArgumentError(absl::StrCat(role, " '", t.name, "': ", copied.message()));
+  }
+  NDS_RETURN_IF_ERROR(copied);
   return array;
 }
 
@@ -82,22 +101,6 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
   NDS_ASSIGN_OR_RETURN(engine::GraphDef def, engine::ReadOnnxGraphDef(model_path));
   NDS_ASSIGN_OR_RETURN(engine::Graph built, engine::Graph::Build(std::move(def)));
   auto graph = std::make_unique<engine::Graph>(std::move(built));
-  // The recorded ops run their forward and backward on host memory (docs/design.md
-  // §10.2): a model served from GPU memory would hand them device pointers, so a CUDA
-  // session is refused here, naming the first op without a CUDA training path (every op,
-  // for now), never mid-step.
-  if (const Device device = scope->manager()->device(); device.is_cuda()) {
-    if (graph->nodes().empty()) {
-      return absl::UnimplementedError(
-          absl::StrCat("training on ", device.ToString(), " is not supported yet"));
-    }
-    const engine::Node& first = graph->nodes().front();
-    return absl::UnimplementedError(
-        absl::StrCat("training on ", device.ToString(), " is not supported yet: op ",
-                     kernels::OpKindName(first.op), " (node '", first.name,
-                     "') has no CUDA training path; the CUDA backward math exists "
-                     "(kernels/train_kernels.h) but train/ runs its ops on host memory"));
-  }
   if (options.target_output.empty()) {
     if (graph->outputs().empty()) return absl::InvalidArgumentError("the model has no outputs");
     options.target_output = graph->outputs()[0].name;
@@ -106,6 +109,7 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
         absl::StrCat("target output '", options.target_output, "' is no value of the model"));
   }
   std::unique_ptr<TrainingRun> run(new TrainingRun(std::move(graph), scope, std::move(options)));
+  NDS_RETURN_IF_ERROR(run->SetUpDevice());
   if (run->options_.truncated_bptt_steps > 0) {
     absl::Status carried = run->SetUpCarriedState();
     if (!carried.ok()) {
@@ -140,6 +144,38 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(
     }
   }
   return run;
+}
+
+absl::Status TrainingRun::SetUpDevice() {
+  const Device device = scope_->manager()->device();
+  if (!device.is_cuda()) return absl::OkStatus();
+  NDS_ASSIGN_OR_RETURN(gpu_, kernels::GpuResources::Create(device));
+  // cuBLAS's working space comes from the trainer scope's pool, like a predictor's, so
+  // cuBLAS allocates nothing of its own; made now, between steps, while the trainer
+  // scope takes arrays. Exact FP32 products: the updates are compared with PyTorch's.
+  constexpr std::int64_t kWorkspaceBytes = 4 << 20;
+  NDS_ASSIGN_OR_RETURN(NDArray workspace,
+                       scope_->manager()->Create(absl::MakeConstSpan(&kWorkspaceBytes, 1),
+                                                 DType::kUint8, "cublas_workspace"));
+  NDS_ASSIGN_OR_RETURN(void* ptr, workspace.Data());
+  NDS_RETURN_IF_ERROR(gpu_->SetCublasWorkspace(ptr, static_cast<std::size_t>(kWorkspaceBytes)));
+  NDS_RETURN_IF_ERROR(gpu_->SetTf32(false));
+  context_ = gpu_->context();
+  // A Gather on a bad id raises the flag without a synchronization of its own; the step
+  // reads it once, after backward, before it updates anything.
+  context_.defer_error_check = true;
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::Synchronize() {
+  return gpu_ != nullptr ? gpu_->Synchronize() : absl::OkStatus();
+}
+
+absl::Status TrainingRun::CheckDeviceErrors() {
+  if (gpu_ == nullptr || gpu_->FirstRaisedErrorFlag() < 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "an id or label of the batch is out of range (found on ", context_.device.ToString(),
+      "); the parameters were not updated"));
 }
 
 absl::Status TrainingRun::SetUpCarriedState() {
@@ -197,9 +233,16 @@ absl::Status TrainingRun::SetUpCarriedState() {
 template <typename Fill>
 absl::StatusOr<StepResult> TrainingRun::StepWith(Fill fill) {
   NDS_ASSIGN_OR_RETURN(engine::TrainingStep step, scope_->BeginStep());
+  // Every op of the step runs on the run's device (train/compute.h).
+  const ComputeScope compute(context_);
+  if (gpu_ != nullptr) gpu_->ClearErrorFlags();  // the stream is idle between steps
   absl::StatusOr<StepResult> result = fill(*step.batch());
   // A failed step leaves gradients half accumulated; the next one must start clean.
   if (!result.ok()) ClearGrad(recorded_->parameters()).IgnoreError();
+  // Queued kernels may still use the batch scope's arrays: wait before it frees them.
+  const absl::Status synced = Synchronize();
+  if (gpu_ != nullptr) gpu_->ClearErrorFlags();
+  if (result.ok() && !synced.ok()) result = synced;
   const absl::Status ended = step.End();
   if (!result.ok()) return result.status();
   NDS_RETURN_IF_ERROR(ended);
@@ -316,22 +359,31 @@ absl::StatusOr<StepResult> TrainingRun::RunStep(NDManager& batch, absl::Span<con
                                                    "': ", loss.status().message()));
   }
   NDS_RETURN_IF_ERROR(Backward(*loss, batch));
-  double squares = 0;
+  NDS_ASSIGN_OR_RETURN(NDArray squares, NewF32(batch, {}));
+  NDS_RETURN_IF_ERROR(Fill(squares, 0.0f));
   for (const Variable& p : recorded_->parameters()) {
-    NDS_ASSIGN_OR_RETURN(double s, GradSquares(p));
-    squares += s;
+    NDS_RETURN_IF_ERROR(AddGradSquares(p, squares));
   }
+  // Everything up to here was queued: wait for it once, then refuse a batch whose ids
+  // or labels the device found out of range before any parameter moves, and read the
+  // two figures the result reports.
+  NDS_RETURN_IF_ERROR(Synchronize());
+  NDS_RETURN_IF_ERROR(CheckDeviceErrors());
+  float figures[2] = {0.0f, 0.0f};
+  NDS_RETURN_IF_ERROR(loss->value().CopyToHost(
+      absl::MakeSpan(reinterpret_cast<std::uint8_t*>(&figures[0]), sizeof(float))));
+  NDS_RETURN_IF_ERROR(squares.CopyToHost(
+      absl::MakeSpan(reinterpret_cast<std::uint8_t*>(&figures[1]), sizeof(float))));
   NDS_RETURN_IF_ERROR(optimizer_->Step());
   if (carried_.has_value()) {
     // The next step starts from this one's final state but cannot reach back into it.
     NDS_RETURN_IF_ERROR(carried_->Carry({(*forward)[1], (*forward)[2]}));
   }
   NDS_RETURN_IF_ERROR(ClearGrad(recorded_->parameters()));
-  NDS_ASSIGN_OR_RETURN(std::vector<float> loss_value, loss->value().ToVector<float>());
   StepResult result;
   result.step = ++steps_;
-  result.loss = loss_value.empty() ? 0.0f : loss_value[0];
-  result.grad_norm = static_cast<float>(std::sqrt(squares));
+  result.loss = figures[0];
+  result.grad_norm = std::sqrt(figures[1]);
   result.batch_peak_bytes = batch.bytes();
   return result;
 }

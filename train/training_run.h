@@ -23,6 +23,8 @@
 #include "engine/graph.h"
 #include "engine/host_tensor.h"
 #include "engine/training_scopes.h"
+#include "kernels/gpu_resources.h"
+#include "kernels/kernel_context.h"
 #include "train/carried_state.h"
 #include "train/optimizer.h"
 #include "train/recorded_graph.h"
@@ -77,8 +79,9 @@ struct StepResult {
 class TrainingRun {
  public:
   // INVALID_ARGUMENT for bad options (naming them) or an unknown target output or
-  // trainable name; UNIMPLEMENTED for an op without a backward or a scope on a GPU; the
-  // reader's errors for `model_path`.
+  // trainable name; UNIMPLEMENTED for an op without a backward; the reader's errors for
+  // `model_path`. A trainer scope on a CUDA device gets the run its own stream and cuBLAS
+  // handle (FAILED_PRECONDITION when the device is absent).
   static absl::StatusOr<std::unique_ptr<TrainingRun>> Create(
       const std::string& model_path, std::shared_ptr<engine::TrainerScope> scope,
       TrainingRunOptions options);
@@ -86,8 +89,11 @@ class TrainingRun {
   // One step on one batch: opens the batch scope, uploads `inputs` (one per graph input,
   // by name) and `labels` into it, runs forward to the target, the loss, backward, the
   // optimizer and ClearGrad, and closes the scope. INVALID_ARGUMENT naming a missing,
-  // unknown or mis-shaped tensor; the scope's FAILED_PRECONDITION once the session is
-  // closed.
+  // unknown or mis-shaped tensor, or an id or label out of range (the parameters are
+  // then left as they were); the scope's FAILED_PRECONDITION once the session is closed.
+  // On a GPU the step queues everything on the run's stream and synchronizes twice:
+  // after backward, to check the device's error flag and read the loss and gradient
+  // norm before anything is updated, and before its batch scope frees the arrays.
   absl::StatusOr<StepResult> Step(absl::Span<const engine::HostTensor> inputs,
                                   const engine::HostTensor& labels);
 
@@ -120,8 +126,20 @@ class TrainingRun {
   absl::StatusOr<StepResult> RunStep(NDManager& batch, absl::Span<const Named> inputs,
                                      const Named& labels);
 
+  // The kernel context the step's ops run on (train/compute.h): the CPU's, or on a GPU
+  // the run's own GpuResources' (its stream, cuBLAS handle and error flag, with a
+  // cuBLAS workspace from the trainer scope).
+  absl::Status SetUpDevice();
+  // Waits for the step's queued work (a no-op on the CPU).
+  absl::Status Synchronize();
+  // INVALID_ARGUMENT when a queued kernel met an id or label out of range; only after
+  // Synchronize.
+  absl::Status CheckDeviceErrors();
+
   std::unique_ptr<engine::Graph> graph_;  // RecordedGraph points into it
   std::shared_ptr<engine::TrainerScope> scope_;
+  std::unique_ptr<kernels::GpuResources> gpu_;
+  kernels::KernelContext context_ = kernels::KernelContext::Cpu();
   TrainingRunOptions options_;
   std::unique_ptr<RecordedGraph> recorded_;
   std::unique_ptr<Optimizer> optimizer_;

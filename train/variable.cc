@@ -9,7 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/train_kernels.h"
-#include "train/cpu_math.h"
+#include "train/compute.h"
+#include "train/array_helpers.h"
 
 namespace ndserve::train {
 
@@ -89,10 +90,7 @@ class BackwardPass final : public BackwardContext {
     VariableState* s = Input(i);
     if (s->creator == nullptr) {
       s->dense_grad = true;
-      NDS_ASSIGN_OR_RETURN(float* dst, F32(s->grad));
-      NDS_ASSIGN_OR_RETURN(float* src, F32(grad));
-      Store(dst, src, grad.num_elements(), true);
-      return absl::OkStatus();
+      return Axpy(1.0f, grad, s->grad, true);
     }
     auto it = grads_.find(s);
     if (it == grads_.end()) {
@@ -100,35 +98,46 @@ class BackwardPass final : public BackwardContext {
       return absl::OkStatus();
     }
     NDS_RETURN_IF_ERROR(Own(it->second));
-    NDS_ASSIGN_OR_RETURN(float* dst, F32(it->second.grad));
-    NDS_ASSIGN_OR_RETURN(float* src, F32(grad));
-    Store(dst, src, grad.num_elements(), true);
-    return absl::OkStatus();
+    return Axpy(1.0f, grad, it->second.grad, true);
   }
 
-  absl::Status AddRows(int i, absl::Span<const std::int64_t> ids, const float* rows,
+  absl::Status AddRows(int i, const NDArray& ids, const NDArray& rows,
                        std::int64_t row_len) override {
     VariableState* s = Input(i);
-    float* dst = nullptr;
+    const NDArray& table = s->value;
+    const std::int64_t table_rows = row_len == 0 ? 0 : table.num_elements() / row_len;
+    NDArray dst;
     if (s->creator == nullptr) {
-      NDS_ASSIGN_OR_RETURN(dst, F32(s->grad));
-      if (!s->dense_grad) s->touched_rows.insert(s->touched_rows.end(), ids.begin(), ids.end());
+      dst = s->grad;
+      if (ids.device().is_cuda()) {
+        // The ids stay on the device, so the rows they touch are not known here: the
+        // whole table's gradient counts as written (ClearGrad zeroes all of it, and
+        // plain SGD moves every row, by zero where nothing was added).
+        s->dense_grad = true;
+      } else if (!s->dense_grad) {
+        NDS_ASSIGN_OR_RETURN(const std::int64_t* p, ids.DataAs<std::int64_t>());
+        for (std::int64_t k = 0; k < ids.num_elements(); ++k) {
+          // Out-of-range ids are refused by the scatter below; negative ones count from
+          // the end, as Gather read them.
+          if (p[k] >= -table_rows && p[k] < table_rows) {
+            s->touched_rows.push_back(p[k] < 0 ? p[k] + table_rows : p[k]);
+          }
+        }
+      }
     } else {
       NDS_ASSIGN_OR_RETURN(GradSlot slot, Slot(i));
-      NDS_ASSIGN_OR_RETURN(dst, F32(slot.array));
-      if (!slot.accumulate) std::fill(dst, dst + slot.array.num_elements(), 0.0f);
+      dst = slot.array;
+      if (!slot.accumulate) {
+        NDS_RETURN_IF_ERROR(Fill(dst, 0.0f));
+      }
     }
     // The scatter is the training math table's (kernels/train_kernels.h), which refuses a
     // row outside the table.
-    const NDArray& table = s->value;
-    if (table.device().is_cuda()) {
-      return absl::UnimplementedError("Gather backward on CUDA arrays is not wired yet");
-    }
-    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math,
-                         kernels::LookupTrainKernels(DeviceKind::kCpu));
-    const std::int64_t table_rows = row_len == 0 ? 0 : table.num_elements() / row_len;
-    return math->add_rows(kernels::KernelContext::Cpu(), ids.data(),
-                          static_cast<std::int64_t>(ids.size()), rows, row_len, dst, table_rows);
+    NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&ids, &rows, &dst}));
+    NDS_ASSIGN_OR_RETURN(const std::int64_t* pi, ids.DataAs<std::int64_t>());
+    NDS_ASSIGN_OR_RETURN(const float* pr, F32(rows));
+    NDS_ASSIGN_OR_RETURN(float* pd, F32(dst));
+    return math->add_rows(CurrentContext(), pi, ids.num_elements(), pr, row_len, pd, table_rows);
   }
 
  private:
@@ -138,9 +147,7 @@ class BackwardPass final : public BackwardContext {
   absl::Status Own(Entry& entry) {
     if (entry.owned) return absl::OkStatus();
     NDS_ASSIGN_OR_RETURN(NDArray copy, NewF32(*scope_, entry.grad.shape()));
-    NDS_ASSIGN_OR_RETURN(float* dst, F32(copy));
-    NDS_ASSIGN_OR_RETURN(float* src, F32(entry.grad));
-    Store(dst, src, copy.num_elements(), false);
+    NDS_RETURN_IF_ERROR(Axpy(1.0f, entry.grad, copy, false));
     entry = Entry{copy, true};
     return absl::OkStatus();
   }
@@ -185,15 +192,9 @@ absl::Status Backward(const Variable& root, NDManager& scope, NDArray root_grad)
           "backward from non-scalar ", root.value().DebugString(), " needs its gradient"));
     }
     NDS_ASSIGN_OR_RETURN(root_grad, NewF32(scope, root.shape()));
-    NDS_ASSIGN_OR_RETURN(float* one, F32(root_grad));
-    *one = 1.0f;
+    NDS_RETURN_IF_ERROR(Fill(root_grad, 1.0f));
   }
-  if (root.is_leaf()) {
-    NDS_ASSIGN_OR_RETURN(float* dst, F32(root.grad()));
-    NDS_ASSIGN_OR_RETURN(float* src, F32(root_grad));
-    Store(dst, src, root_grad.num_elements(), true);
-    return absl::OkStatus();
-  }
+  if (root.is_leaf()) return Axpy(1.0f, root_grad, root.grad(), true);
   BackwardPass pass(scope);
   pass.grads()[root.state()] = BackwardPass::Entry{root_grad, false};
   for (VariableState* s : Order(root.state())) {
@@ -216,10 +217,11 @@ absl::Status ClearGrad(absl::Span<const Variable> parameters) {
   for (const Variable& p : parameters) {
     VariableState* s = p.state();
     if (s == nullptr || s->grad.is_null()) continue;
-    NDS_ASSIGN_OR_RETURN(float* g, F32(s->grad));
     if (s->dense_grad) {
-      std::memset(g, 0, s->grad.nbytes());
+      NDS_RETURN_IF_ERROR(Fill(s->grad, 0.0f));
     } else if (!s->touched_rows.empty()) {
+      // Rows are recorded only for ids on the host (AddRows), so the gradient is too.
+      NDS_ASSIGN_OR_RETURN(float* g, F32(s->grad));
       const std::int64_t row_len = s->grad.num_elements() / std::max<std::int64_t>(1, s->grad.shape()[0]);
       for (std::int64_t r : s->touched_rows) std::fill(g + r * row_len, g + (r + 1) * row_len, 0.0f);
     }

@@ -98,10 +98,11 @@ class BackwardContext {
   // Hands over a gradient computed elsewhere (may be the output gradient itself); it is
   // not modified afterwards.
   virtual absl::Status Add(int i, const NDArray& grad) = 0;
-  // Adds `rows` ([ids.size(), row_len]) into rows `ids` of input i's gradient (an
-  // embedding table): only those rows are touched.
-  virtual absl::Status AddRows(int i, absl::Span<const std::int64_t> ids,
-                               const float* rows, std::int64_t row_len) = 0;
+  // Adds `rows` (FP32, [ids' count, row_len]) into rows `ids` (INT64, any shape; a
+  // negative id counts from the end) of input i's gradient (an embedding table): only
+  // those rows are touched, and with ids on the host only they are recorded as written.
+  virtual absl::Status AddRows(int i, const NDArray& ids, const NDArray& rows,
+                               std::int64_t row_len) = 0;
 
  protected:
   NDManager* scope_ = nullptr;

@@ -119,13 +119,13 @@ absl::Status AddRows(const KernelContext&, const std::int64_t* ids, std::int64_t
                      const float* grad, std::int64_t width, float* table_grad,
                      std::int64_t table_rows) {
   for (std::int64_t i = 0; i < count; ++i) {
-    if (ids[i] < 0 || ids[i] >= table_rows) {
+    if (ids[i] < -table_rows || ids[i] >= table_rows) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Gather: index ", ids[i], " outside [0, ", table_rows, ")"));
+          absl::StrCat("Gather: index ", ids[i], " outside [", -table_rows, ", ", table_rows, ")"));
     }
   }
   for (std::int64_t i = 0; i < count; ++i) {
-    float* dst = table_grad + ids[i] * width;
+    float* dst = table_grad + (ids[i] < 0 ? ids[i] + table_rows : ids[i]) * width;
     for (std::int64_t j = 0; j < width; ++j) dst[j] += grad[i * width + j];
   }
   return absl::OkStatus();
@@ -199,6 +199,23 @@ absl::Status SumSquares(const KernelContext&, const float* x, std::int64_t n, fl
   return absl::OkStatus();
 }
 
+absl::Status Fill(const KernelContext&, float* dst, std::int64_t n, float value) {
+  if (n > 0) std::fill(dst, dst + n, value);
+  return absl::OkStatus();
+}
+
+absl::Status Axpy(const KernelContext&, float alpha, const float* src, float* dst, std::int64_t n,
+                  bool accumulate) {
+  if (accumulate) {
+    for (std::int64_t i = 0; i < n; ++i) dst[i] += alpha * src[i];
+  } else if (alpha == 1.0f) {
+    if (n > 0 && dst != src) std::copy(src, src + n, dst);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = alpha * src[i];
+  }
+  return absl::OkStatus();
+}
+
 constexpr TrainKernels kTable = {
     .gemm = Gemm,
     .activation_backward = ActivationBackward,
@@ -210,6 +227,8 @@ constexpr TrainKernels kTable = {
     .sgd_update = SgdUpdate,
     .adam_update = AdamUpdate,
     .sum_squares = SumSquares,
+    .fill = Fill,
+    .axpy = Axpy,
 };
 
 }  // namespace

@@ -134,11 +134,12 @@ __global__ void AddRowsKernel(const int64_t* ids, int64_t count, const float* gr
   const int64_t n = count * width;
   for (int64_t e = GlobalThread(); e < n; e += GridThreads()) {
     const int64_t i = e / width;
-    const int64_t id = ids[i];
-    if (id < 0 || id >= table_rows) {
+    int64_t id = ids[i];
+    if (id < -table_rows || id >= table_rows) {
       *error_flag = 1;
       continue;
     }
+    if (id < 0) id += table_rows;  // counts from the end, as in ONNX Gather
     // Repeated ids add up in any order: the sort-free scatter.
     atomicAdd(table_grad + id * width + (e - i * width), grad[e]);
   }

@@ -167,6 +167,17 @@ absl::Status SumSquares(const KernelContext& ctx, const float* x, std::int64_t n
   return CudaStatus(LaunchSumSquares(x, n, out, accumulate, StreamOf(ctx)), "sum of squares launch");
 }
 
+absl::Status Fill(const KernelContext& ctx, float* dst, std::int64_t n, float value) {
+  NDS_RETURN_IF_ERROR(Prepare(ctx, "fill", {n}, {dst}));
+  return CudaStatus(LaunchFill(dst, n, value, StreamOf(ctx)), "fill launch");
+}
+
+absl::Status Axpy(const KernelContext& ctx, float alpha, const float* src, float* dst,
+                  std::int64_t n, bool accumulate) {
+  NDS_RETURN_IF_ERROR(Prepare(ctx, "axpy", {n}, {src, dst}));
+  return CudaStatus(LaunchAxpy(alpha, src, dst, n, accumulate, StreamOf(ctx)), "axpy launch");
+}
+
 constexpr TrainKernels kTable = {
     .gemm = Gemm,
     .activation_backward = ActivationBackward,
@@ -178,6 +189,8 @@ constexpr TrainKernels kTable = {
     .sgd_update = SgdUpdate,
     .adam_update = AdamUpdate,
     .sum_squares = SumSquares,
+    .fill = Fill,
+    .axpy = Axpy,
 };
 
 }  // namespace

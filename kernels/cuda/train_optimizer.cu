@@ -1,5 +1,6 @@
-// Optimizer updates for training (kernels/train_kernels.h), elementwise in place; the
-// rules are torch.optim's, as train/optimizer.cc's CPU loops.
+// The elementwise training kernels (kernels/train_kernels.h): optimizer updates in place,
+// with torch.optim's rules as the CPU table's loops, and the fill and axpy that move
+// gradients between buffers.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -33,7 +34,31 @@ __global__ void AdamKernel(float step_size, float sqrt_c2, float beta1, float be
   }
 }
 
+__global__ void FillKernel(float* dst, int64_t n, float value) {
+  for (int64_t j = GlobalThread(); j < n; j += GridThreads()) dst[j] = value;
+}
+
+__global__ void AxpyKernel(float alpha, const float* src, float* dst, int64_t n, bool accumulate) {
+  for (int64_t j = GlobalThread(); j < n; j += GridThreads()) {
+    const float v = alpha * src[j];
+    dst[j] = accumulate ? dst[j] + v : v;
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchFill(float* dst, int64_t n, float value, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  FillKernel<<<GridFor(n), kBlock, 0, stream>>>(dst, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAxpy(float alpha, const float* src, float* dst, int64_t n, bool accumulate,
+                       cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  AxpyKernel<<<GridFor(n), kBlock, 0, stream>>>(alpha, src, dst, n, accumulate);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchSgdUpdate(float lr, float momentum, float weight_decay, bool nesterov,
                             bool first_step, float* w, const float* g, float* buf, int64_t n,

@@ -1,8 +1,9 @@
-#ifndef NDSERVE_TRAIN_CPU_MATH_H_
-#define NDSERVE_TRAIN_CPU_MATH_H_
+#ifndef NDSERVE_TRAIN_ARRAY_HELPERS_H_
+#define NDSERVE_TRAIN_ARRAY_HELPERS_H_
 
-// The CPU loops the autograd ops share: broadcasting, GEMM (OpenBLAS) and a few
-// whole-array helpers. FP32 only: training runs in FP32 (docs/design.md §10).
+// Host-side helpers the autograd ops share: shapes, broadcasting of shapes, axes and FP32
+// arrays. Nothing here touches an array's elements (train/compute.h runs the math on the
+// step's device). FP32 only: training runs in FP32 (docs/design.md §10).
 
 #include <cstddef>
 #include <cstdint>
@@ -31,27 +32,10 @@ absl::StatusOr<NDArray> ZerosF32(NDManager& scope, absl::Span<const std::int64_t
 absl::StatusOr<Dims> BroadcastShapes(absl::Span<const std::int64_t> a,
                                      absl::Span<const std::int64_t> b);
 
-// The element offsets into an input of shape `in` for every element of `out` (which
-// `in` broadcasts to), in order.
-std::vector<std::int64_t> BroadcastOffsets(absl::Span<const std::int64_t> in,
-                                           absl::Span<const std::int64_t> out);
-
-// grad (shape `out`) summed down to shape `in`, written (or added when `accumulate`)
-// into dst.
-void ReduceToShape(const float* grad, absl::Span<const std::int64_t> out,
-                   absl::Span<const std::int64_t> in, float* dst, bool accumulate);
-
-// C[m,n] = alpha * op(A) op(B) + beta * C, row-major; lda/ldb are the stored widths.
-void Sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-           float alpha, const float* a, const float* b, float beta, float* c);
-
 // A possibly negative ONNX axis made non-negative; INVALID_ARGUMENT naming `op` when it
 // is outside [-rank, rank).
 absl::StatusOr<std::int64_t> NormAxis(std::int64_t axis, std::size_t rank, const char* op);
 
-// dst = src, or dst += src.
-void Store(float* dst, const float* src, std::int64_t n, bool accumulate);
-
 }  // namespace ndserve::train
 
-#endif  // NDSERVE_TRAIN_CPU_MATH_H_
+#endif  // NDSERVE_TRAIN_ARRAY_HELPERS_H_
