@@ -16,6 +16,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 bins=()
 for b in tests/gpu_memory_tests tests/gpu_engine_tests tests/memory_tests tests/kernels_tests tests/engine_tests \
+         tests/train_tests benchmarks/train_benchmark \
          benchmarks/pool_benchmark benchmarks/engine_benchmark benchmarks/manager_benchmark \
          tests/torch/torch_model_tests tests/torch/torch_daemon_test \
          server/ndserved server/ndserve-cli loadtest/ndserve-loadtest loadtest/ndserve-echo; do
@@ -32,8 +33,14 @@ done | sort -u | while read -r lib; do
   base=$(basename "$lib")
   [[ $base =~ $skip ]] || cp -L "$lib" "$stage/lib/"
 done
+# The recurrent training fixture (tools/gen_train_fixtures.py, a few KB) for train_tests'
+# CUDA session against PyTorch; the tests find it through NDSERVE_TRAIN_FIXTURES.
+train_fixtures="$BUILD_DIR/tests/train_fixtures"
+if [[ -d $train_fixtures/recurrent_sgd ]]; then
+  mkdir -p "$stage/train_fixtures" && cp -r "$train_fixtures/recurrent_sgd" "$stage/train_fixtures/"
+fi
 rm -rf .gpu && mkdir -p .gpu
-tar -C "$stage" -cJf .gpu/bundle.tar.xz bin lib
+tar -C "$stage" -cJf .gpu/bundle.tar.xz bin lib $([[ -d $stage/train_fixtures ]] && echo train_fixtures)
 # The PyTorch fixtures (tools/gen_torch_models.py, made by the build) for the *_cuda cases
 # of torch_model_tests and torch_daemon_test on cuda:0. All of them (~170 MB) would not
 # fit in what a device call carries, so TORCH_MODELS picks which (space-separated names;

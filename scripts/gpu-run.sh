@@ -4,10 +4,11 @@
 #   1. the GPU tests: gpu_engine_tests (pinned staging, one sync per run, no device
 #      allocation after warm-up, CUDA graph replay = plain run, TF32 against FP32, memory
 #      given back to the driver), gpu_memory_tests, the CUDA cases of kernels_tests
-#      and engine_tests, and the cuda:0 cases of the PyTorch model tests (engine and
+#      engine_tests and train_tests, and the cuda:0 cases of the PyTorch model tests (engine and
 #      daemon) for the fixtures carried in .gpu/torch;
 #   2. the pool and scope benchmarks on cuda:0, and the engine benchmark on cuda:0 with
-#      CUDA graphs on and off (the same run, the plain run as the baseline);
+#      CUDA graphs on and off (the same run, the plain run as the baseline), and training
+#      session steps on cuda:0 beside the same session on the CPU;
 #   3. the load test of the daemon on cuda:0 next to the bare echo server (mlp batch 1 and
 #      recsys batch 16 at concurrency 1, 8 and 64).
 # nvidia-smi's memory.used is recorded before and after each part (memory.txt).
@@ -87,6 +88,8 @@ cuda_cases='*cuda*:*Cuda*:*CUDA*:*Gpu*:*GPU*'
 run_tests gpu_memory_tests 60 &
 run_tests kernels_tests 120 --gtest_filter="$cuda_cases" &
 run_tests engine_tests 150 --gtest_filter="$cuda_cases" &
+# Training sessions on cuda:0 against the CPU session and PyTorch (train/compute.h).
+NDSERVE_TRAIN_FIXTURES=$G/train_fixtures run_tests train_tests 120 --gtest_filter="$cuda_cases" &
 # The PyTorch exports carried in .gpu/torch (scripts/gpu-bundle.sh TORCH_MODELS=...):
 # their cuda:0 cases through the engine and, as a daemon on cuda:0, through gRPC.
 if [[ -f $TORCH_DIR/DONE ]]; then
@@ -118,6 +121,14 @@ mark "after tests"
       NDSERVE_BENCH_CUBLASLT=$lt timeout "$(cap 90)" "$G/bin/engine_benchmark" \
       --benchmark_min_time=0.2 \
       --benchmark_filter="$([[ $n == 1 && $graphs == 1 ]] && echo 'engine/|kernels/' || echo 'engine/')"
+  done
+  # Training steps of a session on cuda:0 (batch 256, SGD), then the same session on the
+  # CPU in the same call as its baseline.
+  for dev in cuda:0 cpu; do
+    has_time "train_benchmark $dev" || continue
+    echo "== training session steps on $dev"
+    NDSERVE_BENCH_DEVICE=$dev OPENBLAS_NUM_THREADS=1 timeout "$(cap 40)" \
+      "$G/bin/train_benchmark" --benchmark_filter=Session --benchmark_min_time=1
   done
 } 2>&1 | grep -v '^I' | tee "$W/benchmarks_cuda.txt"
 mark "after benchmarks"

@@ -21,13 +21,6 @@ absl::Status CheckParameters(absl::Span<const Variable> parameters) {
   return absl::OkStatus();
 }
 
-// Distinct rows touched, when only rows were written since the last ClearGrad.
-std::vector<std::int64_t> TouchedRows(const VariableState& s) {
-  std::vector<std::int64_t> rows = s.touched_rows;
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  return rows;
-}
 
 }  // namespace
 
@@ -71,7 +64,7 @@ absl::Status Sgd::Step() {
       // Plain SGD moves only the rows that got a gradient (embedding tables; rows are
       // recorded only for ids on the host, train/variable.h).
       const std::int64_t row = n / std::max<std::int64_t>(1, s.value.shape().empty() ? 1 : s.value.shape()[0]);
-      for (std::int64_t r : TouchedRows(s)) {
+      for (std::int64_t r : DistinctTouchedRows(s)) {
         NDS_RETURN_IF_ERROR(math->sgd_update(ctx, step, w + r * row, g + r * row, nullptr, row));
       }
       continue;

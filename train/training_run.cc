@@ -23,21 +23,17 @@ namespace {
 
 // Adds the sum of squares of one parameter's gradient into `total` (one float on the
 // step's device). Row-updated gradients (embedding tables) are zero outside the rows
-// written since the last ClearGrad, so only those are read; distinct rows only, since
-// the table records a row once per id that touched it.
+// written since the last ClearGrad, so only those are read, each once.
 absl::Status AddGradSquares(const Variable& parameter, const NDArray& total) {
   const NDArray& grad = parameter.grad();
-  const VariableState* state = parameter.state();
+  VariableState* state = parameter.state();
   NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&grad, &total}));
   NDS_ASSIGN_OR_RETURN(const float* data, grad.DataAs<float>());
   NDS_ASSIGN_OR_RETURN(float* out, total.DataAs<float>());
   const kernels::KernelContext& ctx = CurrentContext();
   if (!state->dense_grad && grad.rank() >= 1 && grad.shape()[0] > 0) {
     const std::int64_t row = grad.num_elements() / grad.shape()[0];
-    std::vector<std::int64_t> rows = state->touched_rows;
-    std::sort(rows.begin(), rows.end());
-    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    for (std::int64_t r : rows) {
+    for (std::int64_t r : DistinctTouchedRows(*state)) {
       NDS_RETURN_IF_ERROR(math->sum_squares(ctx, data + r * row, row, out, true));
     }
     return absl::OkStatus();

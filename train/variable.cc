@@ -51,6 +51,16 @@ std::shared_ptr<FunctionNode> Record(const char* op, std::vector<Variable> input
   return node;
 }
 
+const std::vector<std::int64_t>& DistinctTouchedRows(VariableState& state) {
+  std::vector<std::int64_t>& rows = state.touched_rows;
+  if (!state.touched_distinct) {
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    state.touched_distinct = true;
+  }
+  return rows;
+}
+
 bool BackwardContext::NeedsGrad(int i) const {
   return node_->inputs[static_cast<std::size_t>(i)].requires_grad();
 }
@@ -122,6 +132,7 @@ class BackwardPass final : public BackwardContext {
           if (p[k] >= -table_rows && p[k] < table_rows) {
             s->touched_rows.push_back(p[k] < 0 ? p[k] + table_rows : p[k]);
           }
+          s->touched_distinct = false;
         }
       }
     } else {
@@ -223,9 +234,10 @@ absl::Status ClearGrad(absl::Span<const Variable> parameters) {
       // Rows are recorded only for ids on the host (AddRows), so the gradient is too.
       NDS_ASSIGN_OR_RETURN(float* g, F32(s->grad));
       const std::int64_t row_len = s->grad.num_elements() / std::max<std::int64_t>(1, s->grad.shape()[0]);
-      for (std::int64_t r : s->touched_rows) std::fill(g + r * row_len, g + (r + 1) * row_len, 0.0f);
+      for (std::int64_t r : DistinctTouchedRows(*s)) std::fill(g + r * row_len, g + (r + 1) * row_len, 0.0f);
     }
     s->touched_rows.clear();
+    s->touched_distinct = true;
     s->dense_grad = false;
   }
   return absl::OkStatus();

@@ -34,8 +34,17 @@ struct VariableState {
   // backward) wrote it; `dense_grad` once anything wrote the whole array. Lets ClearGrad
   // and SGD touch only those rows of an embedding table.
   std::vector<std::int64_t> touched_rows;
+  // Whether touched_rows is sorted without repeats (DistinctTouchedRows made it so and
+  // no row was added since).
+  bool touched_distinct = true;
   bool dense_grad = false;
 };
+
+// The rows of a row-updated gradient written since the last ClearGrad, each once in
+// ascending order: the gradient norm and SGD read each row once (an id repeated in a
+// batch adds into its row once per look-up, but the row is one). Sorts in place once
+// per step.
+const std::vector<std::int64_t>& DistinctTouchedRows(VariableState& state);
 
 // A handle to a value in the graph; copies share one state. A null handle is invalid.
 class Variable {

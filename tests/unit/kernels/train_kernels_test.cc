@@ -201,6 +201,32 @@ TEST(TrainKernelsCpuTest, RowScatterRefusesAnIdOutsideTheTable) {
       Cpu().add_rows(KernelContext::Cpu(), bad.data(), 1, grad.data(), 2, table.data(), 4);
   EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
   EXPECT_EQ(table, (std::vector<float>{0, 0, 6, 8, 0, 0, 3, 4}));
+  // A negative id counts from the end, as ONNX Gather reads it; below -rows is refused.
+  const std::vector<std::int64_t> from_end = {-1, -4};
+  ASSERT_TRUE(Cpu()
+                  .add_rows(KernelContext::Cpu(), from_end.data(), 2, grad.data(), 2, table.data(),
+                            4)
+                  .ok());
+  EXPECT_EQ(table, (std::vector<float>{3, 4, 6, 8, 0, 0, 4, 6}));
+  const std::vector<std::int64_t> too_low = {-5};
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Cpu().add_rows(KernelContext::Cpu(), too_low.data(), 1, grad.data(), 2, table.data(), 4)));
+}
+
+TEST(TrainKernelsCpuTest, FillAndAxpyWriteOrAddScaledValues) {
+  std::vector<float> dst(5, 9.0f);
+  ASSERT_TRUE(Cpu().fill(KernelContext::Cpu(), dst.data(), 4, 0.5f).ok());
+  EXPECT_EQ(dst, (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f, 9.0f}));
+  const std::vector<float> src = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(Cpu().axpy(KernelContext::Cpu(), 2.0f, src.data(), dst.data(), 5, true).ok());
+  EXPECT_EQ(dst, (std::vector<float>{2.5f, 4.5f, 6.5f, 8.5f, 19.0f}));
+  ASSERT_TRUE(Cpu().axpy(KernelContext::Cpu(), -1.0f, src.data(), dst.data(), 3, false).ok());
+  EXPECT_EQ(dst, (std::vector<float>{-1, -2, -3, 8.5f, 19.0f}));
+  ASSERT_TRUE(Cpu().axpy(KernelContext::Cpu(), 1.0f, src.data(), dst.data(), 5, false).ok());
+  EXPECT_EQ(dst, src);
+  // In place: dst (+)= alpha dst.
+  ASSERT_TRUE(Cpu().axpy(KernelContext::Cpu(), 1.0f, dst.data(), dst.data(), 5, true).ok());
+  EXPECT_EQ(dst, (std::vector<float>{2, 4, 6, 8, 10}));
 }
 
 // --- CUDA against the CPU -------------------------------------------------------------
@@ -350,7 +376,10 @@ TEST_F(TrainKernelsCudaTest, LossesRowScatterAndGradNormMatchTheCpu) {
   // Repeated ids add up (atomics); an id outside the table sets the flag, adds nothing.
   const std::int64_t width = 16, table_rows = 8, count = 100;
   std::vector<std::int64_t> rows_ids(count);
-  for (std::int64_t i = 0; i < count; ++i) rows_ids[i] = (i * 3) % table_rows;
+  // Every other id counts from the end.
+  for (std::int64_t i = 0; i < count; ++i) {
+    rows_ids[i] = (i * 3) % table_rows - (i % 2 == 1 ? table_rows : 0);
+  }
   const std::vector<float> g = Random(count * width, 32), t0 = Random(table_rows * width, 33);
   std::vector<float> want = t0;
   ASSERT_TRUE(Cpu()
@@ -369,6 +398,21 @@ TEST_F(TrainKernelsCudaTest, LossesRowScatterAndGradNormMatchTheCpu) {
   float* sq = Up(std::vector<float>{5.0f});
   ASSERT_TRUE(table_->sum_squares(runner_->context(), Up(g), g.size(), sq, false).ok());
   ExpectClose(Down(sq, 1), {want_sq}, "sum of squares");
+}
+
+TEST_F(TrainKernelsCudaTest, FillAndAxpyMatchTheCpu) {
+  const std::int64_t n = 3000;
+  const std::vector<float> src = Random(n, 40), start = Random(n, 41);
+  float* dst = Up(start);
+  ASSERT_TRUE(table_->fill(runner_->context(), dst, n, 0.25f).ok());
+  ExpectClose(Down(dst, n), std::vector<float>(n, 0.25f), "fill");
+  for (bool accumulate : {true, false}) {
+    std::vector<float> want = start;
+    ASSERT_TRUE(Cpu().axpy(KernelContext::Cpu(), -1.5f, src.data(), want.data(), n, accumulate).ok());
+    float* got = Up(start);
+    ASSERT_TRUE(table_->axpy(runner_->context(), -1.5f, Up(src), got, n, accumulate).ok());
+    ExpectClose(Down(got, n), want, accumulate ? "axpy accumulating" : "axpy writing");
+  }
 }
 
 TEST_F(TrainKernelsCudaTest, SgdMomentumAndAdamUpdatesMatchTheCpuOverFiveSteps) {

@@ -6,6 +6,7 @@
 // name.bin.
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -23,6 +24,13 @@ struct FixtureTensor {
   std::vector<std::int64_t> dims;
   std::vector<std::uint8_t> bytes;
 };
+
+// Where the build put the fixtures, unless NDSERVE_TRAIN_FIXTURES names another folder
+// (a GPU machine runs the bundled binary far from the build tree: scripts/gpu-run.sh).
+inline std::string TrainFixturesDir() {
+  const char* env = std::getenv("NDSERVE_TRAIN_FIXTURES");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(NDSERVE_TRAIN_FIXTURES);
+}
 
 inline std::map<std::string, FixtureTensor> ReadTrainFixture(const std::string& folder) {
   std::map<std::string, FixtureTensor> out;
