@@ -96,6 +96,15 @@ struct TrainKernels {
   // *out (+)= sum of x^2 (the gradient norm, one float on the device).
   absl::Status (*sum_squares)(const KernelContext& ctx, const float* x, std::int64_t n, float* out,
                               bool accumulate);
+  // The row-sparse forms of sgd_update (without momentum) and sum_squares, for an
+  // embedding table whose gradient only some rows received: rows `rows[0..count)`
+  // (distinct, any order, each in [0, table rows)) of [table rows, width] arrays.
+  absl::Status (*sgd_update_rows)(const KernelContext& ctx, const SgdStep& step, float* w,
+                                  const float* g, const std::int64_t* rows, std::int64_t count,
+                                  std::int64_t width);
+  absl::Status (*sum_squares_rows)(const KernelContext& ctx, const float* x,
+                                   const std::int64_t* rows, std::int64_t count,
+                                   std::int64_t width, float* out, bool accumulate);
   // dst[i] = value: zeroing gradients in place, the root gradient of 1.
   absl::Status (*fill)(const KernelContext& ctx, float* dst, std::int64_t n, float value);
   // dst (+)= alpha src over n elements: handing a gradient on, adding one consumer's

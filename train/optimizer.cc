@@ -62,11 +62,11 @@ absl::Status Sgd::Step() {
     step.first_step = steps_ == 0;
     if (o.momentum == 0.0f && o.weight_decay == 0.0f && !s.dense_grad) {
       // Plain SGD moves only the rows that got a gradient (embedding tables; rows are
-      // recorded only for ids on the host, train/variable.h).
-      const std::int64_t row = n / std::max<std::int64_t>(1, s.value.shape().empty() ? 1 : s.value.shape()[0]);
-      for (std::int64_t r : DistinctTouchedRows(s)) {
-        NDS_RETURN_IF_ERROR(math->sgd_update(ctx, step, w + r * row, g + r * row, nullptr, row));
-      }
+      // recorded only for ids on the host, train/variable.h), in one call.
+      const std::vector<std::int64_t>& rows = DistinctTouchedRows(s);
+      const std::int64_t width = n / std::max<std::int64_t>(1, s.value.shape().empty() ? 1 : s.value.shape()[0]);
+      NDS_RETURN_IF_ERROR(math->sgd_update_rows(ctx, step, w, g, rows.data(),
+                                                static_cast<std::int64_t>(rows.size()), width));
       continue;
     }
     float* buf = nullptr;

@@ -53,11 +53,22 @@ std::shared_ptr<FunctionNode> Record(const char* op, std::vector<Variable> input
 
 const std::vector<std::int64_t>& DistinctTouchedRows(VariableState& state) {
   std::vector<std::int64_t>& rows = state.touched_rows;
-  if (!state.touched_distinct) {
-    std::sort(rows.begin(), rows.end());
-    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    state.touched_distinct = true;
+  if (state.touched_distinct) return rows;
+  const std::size_t table_rows =
+      state.grad.rank() >= 1 ? static_cast<std::size_t>(state.grad.shape()[0]) : 0;
+  std::vector<std::uint8_t>& marks = state.row_marks;
+  if (marks.size() != table_rows) marks.assign(table_rows, 0);
+  std::size_t kept = 0;
+  for (const std::int64_t r : rows) {
+    std::uint8_t& mark = marks[static_cast<std::size_t>(r)];
+    if (mark == 0) {
+      mark = 1;
+      rows[kept++] = r;
+    }
   }
+  rows.resize(kept);
+  for (const std::int64_t r : rows) marks[static_cast<std::size_t>(r)] = 0;
+  state.touched_distinct = true;
   return rows;
 }
 

@@ -30,23 +30,30 @@ absl::Status Gemm(const KernelContext&, bool trans_a, bool trans_b, std::int64_t
   return absl::OkStatus();
 }
 
+// One plain loop per (activation, accumulate) pair, so each vectorizes.
+// `grad(s, g)`: the input's gradient from the output s and its gradient g.
+template <typename Grad>
+void ActivationLoop(const float* saved, const float* dy, float* dx, std::int64_t n,
+                    bool accumulate, Grad grad) {
+  if (accumulate) {
+    for (std::int64_t i = 0; i < n; ++i) dx[i] += grad(saved[i], dy[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) dx[i] = grad(saved[i], dy[i]);
+  }
+}
+
 absl::Status ActivationBackward(const KernelContext&, ActivationKind kind, const float* saved,
                                 const float* dy, float* dx, std::int64_t n, bool accumulate) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float s = saved[i];
-    float d = 0.0f;
-    switch (kind) {
-      case ActivationKind::kRelu:
-        d = s > 0.0f ? dy[i] : 0.0f;
-        break;
-      case ActivationKind::kSigmoid:
-        d = dy[i] * s * (1.0f - s);
-        break;
-      case ActivationKind::kTanh:
-        d = dy[i] * (1.0f - s * s);
-        break;
-    }
-    Put(dx + i, d, accumulate);
+  switch (kind) {
+    case ActivationKind::kRelu:
+      ActivationLoop(saved, dy, dx, n, accumulate, [](float s, float g) { return s > 0.0f ? g : 0.0f; });
+      break;
+    case ActivationKind::kSigmoid:
+      ActivationLoop(saved, dy, dx, n, accumulate, [](float s, float g) { return g * s * (1.0f - s); });
+      break;
+    case ActivationKind::kTanh:
+      ActivationLoop(saved, dy, dx, n, accumulate, [](float s, float g) { return g * (1.0f - s * s); });
+      break;
   }
   return absl::OkStatus();
 }
@@ -169,24 +176,35 @@ absl::Status SgdUpdate(const KernelContext&, const SgdStep& o, float* w, const f
   if (o.momentum > 0.0f && buf == nullptr) {
     return absl::InvalidArgumentError("SGD with momentum needs its buffer");
   }
+  // The settings as locals: read through `o` inside the loops they would be reloaded
+  // after every store to w (which could alias them), and the loops would not vectorize.
+  const float lr = o.lr, decay = o.weight_decay, momentum = o.momentum;
+  if (momentum == 0.0f) {
+    for (std::int64_t j = 0; j < n; ++j) w[j] -= lr * (g[j] + decay * w[j]);
+    return absl::OkStatus();
+  }
+  const bool first = o.first_step, nesterov = o.nesterov;
   for (std::int64_t j = 0; j < n; ++j) {
-    float d = g[j] + o.weight_decay * w[j];
-    if (o.momentum > 0.0f) {
-      buf[j] = o.first_step ? d : o.momentum * buf[j] + d;
-      d = o.nesterov ? d + o.momentum * buf[j] : buf[j];
-    }
-    w[j] -= o.lr * d;
+    const float d = g[j] + decay * w[j];
+    const float b = first ? d : momentum * buf[j] + d;
+    buf[j] = b;
+    w[j] -= lr * (nesterov ? d + momentum * b : b);
   }
   return absl::OkStatus();
 }
 
 absl::Status AdamUpdate(const KernelContext&, const AdamStep& o, float* w, const float* g, float* m,
                         float* v, std::int64_t n) {
+  // Locals for the same reason as in SgdUpdate.
+  const float decay = o.weight_decay, beta1 = o.beta1, beta2 = o.beta2, step = o.step_size,
+              sqrt_c2 = o.sqrt_c2, epsilon = o.epsilon;
   for (std::int64_t j = 0; j < n; ++j) {
-    const float d = g[j] + o.weight_decay * w[j];
-    m[j] = o.beta1 * m[j] + (1.0f - o.beta1) * d;
-    v[j] = o.beta2 * v[j] + (1.0f - o.beta2) * d * d;
-    w[j] -= o.step_size * m[j] / (std::sqrt(v[j]) / o.sqrt_c2 + o.epsilon);
+    const float d = g[j] + decay * w[j];
+    const float mj = beta1 * m[j] + (1.0f - beta1) * d;
+    const float vj = beta2 * v[j] + (1.0f - beta2) * d * d;
+    m[j] = mj;
+    v[j] = vj;
+    w[j] -= step * mj / (std::sqrt(vj) / sqrt_c2 + epsilon);
   }
   return absl::OkStatus();
 }
@@ -195,6 +213,33 @@ absl::Status SumSquares(const KernelContext&, const float* x, std::int64_t n, fl
                         bool accumulate) {
   double sum = 0.0;
   for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  Put(out, static_cast<float>(sum), accumulate);
+  return absl::OkStatus();
+}
+
+absl::Status SgdUpdateRows(const KernelContext&, const SgdStep& o, float* w, const float* g,
+                           const std::int64_t* rows, std::int64_t count, std::int64_t width) {
+  if (o.momentum > 0.0f) {
+    return absl::InvalidArgumentError("row-sparse SGD has no momentum buffer");
+  }
+  const float lr = o.lr, decay = o.weight_decay;
+  for (std::int64_t i = 0; i < count; ++i) {
+    float* wr = w + rows[i] * width;
+    const float* gr = g + rows[i] * width;
+    for (std::int64_t j = 0; j < width; ++j) wr[j] -= lr * (gr[j] + decay * wr[j]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SumSquaresRows(const KernelContext&, const float* x, const std::int64_t* rows,
+                            std::int64_t count, std::int64_t width, float* out, bool accumulate) {
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float* xr = x + rows[i] * width;
+    float row = 0.0f;  // a row is short; the rows add up in double
+    for (std::int64_t j = 0; j < width; ++j) row += xr[j] * xr[j];
+    sum += row;
+  }
   Put(out, static_cast<float>(sum), accumulate);
   return absl::OkStatus();
 }
@@ -227,6 +272,8 @@ constexpr TrainKernels kTable = {
     .sgd_update = SgdUpdate,
     .adam_update = AdamUpdate,
     .sum_squares = SumSquares,
+    .sgd_update_rows = SgdUpdateRows,
+    .sum_squares_rows = SumSquaresRows,
     .fill = Fill,
     .axpy = Axpy,
 };

@@ -189,6 +189,20 @@ __global__ void SumSquaresKernel(const float* x, int64_t n, float* out) {
   if (threadIdx.x == 0) atomicAdd(out, part);
 }
 
+__global__ void SumSquaresRowsKernel(const float* x, const int64_t* rows, int64_t count,
+                                     int64_t width, float* out) {
+  __shared__ float scratch[32];
+  float part = 0.0f;
+  const int64_t n = count * width;
+  for (int64_t e = GlobalThread(); e < n; e += GridThreads()) {
+    const int64_t i = e / width;
+    const float v = x[rows[i] * width + (e - i * width)];
+    part += v * v;
+  }
+  part = BlockSum(part, scratch);
+  if (threadIdx.x == 0) atomicAdd(out, part);
+}
+
 // Rows are grid blocks: CUDA allows 2^31 - 1 of them.
 bool RowsFit(int64_t rows) { return rows <= 0x7fffffff; }
 
@@ -270,6 +284,19 @@ cudaError_t LaunchSumSquares(const float* x, int64_t n, float* out, bool accumul
   }
   if (n == 0) return cudaSuccess;
   SumSquaresKernel<<<GridFor(n), kBlock, 0, stream>>>(x, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSumSquaresRows(const float* x, const int64_t* rows, int64_t count, int64_t width,
+                                 float* out, bool accumulate, cudaStream_t stream) {
+  if (!accumulate) {
+    if (cudaError_t err = cudaMemsetAsync(out, 0, sizeof(float), stream); err != cudaSuccess) {
+      return err;
+    }
+  }
+  const int64_t n = count * width;
+  if (n == 0) return cudaSuccess;
+  SumSquaresRowsKernel<<<GridFor(n), kBlock, 0, stream>>>(x, rows, count, width, out);
   return cudaGetLastError();
 }
 

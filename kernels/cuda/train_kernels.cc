@@ -167,6 +167,27 @@ absl::Status SumSquares(const KernelContext& ctx, const float* x, std::int64_t n
   return CudaStatus(LaunchSumSquares(x, n, out, accumulate, StreamOf(ctx)), "sum of squares launch");
 }
 
+absl::Status SgdUpdateRows(const KernelContext& ctx, const SgdStep& o, float* w, const float* g,
+                           const std::int64_t* rows, std::int64_t count, std::int64_t width) {
+  NDS_RETURN_IF_ERROR(Prepare(ctx, "row-sparse SGD update", {count, width}, {w, g, rows}));
+  if (o.momentum > 0.0f) {
+    return absl::InvalidArgumentError("row-sparse SGD has no momentum buffer");
+  }
+  return CudaStatus(LaunchSgdUpdateRows(o.lr, o.weight_decay, w, g, rows, count, width,
+                                        StreamOf(ctx)),
+                    "row-sparse SGD update launch");
+}
+
+absl::Status SumSquaresRows(const KernelContext& ctx, const float* x, const std::int64_t* rows,
+                            std::int64_t count, std::int64_t width, float* out, bool accumulate) {
+  NDS_RETURN_IF_ERROR(Prepare(ctx, "row-sparse sum of squares", {count, width}, {x, rows}));
+  if (out == nullptr) {
+    return absl::InvalidArgumentError("row-sparse sum of squares: the output is null");
+  }
+  return CudaStatus(LaunchSumSquaresRows(x, rows, count, width, out, accumulate, StreamOf(ctx)),
+                    "row-sparse sum of squares launch");
+}
+
 absl::Status Fill(const KernelContext& ctx, float* dst, std::int64_t n, float value) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "fill", {n}, {dst}));
   return CudaStatus(LaunchFill(dst, n, value, StreamOf(ctx)), "fill launch");
@@ -189,6 +210,8 @@ constexpr TrainKernels kTable = {
     .sgd_update = SgdUpdate,
     .adam_update = AdamUpdate,
     .sum_squares = SumSquares,
+    .sgd_update_rows = SgdUpdateRows,
+    .sum_squares_rows = SumSquaresRows,
     .fill = Fill,
     .axpy = Axpy,
 };

@@ -41,6 +41,12 @@ cudaError_t LaunchAdamUpdate(float step_size, float sqrt_c2, float beta1, float 
 // *out (+)= sum x^2; *out must be cleared first when not accumulating (done here).
 cudaError_t LaunchSumSquares(const float* x, int64_t n, float* out, bool accumulate,
                              cudaStream_t stream);
+// Over rows `rows[0..count)` of [*, width] arrays (rows on the device).
+cudaError_t LaunchSgdUpdateRows(float lr, float weight_decay, float* w, const float* g,
+                                const int64_t* rows, int64_t count, int64_t width,
+                                cudaStream_t stream);
+cudaError_t LaunchSumSquaresRows(const float* x, const int64_t* rows, int64_t count, int64_t width,
+                                 float* out, bool accumulate, cudaStream_t stream);
 cudaError_t LaunchFill(float* dst, int64_t n, float value, cudaStream_t stream);
 // dst (+)= alpha src, elementwise (src == dst allowed).
 cudaError_t LaunchAxpy(float alpha, const float* src, float* dst, int64_t n, bool accumulate,

@@ -34,6 +34,16 @@ __global__ void AdamKernel(float step_size, float sqrt_c2, float beta1, float be
   }
 }
 
+__global__ void SgdRowsKernel(float lr, float weight_decay, float* w, const float* g,
+                              const int64_t* rows, int64_t count, int64_t width) {
+  const int64_t n = count * width;
+  for (int64_t e = GlobalThread(); e < n; e += GridThreads()) {
+    const int64_t i = e / width;
+    const int64_t at = rows[i] * width + (e - i * width);
+    w[at] -= lr * (g[at] + weight_decay * w[at]);
+  }
+}
+
 __global__ void FillKernel(float* dst, int64_t n, float value) {
   for (int64_t j = GlobalThread(); j < n; j += GridThreads()) dst[j] = value;
 }
@@ -46,6 +56,15 @@ __global__ void AxpyKernel(float alpha, const float* src, float* dst, int64_t n,
 }
 
 }  // namespace
+
+cudaError_t LaunchSgdUpdateRows(float lr, float weight_decay, float* w, const float* g,
+                                const int64_t* rows, int64_t count, int64_t width,
+                                cudaStream_t stream) {
+  const int64_t n = count * width;
+  if (n == 0) return cudaSuccess;
+  SgdRowsKernel<<<GridFor(n), kBlock, 0, stream>>>(lr, weight_decay, w, g, rows, count, width);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchFill(float* dst, int64_t n, float value, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;

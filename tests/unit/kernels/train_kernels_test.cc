@@ -213,6 +213,36 @@ TEST(TrainKernelsCpuTest, RowScatterRefusesAnIdOutsideTheTable) {
       Cpu().add_rows(KernelContext::Cpu(), too_low.data(), 1, grad.data(), 2, table.data(), 4)));
 }
 
+// The row-sparse forms equal the dense ones on a gradient that is zero outside `rows`,
+// and leave the other rows alone.
+TEST(TrainKernelsCpuTest, RowSparseSgdAndSumSquaresMatchTheDenseFormsOnTheirRows) {
+  const std::int64_t table_rows = 10, width = 3;
+  const std::vector<std::int64_t> rows = {7, 2, 5};
+  std::vector<float> g(table_rows * width, 0.0f);
+  const std::vector<float> values = Random(table_rows * width, 50);
+  for (std::int64_t r : rows) {
+    for (std::int64_t j = 0; j < width; ++j) g[r * width + j] = values[r * width + j];
+  }
+  SgdStep step;
+  step.lr = 0.1f;
+  std::vector<float> dense = Random(table_rows * width, 51), sparse = dense;
+  ASSERT_TRUE(Cpu().sgd_update(KernelContext::Cpu(), step, dense.data(), g.data(), nullptr,
+                               table_rows * width)
+                  .ok());
+  ASSERT_TRUE(Cpu().sgd_update_rows(KernelContext::Cpu(), step, sparse.data(), g.data(),
+                                    rows.data(), 3, width)
+                  .ok());
+  EXPECT_EQ(sparse, dense);
+  float want = 0.0f, got = 1.0f;
+  ASSERT_TRUE(Cpu().sum_squares(KernelContext::Cpu(), g.data(), table_rows * width, &want, false).ok());
+  ASSERT_TRUE(
+      Cpu().sum_squares_rows(KernelContext::Cpu(), g.data(), rows.data(), 3, width, &got, false).ok());
+  EXPECT_NEAR(got, want, 1e-6f * want);
+  step.momentum = 0.9f;
+  EXPECT_TRUE(absl::IsInvalidArgument(Cpu().sgd_update_rows(
+      KernelContext::Cpu(), step, sparse.data(), g.data(), rows.data(), 3, width)));
+}
+
 TEST(TrainKernelsCpuTest, FillAndAxpyWriteOrAddScaledValues) {
   std::vector<float> dst(5, 9.0f);
   ASSERT_TRUE(Cpu().fill(KernelContext::Cpu(), dst.data(), 4, 0.5f).ok());
@@ -413,6 +443,33 @@ TEST_F(TrainKernelsCudaTest, FillAndAxpyMatchTheCpu) {
     ASSERT_TRUE(table_->axpy(runner_->context(), -1.5f, Up(src), got, n, accumulate).ok());
     ExpectClose(Down(got, n), want, accumulate ? "axpy accumulating" : "axpy writing");
   }
+}
+
+TEST_F(TrainKernelsCudaTest, RowSparseSgdAndSumSquaresMatchTheCpu) {
+  const std::int64_t table_rows = 500, width = 16;
+  std::vector<std::int64_t> rows;
+  for (std::int64_t r = table_rows - 1; r >= 0; r -= 3) rows.push_back(r);
+  const auto count = static_cast<std::int64_t>(rows.size());
+  const std::vector<float> g = Random(table_rows * width, 60), w0 = Random(table_rows * width, 61);
+  SgdStep step;
+  step.lr = 0.05f;
+  step.weight_decay = 0.01f;
+  std::vector<float> want = w0;
+  ASSERT_TRUE(Cpu().sgd_update_rows(KernelContext::Cpu(), step, want.data(), g.data(), rows.data(),
+                                    count, width)
+                  .ok());
+  float* w = Up(w0);
+  const float* dg = Up(g);
+  const std::int64_t* drows = Up(rows);
+  ASSERT_TRUE(table_->sgd_update_rows(runner_->context(), step, w, dg, drows, count, width).ok());
+  ExpectClose(Down(w, want.size()), want, "row-sparse SGD");
+  float want_sq = 0.0f;
+  ASSERT_TRUE(Cpu().sum_squares_rows(KernelContext::Cpu(), g.data(), rows.data(), count, width,
+                                     &want_sq, false)
+                  .ok());
+  float* sq = Up(std::vector<float>{7.0f});
+  ASSERT_TRUE(table_->sum_squares_rows(runner_->context(), dg, drows, count, width, sq, false).ok());
+  ExpectClose(Down(sq, 1), {want_sq}, "row-sparse sum of squares");
 }
 
 TEST_F(TrainKernelsCudaTest, SgdMomentumAndAdamUpdatesMatchTheCpuOverFiveSteps) {
