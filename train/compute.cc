@@ -47,15 +47,13 @@ const kernels::KernelContext& CurrentContext() {
   return current_context != nullptr ? *current_context : CpuContext();
 }
 
-absl::StatusOr<const kernels::TrainKernels*> MathFor(
-    std::initializer_list<const NDArray*> arrays) {
+absl::StatusOr<const kernels::TrainKernels*> MathFor(std::initializer_list<const NDArray*> arrays) {
   const kernels::KernelContext& ctx = CurrentContext();
   for (const NDArray* a : arrays) {
     if (a != nullptr && !a->is_null() && a->device() != ctx.device) {
-      return absl::FailedPreconditionError(absl::StrCat("array ", a->DebugString(), " is on ",
-                                                        a->device().ToString(),
-                                                        " but the step runs on ",
-                                                        ctx.device.ToString()));
+      return absl::FailedPreconditionError(
+          absl::StrCat("array ", a->DebugString(), " is on ", a->device().ToString(),
+                       " but the step runs on ", ctx.device.ToString()));
     }
   }
   return kernels::LookupTrainKernels(ctx.device.kind);
@@ -81,8 +79,9 @@ absl::Status RunOp(NDManager& scope, kernels::OpKind op, absl::Span<const kernel
     for (const kernels::TensorView& v : views) {
       if (v.data == nullptr && v.numel() > 0) {
         return absl::FailedPreconditionError(
-            absl::StrCat(kernels::OpKindName(op), ": use of freed memory (an array of a closed "
-                                                  "scope)"));
+            absl::StrCat(kernels::OpKindName(op),
+                         ": use of freed memory (an array of a closed "
+                         "scope)"));
       }
     }
   }
@@ -113,8 +112,8 @@ absl::Status Fill(const NDArray& dst, float value) {
 
 absl::Status Axpy(float alpha, const NDArray& src, const NDArray& dst, bool accumulate) {
   if (src.num_elements() != dst.num_elements()) {
-    return absl::InternalError(absl::StrCat("gradient ", src.DebugString(), " handed to ",
-                                            dst.DebugString()));
+    return absl::InternalError(
+        absl::StrCat("gradient ", src.DebugString(), " handed to ", dst.DebugString()));
   }
   NDS_ASSIGN_OR_RETURN(const kernels::TrainKernels* math, MathFor({&src, &dst}));
   NDS_ASSIGN_OR_RETURN(const float* s, F32(src));
@@ -135,8 +134,9 @@ absl::Status AddReduced(NDManager& scope, float alpha, const NDArray& full,
     NDS_ASSIGN_OR_RETURN(const float* s, F32(full));
     NDS_ASSIGN_OR_RETURN(float* d, F32(dst));
     const std::int64_t cols = NumElements(in_shape);
-    return math->sum_rows(CurrentContext(), s, full.num_elements() / std::max<std::int64_t>(cols, 1),
-                          cols, d, accumulate);
+    return math->sum_rows(CurrentContext(), s,
+                          full.num_elements() / std::max<std::int64_t>(cols, 1), cols, d,
+                          accumulate);
   }
   // Otherwise ReduceSum over every axis `in` broadcasts along, keeping dims, which leaves
   // exactly in's elements in order.
@@ -146,7 +146,8 @@ absl::Status AddReduced(NDManager& scope, float alpha, const NDArray& full,
     if (in_dim == 1 && out[d] != 1) reduce.axes.push_back(static_cast<std::int64_t>(d));
   }
   reduce.keepdims = true;
-  NDS_ASSIGN_OR_RETURN(NDArray summed, RunOp(scope, kernels::OpKind::kReduceSum, {View(full)}, reduce));
+  NDS_ASSIGN_OR_RETURN(NDArray summed,
+                       RunOp(scope, kernels::OpKind::kReduceSum, {View(full)}, reduce));
   return Axpy(alpha, summed, dst, accumulate);
 }
 

@@ -27,26 +27,13 @@ namespace ndserve::train {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_util::Floats;
 using testing_util::Must;
+using testing_util::Tensor;
 
 fs::path Example(const std::string& name) {
   const char* root = std::getenv("NDSERVE_SOURCE_DIR");
   return fs::path(root != nullptr ? root : ".") / "examples/models" / name / "1/model.onnx";
-}
-
-template <typename T>
-engine::HostTensor Tensor(const std::string& name, DType dtype, std::vector<std::int64_t> shape,
-                          const std::vector<T>& values) {
-  engine::HostTensor t{name, dtype, std::move(shape), {}};
-  t.bytes.resize(values.size() * sizeof(T));
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-std::vector<float> Floats(const std::vector<std::uint8_t>& bytes) {
-  std::vector<float> out(bytes.size() / sizeof(float));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
-  return out;
 }
 
 struct Batch {
@@ -134,8 +121,8 @@ Batch Mlp(std::uint32_t seed, std::int64_t offset) { return MlpBatch(seed, offse
 Batch Recsys(std::uint32_t seed, std::int64_t) { return RecsysBatch(seed); }
 
 TEST_F(CudaSessionTest, MlpStepsMatchTheCpuSessionWithEveryOptimizer) {
-  for (OptimizerKind optimizer : {OptimizerKind::kSgd, OptimizerKind::kMomentum,
-                                  OptimizerKind::kAdam}) {
+  for (OptimizerKind optimizer :
+       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam}) {
     SCOPED_TRACE(static_cast<int>(optimizer));
     TrainingRunOptions options;
     options.loss = LossKind::kCrossEntropy;

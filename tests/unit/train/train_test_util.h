@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/host_tensor.h"
 #include "gtest/gtest.h"
 #include "memory/memory_system.h"
 #include "memory/nd_manager.h"
@@ -23,6 +25,22 @@ T Must(absl::StatusOr<T> value) {
   EXPECT_TRUE(value.ok()) << value.status();
   if (!value.ok()) return T();
   return *std::move(value);
+}
+
+// A client's tensor (what a Train stream's Batch carries) from typed values.
+template <typename T>
+engine::HostTensor Tensor(const std::string& name, DType dtype, std::vector<std::int64_t> shape,
+                          const std::vector<T>& values) {
+  engine::HostTensor t{name, dtype, std::move(shape), {}};
+  t.bytes.resize(values.size() * sizeof(T));
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+inline std::vector<float> Floats(const std::vector<std::uint8_t>& bytes) {
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
 }
 
 // A memory system of the test's own with a trainer manager and a batch manager under it.

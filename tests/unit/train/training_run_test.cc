@@ -28,21 +28,15 @@ namespace ndserve::train {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_util::Floats;
 using testing_util::Must;
+using testing_util::Tensor;
 
 fs::path Example(const std::string& name) {
   const char* root = std::getenv("NDSERVE_SOURCE_DIR");
   return fs::path(root != nullptr ? root : ".") / "examples/models" / name;
 }
 
-template <typename T>
-engine::HostTensor Tensor(const std::string& name, DType dtype, std::vector<std::int64_t> shape,
-                          const std::vector<T>& values) {
-  engine::HostTensor t{name, dtype, std::move(shape), {}};
-  t.bytes.resize(values.size() * sizeof(T));
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
 
 // A fixed MLP batch: 16 random rows, labels i % 10.
 struct MlpBatch {
@@ -184,11 +178,6 @@ TEST_F(TrainingRunTest, AClosedSessionRefusesSteps) {
 using testing_util::FixtureTensor;
 using testing_util::ReadTrainFixture;
 
-std::vector<float> Floats(const std::vector<std::uint8_t>& bytes) {
-  std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
 
 // Truncated BPTT through a session (docs/design.md §10.1): a served ONNX LSTM trained
 // two time steps per batch, its state carried from batch to batch with the history cut,
