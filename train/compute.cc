@@ -74,19 +74,23 @@ kernels::TensorView View(const NDArray& array, absl::Span<const std::int64_t> sh
 
 absl::Status RunOp(NDManager& scope, kernels::OpKind op, absl::Span<const kernels::TensorView> in,
                    absl::Span<const kernels::TensorView> out, const kernels::OpAttrs& attrs) {
-  // View() leaves the data of a freed array null; a live non-empty array always has some.
+  kernels::KernelContext ctx = CurrentContext();
   for (absl::Span<const kernels::TensorView> views : {in, out}) {
     for (const kernels::TensorView& v : views) {
+      // View() leaves the data of a freed array null; a live non-empty one has some.
       if (v.data == nullptr && v.numel() > 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            kernels::OpKindName(op), ": use of freed memory (an array of a closed scope)"));
+      }
+      // The same error as MathFor's, whether or not this build has the device's kernels.
+      if (v.device != ctx.device) {
         return absl::FailedPreconditionError(
-            absl::StrCat(kernels::OpKindName(op),
-                         ": use of freed memory (an array of a closed "
-                         "scope)"));
+            absl::StrCat(kernels::OpKindName(op), ": an array is on ", v.device.ToString(),
+                         " but the step runs on ", ctx.device.ToString()));
       }
     }
   }
   ScopeScratch scratch(scope);
-  kernels::KernelContext ctx = CurrentContext();
   ctx.scratch = &scratch;
   return kernels::RunKernel(op, ctx, in, out, attrs);
 }
