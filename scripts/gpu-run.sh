@@ -19,6 +19,7 @@
 #   device_allocs.txt (ndserve_memory_device_alloc_total after each load-test case)
 #   server_times.txt (the daemon's mean request/queue/compute time per load-test case)
 #   kernels_profile.txt (ncu's duration of each kernel of mlp and recsys b1 plain runs)
+#   train_smoke.txt (a training session through the daemon on cuda:0: scripts/train-smoke.sh)
 # Knobs: ONLY_LOADTEST=1 reruns only the load test; SKIP_LOADTEST=1 skips it;
 # SKIP_POOLS=1 skips the pool and scope benchmarks; SKIP_PROFILE=1 the ncu kernel profile;
 # BUNDLE (.gpu/bundle.tar.xz) and TORCH_DIR (.gpu/torch) where the bundle and fixtures are;
@@ -100,6 +101,13 @@ fi
 wait
 mark "after correctness tests"
 run_tests gpu_engine_tests 180
+# A training session through the daemon on cuda:0 with the bundled CLI: start, steps,
+# commit as version 2, an inference on it (scripts/train-smoke.sh; a few seconds).
+if has_time "train smoke"; then
+  BIN_DIR=$G/bin DEVICE=cuda:0 timeout "$(cap 60)" bash scripts/train-smoke.sh \
+    >"$W/train_smoke.txt" 2>&1 || rc=1
+  tail -3 "$W/train_smoke.txt"
+fi
 mark "after tests"
 # Pools over the CUDA allocator against raw cudaMalloc/cudaFree, the scope benchmark,
 # and the engine on cuda:0: one predictor with graphs on (and, in the same call, the
