@@ -150,6 +150,47 @@ TEST_F(TrainingRunTest, BadInputIsInvalidArgumentNamingIt) {
   EXPECT_TRUE(run->Step(batch.inputs, batch.labels).ok());
 }
 
+// A label or id out of range is found by a kernel (the loss, Gather); the step is refused
+// before the optimizer runs, so every weight stays as it was (on a GPU the same holds
+// through the device's error flag: CudaSessionTest).
+TEST_F(TrainingRunTest, AnOutOfRangeLabelOrIdLeavesEveryWeightAsItWas) {
+  auto mlp = Must(TrainingRun::Create((Example("mlp") / "1/model.onnx").string(), scope_,
+                                      MlpOptions()));
+  ASSERT_NE(mlp, nullptr);
+  MlpBatch batch = MakeMlpBatch(3);
+  Must(mlp->Step(batch.inputs, batch.labels));
+  const auto before = Must(mlp->Parameters());
+  batch.labels = Tensor("labels", DType::kInt64, {16}, std::vector<std::int64_t>(16, 10));
+  absl::Status status = mlp->Step(batch.inputs, batch.labels).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  const auto after = Must(mlp->Parameters());
+  ASSERT_EQ(after.size(), before.size());
+  for (std::size_t p = 0; p < before.size(); ++p) EXPECT_EQ(after[p].bytes, before[p].bytes);
+
+  TrainingRunOptions options;
+  options.loss = LossKind::kBceWithLogits;
+  options.target_output = "fc2";
+  options.optimizer = OptimizerKind::kSgd;
+  auto scope = Must(engine::TrainerScope::Open(model_, "recsys"));
+  auto recsys =
+      Must(TrainingRun::Create((Example("recsys") / "1/model.onnx").string(), scope, options));
+  ASSERT_NE(recsys, nullptr);
+  std::vector<std::int64_t> ids(2 * 4 * 8, 5);
+  const engine::HostTensor dense =
+      Tensor("dense", DType::kFp32, {2, 13}, std::vector<float>(26, 0.5f));
+  const engine::HostTensor clicks = Tensor("labels", DType::kFp32, {2, 1}, std::vector<float>{1, 0});
+  Must(recsys->Step({Tensor("sparse_ids", DType::kInt64, {2, 4, 8}, ids), dense}, clicks));
+  const auto tables = Must(recsys->Parameters());
+  ids[7] = 1 << 30;
+  status = recsys->Step({Tensor("sparse_ids", DType::kInt64, {2, 4, 8}, ids), dense}, clicks)
+               .status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  const auto unchanged = Must(recsys->Parameters());
+  for (std::size_t p = 0; p < tables.size(); ++p) EXPECT_EQ(unchanged[p].bytes, tables[p].bytes);
+  ids[7] = 5;
+  EXPECT_TRUE(recsys->Step({Tensor("sparse_ids", DType::kInt64, {2, 4, 8}, ids), dense}, clicks).ok());
+}
+
 TEST_F(TrainingRunTest, BadOptionsAreInvalidArgument) {
   const std::string path = (Example("mlp") / "1/model.onnx").string();
   TrainingRunOptions options = MlpOptions();
