@@ -97,11 +97,22 @@ run_case() {
   shift 5
   local base="$RESULTS_DIR/${label}-${model}-b${batch}-c${conc}"
   echo "== $label $model batch $batch concurrency $conc"
+  # The server's CPU time (user + system, /proc/<pid>/stat) over the case's wall time,
+  # for its CPU cost per request: at high concurrency a GPU daemon is bound by its host
+  # cores, so this is what sets it apart from the echo server there.
+  local cpu0 t0
+  cpu0=$(server_cpu_ticks)
+  t0=$(date +%s.%N)
   # A failed check (errors, leak) is reported in the table, not fatal here.
   "$LOADTEST" --address="$address" --model="$model" --batch="$batch" \
     --input="${INPUTS[$model]}" --concurrency="$conc" --duration_s="$DURATION_S" \
     --warmup_s="$WARMUP_S" --threads="$CLIENT_THREADS" --wait_ready_s=60 \
     --json_out="$base.json" "$@" >"$base.txt" 2>&1 || true
+  echo "$(($(server_cpu_ticks) - cpu0)) $(getconf CLK_TCK) $(date +%s.%N) $t0" >"$base.cpu"
+}
+
+server_cpu_ticks() {  # utime + stime of $server_pid, in clock ticks
+  awk '{print $14 + $15}' "/proc/$server_pid/stat" 2>/dev/null || echo 0
   tail -n +4 "$base.txt" | sed 's/^/   /'
 }
 
@@ -204,8 +215,21 @@ except OSError:
 lines.append(f"ndserve load test, {os.cpu_count()} CPUs ({cpu}), {platform.node()}")
 lines.append("")
 lines.append("| model | batch | concurrency | echo req/s | echo p99 ms | ndserve req/s "
-             "| ndserve p99 ms | ratio | ndserve errors | allocated delta |")
-lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+             "| ndserve p99 ms | ratio | ndserve errors | allocated delta "
+             "| echo CPU us/req | ndserve CPU us/req |")
+lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+def cpu_per_request(name, r):
+    # The server's busy cores over the case (warm-up included) per request per second.
+    try:
+        with open(os.path.join(results, name)) as f:
+            ticks, hz, end, start = (float(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return None
+    if not r or r["throughput_rps"] <= 0 or end <= start:
+        return None
+    return ticks / hz / (end - start) * 1e6 / r["throughput_rps"]
+
 failures = []
 leaks = []
 for model, batch in (("mlp", 1), ("recsys", 16)):
@@ -238,7 +262,9 @@ for model, batch in (("mlp", 1), ("recsys", 16)):
             f"| {cell(drps, '{:.0f}')} "
             f"| {cell(p99(d), '{:.3f}')} "
             f"| {cell(ratio, '{:.2f}x')} | {cell(errors, '{}')} "
-            f"| {cell(delta, '{:+d} B')} |")
+            f"| {cell(delta, '{:+d} B')} "
+            f"| {cell(cpu_per_request(f'echo-{model}-b{batch}-c{conc}.cpu', e), '{:.1f}')} "
+            f"| {cell(cpu_per_request(f'ndserve-{model}-b{batch}-c{conc}.cpu', d), '{:.1f}')} |")
         if (model, batch, conc) == ("mlp", 1, 64):
             target = (ratio, p99(d), d["errors"] if d else None)
 
