@@ -2,8 +2,8 @@
 # Measures ndserved's ModelInfer path against the bare gRPC echo server (ndserve-echo,
 # the ceiling: same gRPC, no model, no pool) with ndserve-loadtest, on this machine, and
 # writes a markdown table: throughput and p99 of `mlp` batch 1 and `recsys` batch 16 at
-# concurrency 1, 8 and 64, the ratio to the echo server, and the allocated-bytes delta
-# of every daemon run (the leak check).
+# concurrency 1, 8 and 64, the ratio to the echo server, the allocated-bytes delta
+# of every daemon run (the leak check), and each server's CPU time per request.
 #
 #   scripts/loadtest-bench.sh [OUT.md]          # default OUT.md: $RESULTS_DIR/bench.md
 #
@@ -109,11 +109,11 @@ run_case() {
     --warmup_s="$WARMUP_S" --threads="$CLIENT_THREADS" --wait_ready_s=60 \
     --json_out="$base.json" "$@" >"$base.txt" 2>&1 || true
   echo "$(($(server_cpu_ticks) - cpu0)) $(getconf CLK_TCK) $(date +%s.%N) $t0" >"$base.cpu"
+  tail -n +4 "$base.txt" | sed 's/^/   /'
 }
 
 server_cpu_ticks() {  # utime + stime of $server_pid, in clock ticks
   awk '{print $14 + $15}' "/proc/$server_pid/stat" 2>/dev/null || echo 0
-  tail -n +4 "$base.txt" | sed 's/^/   /'
 }
 
 if [[ ${SKIP_ECHO:-0} != 1 ]]; then
