@@ -20,6 +20,7 @@ absl::StatusOr<Variable> Reshaped(NDManager& scope, const Variable& x, const Dim
   // The forward Reshape kernel copies any dtype (ids too) on the step's device.
   kernels::ReshapeAttrs attrs;
   attrs.shape = shape;
+  attrs.allowzero = true;  // `shape` is resolved already: a 0 is an empty dim
   NDS_ASSIGN_OR_RETURN(NDArray out,
                        RunOp(scope, kernels::OpKind::kReshape, {View(x.value())}, attrs));
   auto creator = Record(op, {x}, [](BackwardContext& ctx, const NDArray& g) -> absl::Status {
