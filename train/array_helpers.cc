@@ -40,6 +40,11 @@ absl::StatusOr<Dims> BroadcastShapes(absl::Span<const std::int64_t> a,
   return out;
 }
 
+std::int64_t RowWidth(const NDArray& table) {
+  if (table.rank() == 0 || table.shape()[0] == 0) return table.num_elements();
+  return table.num_elements() / table.shape()[0];
+}
+
 absl::StatusOr<std::int64_t> NormAxis(std::int64_t axis, std::size_t rank, const char* op) {
   const auto r = static_cast<std::int64_t>(rank);
   if (axis < -r || axis >= r) {

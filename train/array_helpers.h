@@ -32,6 +32,10 @@ absl::StatusOr<NDArray> ZerosF32(NDManager& scope, absl::Span<const std::int64_t
 absl::StatusOr<Dims> BroadcastShapes(absl::Span<const std::int64_t> a,
                                      absl::Span<const std::int64_t> b);
 
+// Elements per row of an array read as a table along its first dim (an embedding's
+// rows): all of them for a scalar or an empty first dim.
+std::int64_t RowWidth(const NDArray& table);
+
 // A possibly negative ONNX axis made non-negative; INVALID_ARGUMENT naming `op` when it
 // is outside [-rank, rank).
 absl::StatusOr<std::int64_t> NormAxis(std::int64_t axis, std::size_t rank, const char* op);

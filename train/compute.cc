@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "base/status_macros.h"
 #include "kernels/dispatch.h"
 #include "kernels/shape_inference.h"
@@ -35,6 +36,15 @@ class ScopeScratch final : public kernels::ScratchAllocator {
   NDManager& scope_;
 };
 
+// FAILED_PRECONDITION naming both devices when `what` is not on the step's device.
+absl::Status OnStepDevice(Device device, const kernels::KernelContext& ctx,
+                          absl::string_view what) {
+  if (device == ctx.device) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(what, " is on ", device.ToString(),
+                                                    " but the step runs on ",
+                                                    ctx.device.ToString()));
+}
+
 }  // namespace
 
 ComputeScope::ComputeScope(const kernels::KernelContext& ctx) : previous_(current_context) {
@@ -50,10 +60,8 @@ const kernels::KernelContext& CurrentContext() {
 absl::StatusOr<const kernels::TrainKernels*> MathFor(std::initializer_list<const NDArray*> arrays) {
   const kernels::KernelContext& ctx = CurrentContext();
   for (const NDArray* a : arrays) {
-    if (a != nullptr && !a->is_null() && a->device() != ctx.device) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("array ", a->DebugString(), " is on ", a->device().ToString(),
-                       " but the step runs on ", ctx.device.ToString()));
+    if (a != nullptr && !a->is_null()) {
+      NDS_RETURN_IF_ERROR(OnStepDevice(a->device(), ctx, absl::StrCat("array ", a->DebugString())));
     }
   }
   return kernels::LookupTrainKernels(ctx.device.kind);
@@ -82,12 +90,9 @@ absl::Status RunOp(NDManager& scope, kernels::OpKind op, absl::Span<const kernel
         return absl::FailedPreconditionError(absl::StrCat(
             kernels::OpKindName(op), ": use of freed memory (an array of a closed scope)"));
       }
-      // The same error as MathFor's, whether or not this build has the device's kernels.
-      if (v.device != ctx.device) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(kernels::OpKindName(op), ": an array is on ", v.device.ToString(),
-                         " but the step runs on ", ctx.device.ToString()));
-      }
+      // Checked here, as MathFor does, whether or not this build has the device's kernels.
+      NDS_RETURN_IF_ERROR(
+          OnStepDevice(v.device, ctx, absl::StrCat(kernels::OpKindName(op), ": an array")));
     }
   }
   ScopeScratch scratch(scope);

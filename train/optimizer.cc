@@ -64,9 +64,9 @@ absl::Status Sgd::Step() {
       // Plain SGD moves only the rows that got a gradient (embedding tables; rows are
       // recorded only for ids on the host, train/variable.h), in one call.
       const std::vector<std::int64_t>& rows = DistinctTouchedRows(s);
-      const std::int64_t width = n / std::max<std::int64_t>(1, s.value.shape().empty() ? 1 : s.value.shape()[0]);
       NDS_RETURN_IF_ERROR(math->sgd_update_rows(ctx, step, w, g, rows.data(),
-                                                static_cast<std::int64_t>(rows.size()), width));
+                                                static_cast<std::int64_t>(rows.size()),
+                                                RowWidth(s.value)));
       continue;
     }
     float* buf = nullptr;

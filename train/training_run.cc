@@ -32,10 +32,9 @@ absl::Status AddGradSquares(const Variable& parameter, const NDArray& total) {
   NDS_ASSIGN_OR_RETURN(float* out, total.DataAs<float>());
   const kernels::KernelContext& ctx = CurrentContext();
   if (!state->dense_grad && grad.rank() >= 1 && grad.shape()[0] > 0) {
-    const std::int64_t row = grad.num_elements() / grad.shape()[0];
     const std::vector<std::int64_t>& rows = DistinctTouchedRows(*state);
     return math->sum_squares_rows(ctx, data, rows.data(), static_cast<std::int64_t>(rows.size()),
-                                  row, out, true);
+                                  RowWidth(grad), out, true);
   }
   return math->sum_squares(ctx, data, grad.num_elements(), out, true);
 }

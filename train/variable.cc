@@ -244,7 +244,7 @@ absl::Status ClearGrad(absl::Span<const Variable> parameters) {
     } else if (!s->touched_rows.empty()) {
       // Rows are recorded only for ids on the host (AddRows), so the gradient is too.
       NDS_ASSIGN_OR_RETURN(float* g, F32(s->grad));
-      const std::int64_t row_len = s->grad.num_elements() / std::max<std::int64_t>(1, s->grad.shape()[0]);
+      const std::int64_t row_len = RowWidth(s->grad);
       for (std::int64_t r : DistinctTouchedRows(*s)) std::fill(g + r * row_len, g + (r + 1) * row_len, 0.0f);
     }
     s->touched_rows.clear();

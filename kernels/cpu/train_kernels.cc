@@ -171,16 +171,22 @@ absl::Status LayerNormBackward(const KernelContext&, const float* xhat, const fl
   return absl::OkStatus();
 }
 
+// w -= lr (g + decay w): plain SGD, the dense update's and the row-sparse one's loop.
+// Takes the settings by value: read through the step struct inside the loop they would
+// be reloaded after every store to w (which could alias them), and it would not vectorize.
+inline void PlainSgd(float lr, float decay, float* w, const float* g, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) w[j] -= lr * (g[j] + decay * w[j]);
+}
+
 absl::Status SgdUpdate(const KernelContext&, const SgdStep& o, float* w, const float* g, float* buf,
                        std::int64_t n) {
   if (o.momentum > 0.0f && buf == nullptr) {
     return absl::InvalidArgumentError("SGD with momentum needs its buffer");
   }
-  // The settings as locals: read through `o` inside the loops they would be reloaded
-  // after every store to w (which could alias them), and the loops would not vectorize.
+  // The settings as locals, as in PlainSgd.
   const float lr = o.lr, decay = o.weight_decay, momentum = o.momentum;
   if (momentum == 0.0f) {
-    for (std::int64_t j = 0; j < n; ++j) w[j] -= lr * (g[j] + decay * w[j]);
+    PlainSgd(lr, decay, w, g, n);
     return absl::OkStatus();
   }
   const bool first = o.first_step, nesterov = o.nesterov;
@@ -195,7 +201,7 @@ absl::Status SgdUpdate(const KernelContext&, const SgdStep& o, float* w, const f
 
 absl::Status AdamUpdate(const KernelContext&, const AdamStep& o, float* w, const float* g, float* m,
                         float* v, std::int64_t n) {
-  // Locals for the same reason as in SgdUpdate.
+  // Locals for the same reason as in PlainSgd.
   const float decay = o.weight_decay, beta1 = o.beta1, beta2 = o.beta2, step = o.step_size,
               sqrt_c2 = o.sqrt_c2, epsilon = o.epsilon;
   for (std::int64_t j = 0; j < n; ++j) {
@@ -222,11 +228,8 @@ absl::Status SgdUpdateRows(const KernelContext&, const SgdStep& o, float* w, con
   if (o.momentum > 0.0f) {
     return absl::InvalidArgumentError("row-sparse SGD has no momentum buffer");
   }
-  const float lr = o.lr, decay = o.weight_decay;
   for (std::int64_t i = 0; i < count; ++i) {
-    float* wr = w + rows[i] * width;
-    const float* gr = g + rows[i] * width;
-    for (std::int64_t j = 0; j < width; ++j) wr[j] -= lr * (gr[j] + decay * wr[j]);
+    PlainSgd(o.lr, o.weight_decay, w + rows[i] * width, g + rows[i] * width, width);
   }
   return absl::OkStatus();
 }

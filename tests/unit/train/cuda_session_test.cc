@@ -67,6 +67,16 @@ Batch RecsysBatch(std::uint32_t seed) {
           Tensor("labels", DType::kFp32, {16, 1}, labels)};
 }
 
+// The example models' session settings: the loss reads their logits, "fc2".
+TrainingRunOptions HeadOptions(LossKind loss, OptimizerKind optimizer, float lr) {
+  TrainingRunOptions options;
+  options.loss = loss;
+  options.target_output = "fc2";
+  options.optimizer = optimizer;
+  options.lr = lr;
+  return options;
+}
+
 void ExpectClose(float got, float want, const std::string& what) {
   EXPECT_NEAR(got, want, 1e-4f * (1.0f + std::fabs(want))) << what;
 }
@@ -124,12 +134,8 @@ TEST_F(CudaSessionTest, MlpStepsMatchTheCpuSessionWithEveryOptimizer) {
   for (OptimizerKind optimizer :
        {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kAdam}) {
     SCOPED_TRACE(static_cast<int>(optimizer));
-    TrainingRunOptions options;
-    options.loss = LossKind::kCrossEntropy;
-    options.target_output = "fc2";
-    options.optimizer = optimizer;
-    options.lr = 0.05f;
-    ExpectSameAsCpu(Example("mlp").string(), options, Mlp, 5);
+    ExpectSameAsCpu(Example("mlp").string(), HeadOptions(LossKind::kCrossEntropy, optimizer, 0.05f),
+                    Mlp, 5);
   }
 }
 
@@ -138,12 +144,8 @@ TEST_F(CudaSessionTest, MlpStepsMatchTheCpuSessionWithEveryOptimizer) {
 TEST_F(CudaSessionTest, RecsysEmbeddingsAndBceMatchTheCpuSession) {
   for (OptimizerKind optimizer : {OptimizerKind::kSgd, OptimizerKind::kAdam}) {
     SCOPED_TRACE(static_cast<int>(optimizer));
-    TrainingRunOptions options;
-    options.loss = LossKind::kBceWithLogits;
-    options.target_output = "fc2";
-    options.optimizer = optimizer;
-    options.lr = 0.02f;
-    ExpectSameAsCpu(Example("recsys").string(), options, Recsys, 5);
+    ExpectSameAsCpu(Example("recsys").string(),
+                    HeadOptions(LossKind::kBceWithLogits, optimizer, 0.02f), Recsys, 5);
   }
 }
 
@@ -153,21 +155,12 @@ TEST_F(CudaSessionTest, RecsysEmbeddingsAndBceMatchTheCpuSession) {
 TEST_F(CudaSessionTest, TruncatedBpttOnAnOnnxLstmMatchesPyTorch) {
   const std::string folder = testing_util::TrainFixturesDir() + "/recurrent_sgd";
   const auto data = testing_util::ReadTrainFixture(folder);
-  TrainingRunOptions options;
-  options.loss = LossKind::kMse;
-  options.target_output = "pred";
-  options.optimizer = OptimizerKind::kSgd;
-  options.lr = 0.1f;
-  options.truncated_bptt_steps = 2;
-  auto run = Open(Device::Cuda(0), folder + "/model.onnx", options);
+  auto run = Open(Device::Cuda(0), folder + "/model.onnx", testing_util::RecurrentSgdOptions());
   ASSERT_NE(run, nullptr);
   const std::vector<float> losses = Floats(data.at("losses").bytes);
   std::uint64_t after_2 = 0;
   for (int k = 0; k < 5; ++k) {
-    const auto& x = data.at(absl::StrCat("batch", k, ".x"));
-    const auto& y = data.at(absl::StrCat("batch", k, ".y"));
-    const std::vector<engine::HostTensor> inputs{{"x", DType::kFp32, x.dims, x.bytes}};
-    const engine::HostTensor labels{"y", DType::kFp32, {x.dims[0] * x.dims[1], 1}, y.bytes};
+    const auto [inputs, labels] = testing_util::RecurrentBatch(data, k);
     ExpectClose(Must(run->Step(inputs, labels)).loss, losses[static_cast<std::size_t>(k)],
                 absl::StrCat("loss of step ", k + 1));
     if (k == 1) after_2 = DevicePoolBytes();
@@ -187,12 +180,8 @@ TEST_F(CudaSessionTest, TruncatedBpttOnAnOnnxLstmMatchesPyTorch) {
 // flag before the optimizer runs, so the weights stay as they were and the session goes
 // on. The pool is flat across steps.
 TEST_F(CudaSessionTest, ABadLabelIsRefusedBeforeAnyUpdateAndThePoolStaysFlat) {
-  TrainingRunOptions options;
-  options.loss = LossKind::kCrossEntropy;
-  options.target_output = "fc2";
-  options.optimizer = OptimizerKind::kMomentum;
-  options.lr = 0.05f;
-  auto run = Open(Device::Cuda(0), Example("mlp").string(), options);
+  auto run = Open(Device::Cuda(0), Example("mlp").string(),
+                  HeadOptions(LossKind::kCrossEntropy, OptimizerKind::kMomentum, 0.05f));
   ASSERT_NE(run, nullptr);
   const Batch good = MlpBatch(1);
   Must(run->Step(good.inputs, good.labels));

@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "engine/host_tensor.h"
 #include "gtest/gtest.h"
+#include "train/training_run.h"
 
 namespace ndserve::train::testing_util {
 
@@ -49,6 +51,28 @@ inline std::map<std::string, FixtureTensor> ReadTrainFixture(const std::string& 
     out[name] = std::move(t);
   }
   return out;
+}
+
+// The session settings of the recurrent run ("recurrent_sgd": an ONNX LSTM, MSE on its
+// per-step head, SGD lr 0.1, two time steps per batch with the state carried).
+inline TrainingRunOptions RecurrentSgdOptions() {
+  TrainingRunOptions options;
+  options.loss = LossKind::kMse;
+  options.target_output = "pred";
+  options.optimizer = OptimizerKind::kSgd;
+  options.lr = 0.1f;
+  options.truncated_bptt_steps = 2;
+  return options;
+}
+
+// Batch k of the recurrent run: X as input "x"; the head runs on every time step,
+// t-major, so the labels "y" are [T*B, 1].
+inline std::pair<std::vector<engine::HostTensor>, engine::HostTensor> RecurrentBatch(
+    const std::map<std::string, FixtureTensor>& data, int k) {
+  const FixtureTensor& x = data.at("batch" + std::to_string(k) + ".x");
+  const FixtureTensor& y = data.at("batch" + std::to_string(k) + ".y");
+  return {{{"x", DType::kFp32, x.dims, x.bytes}},
+          engine::HostTensor{"y", DType::kFp32, {x.dims[0] * x.dims[1], 1}, y.bytes}};
 }
 
 }  // namespace ndserve::train::testing_util

@@ -227,24 +227,12 @@ using testing_util::ReadTrainFixture;
 TEST_F(TrainingRunTest, TruncatedBpttOnAnOnnxLstmMatchesPyTorchDetachingAtTheSameSteps) {
   const std::string folder = std::string(NDSERVE_TRAIN_FIXTURES) + "/recurrent_sgd";
   const auto data = ReadTrainFixture(folder);
-  TrainingRunOptions options;
-  options.loss = LossKind::kMse;
-  options.target_output = "pred";
-  options.optimizer = OptimizerKind::kSgd;
-  options.lr = 0.1f;
-  options.truncated_bptt_steps = 2;
-  auto run = Must(TrainingRun::Create(folder + "/model.onnx", scope_, options));
+  auto run =
+      Must(TrainingRun::Create(folder + "/model.onnx", scope_, testing_util::RecurrentSgdOptions()));
   ASSERT_NE(run, nullptr);
   const std::vector<float> losses = Floats(data.at("losses").bytes);
   ASSERT_EQ(losses.size(), 5u);
-  auto batch = [&](int k) {
-    const FixtureTensor& x = data.at(absl::StrCat("batch", k, ".x"));
-    const FixtureTensor& y = data.at(absl::StrCat("batch", k, ".y"));
-    // The head runs on every time step, t-major: labels [T*B, 1].
-    return std::make_pair(
-        std::vector<engine::HostTensor>{{"x", DType::kFp32, x.dims, x.bytes}},
-        engine::HostTensor{"y", DType::kFp32, {x.dims[0] * x.dims[1], 1}, y.bytes});
-  };
+  auto batch = [&](int k) { return testing_util::RecurrentBatch(data, k); };
   auto expect_weights = [&](int after) {
     for (const engine::HostTensor& p : Must(run->Parameters())) {
       const std::vector<float> want =
@@ -452,12 +440,7 @@ TEST_F(TrainingRunsTest, ARecurrentSessionTrainsWithTruncatedBptt) {
   ASSERT_TRUE(engine_->LoadModel("lstm").ok());
   const auto data = ReadTrainFixture(folder);
   const std::vector<float> want = Floats(data.at("losses").bytes);
-  TrainingRunOptions options;
-  options.loss = LossKind::kMse;
-  options.target_output = "pred";
-  options.lr = 0.1f;
-  options.truncated_bptt_steps = 2;
-  StartedSession s = Must(runs_->Start("lstm", 0, options));
+  StartedSession s = Must(runs_->Start("lstm", 0, testing_util::RecurrentSgdOptions()));
   EXPECT_EQ(s.parameters.size(), 5u);
 
   constexpr int kSteps = 200;
