@@ -40,9 +40,8 @@ class ScopeScratch final : public kernels::ScratchAllocator {
 absl::Status OnStepDevice(Device device, const kernels::KernelContext& ctx,
                           absl::string_view what) {
   if (device == ctx.device) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(what, " is on ", device.ToString(),
-                                                    " but the step runs on ",
-                                                    ctx.device.ToString()));
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " is on ", device.ToString(), " but the step runs on ", ctx.device.ToString()));
 }
 
 }  // namespace
