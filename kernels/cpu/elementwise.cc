@@ -109,7 +109,7 @@ void SiluArray(const float* x, float* y, int64_t n) {
 
 bool LateActivationInPlace(ConvActivation kind, float* y, int64_t n) {
   if (kind == ConvActivation::kHardSwish) {
-    for (int64_t i = 0; i < n; ++i) y[i] = HardSwishOp()(y[i]);  // baseline, as the node
+    HardSwishArray(y, y, n);
     return true;
   }
   if (kind == ConvActivation::kSigmoid) {

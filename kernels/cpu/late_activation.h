@@ -5,15 +5,19 @@
 // HardSwish, Sigmoid and SiLU. Inside an FMA clone their multiply-adds (HardSwish's, and
 // the Sigmoid polynomial of elementwise_ops.h's HostSigmoid) would be contracted, and a
 // fused conv must give the bits of the conv followed by the activation nodes. So every
-// conv path calls these out-of-line loops on what it stored: HardSwish compiled for the
-// baseline, as the HardSwish node is; Sigmoid through the one cloned loop the Sigmoid node
-// uses, whose clone is picked once per process. Internal to kernels/cpu.
+// conv path calls these out-of-line loops on what it stored: the very loops the HardSwish
+// and Sigmoid nodes run, whose clones are picked once per process. Internal to kernels/cpu.
 
 #include <cstdint>
 
 #include "kernels/conv_activation.h"
 
 namespace ndserve::kernels::cpu {
+
+// y[i] = HardSigmoid(x[i]) = clamp(alpha * x[i] + beta, 0, 1), and y[i] = HardSwish(x[i]),
+// for i < n; y may be x. The nodes' loops (hard_activation.cc: no FMA in any ISA clone).
+void HardSigmoidArray(const float* x, float* y, int64_t n, float alpha, float beta);
+void HardSwishArray(const float* x, float* y, int64_t n);
 
 // y[i] = Sigmoid(x[i]) for i < n; y may be x. The Sigmoid node's loop.
 void SigmoidArray(const float* x, float* y, int64_t n);

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/broadcast_loop.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/late_activation.h"
 #include "kernels/math_ops.h"
 #include "kernels/plans.h"
 
@@ -88,11 +89,13 @@ absl::Status Elu(const KernelContext&, absl::Span<const TensorView> in,
 absl::Status HardSigmoid(const KernelContext&, absl::Span<const TensorView> in,
                          absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const ActivationAttrs& a = std::get<ActivationAttrs>(attrs);
-  return MapFloat(in, out, HardSigmoidOp{a.alpha, a.beta});
+  HardSigmoidArray(in[0].as<const float>(), out[0].as<float>(), in[0].numel(), a.alpha, a.beta);
+  return absl::OkStatus();
 }
 absl::Status HardSwish(const KernelContext&, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs&) {
-  return MapFloat<HardSwishOp>(in, out);
+  HardSwishArray(in[0].as<const float>(), out[0].as<float>(), in[0].numel());
+  return absl::OkStatus();
 }
 absl::Status Clip(const KernelContext&, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs& attrs) {

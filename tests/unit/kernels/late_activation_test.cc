@@ -11,6 +11,7 @@
 // accuracy.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,46 @@ TEST(LateActivationTest, TheSigmoidNodeOverSeveralChunksIsOneLoopOverTheWholeTen
     worst = std::max(worst, std::abs(yv[i] - exact) / std::max(exact, 1e-30));
   }
   EXPECT_LT(worst, 1e-6);  // relative: a few ulp
+}
+
+// HardSigmoid's alpha * x + beta rounded twice, as the ONNX reference computes it in float:
+// `volatile` keeps this test's own compiler from fusing the pair.
+float TwoRoundingHardSigmoid(float x, float alpha, float beta) {
+  volatile float product = alpha * x;
+  const float v = product + beta;
+  return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+}
+
+// The nodes' loops run in this CPU's widest clone (AVX-512 here); with a contracted
+// multiply-add one value in a few would differ in its last bit. Every length up to 70
+// covers the vector bodies and their tails; NaN, infinities and the kinks at -3 and 3 are in.
+TEST(LateActivationTest, HardSwishAndHardSigmoidLoopsRoundTheMultiplyAddTwice) {
+  const HostTensor r = RandomTensor({4096}, 8300, -4.0f, 4.0f);
+  std::vector<float> x = r.Values<float>();
+  const float specials[] = {std::nanf(""), INFINITY, -INFINITY, -3.0f, 3.0f, -0.0f, 0.0f,
+                            2.9999998f, -2.9999998f, 1e-30f, -1e30f};
+  std::copy(std::begin(specials), std::end(specials), x.begin() + 5);
+  const float alpha = 0.2f, beta = 0.5f;  // HardSigmoid's defaults
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{33}, int64_t{70},
+                    static_cast<int64_t>(x.size())}) {
+    std::vector<float> swish(n), hsig(n);
+    cpu::HardSwishArray(x.data(), swish.data(), n);
+    cpu::HardSigmoidArray(x.data(), hsig.data(), n, alpha, beta);
+    for (int64_t i = 0; i < n; ++i) {
+      const float want_sig = TwoRoundingHardSigmoid(x[i], alpha, beta);
+      const float want_swish = x[i] * TwoRoundingHardSigmoid(x[i], 1.0f / 6.0f, 0.5f);
+      if (std::isnan(want_swish)) {
+        EXPECT_TRUE(std::isnan(swish[i])) << "HardSwish at " << i;
+      } else {
+        EXPECT_EQ(swish[i], want_swish) << "HardSwish(" << x[i] << ") at " << i;
+      }
+      if (std::isnan(want_sig)) {
+        EXPECT_TRUE(std::isnan(hsig[i])) << "HardSigmoid at " << i;
+      } else {
+        EXPECT_EQ(hsig[i], want_sig) << "HardSigmoid(" << x[i] << ") at " << i;
+      }
+    }
+  }
 }
 
 }  // namespace
