@@ -5,6 +5,7 @@
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/micro_kernel_12x16.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
+#include "kernels/cpu/packed_gemv.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch_slots.h"
 
@@ -256,6 +257,10 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
                 float* c, int64_t ldc, bool accumulate, float* scratch,
                 const PackedRowOutput& out, PackedEpilogue epilogue) {
   const bool packed_a = packed.side() == PackedMatrix::Side::kA;
+  if (!packed_a && m <= kPackedGemvMaxRows && out.bias == nullptr &&
+      out.act.kind == ConvActivation::kNone) {
+    return PackedGemv(packed, other, m, n, k, c, ldc, accumulate, epilogue);
+  }
   const int threads = IntraOpThreads();
   // Task blocks: the streamed operand's slab on one side, the packed operand's rows
   // (all of them for A, kTaskCols columns for B) on the other. Column blocks split C's

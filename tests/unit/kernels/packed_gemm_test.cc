@@ -3,7 +3,8 @@
 // (6-row and 16-column tiles, 256-deep K blocks, the per-task slabs), C overwritten or
 // accumulated onto, the epilogue called exactly once for every element of C, on the
 // pool's threads and on one thread (inside a ParallelFor body, where a nested one runs
-// inline); and PackedRowOutput's bias and activation in the micro-kernel.
+// inline); and PackedRowOutput's bias and activation in the micro-kernel. Up to four rows
+// against a packed B take packed_gemv.h's path instead of the micro-kernel.
 #include "kernels/cpu/packed_gemm.h"
 
 #include <atomic>
@@ -124,6 +125,21 @@ TEST(PackedGemmTest, ManyTasksAndKBlocks) {
   for (auto side : {PackedMatrix::Side::kA, PackedMatrix::Side::kB}) {
     Check({131, 517, 600, side, false, false, false}, false);
     Check({250, 300, 513, side, false, true, true}, false);
+  }
+}
+
+// Up to four rows against a packed B take the few-rows path (packed_gemv.h): every row
+// count, A transposed or not, accumulated or not, K on and off its 4-deep chains and over
+// several K blocks, N on and off the 16-wide panels and split over the threads.
+TEST(PackedGemmTest, FewRowsAgainstAPackedB) {
+  for (int64_t m : {1, 2, 3, 4}) {
+    for (int64_t k : {int64_t{1}, int64_t{3}, int64_t{6}, int64_t{513}}) {
+      for (int64_t n : {int64_t{5}, int64_t{16}, int64_t{1000}}) {
+        Check({m, n, k, PackedMatrix::Side::kB, false, false, false}, false);
+      }
+    }
+    Check({m, 1000, 1280, PackedMatrix::Side::kB, true, true, true}, false);
+    Check({m, 33, 300, PackedMatrix::Side::kB, false, true, false}, true);
   }
 }
 
