@@ -195,6 +195,7 @@ void DirectConvShapes(benchmark::internal::Benchmark* b) {
   b->Args({64, 56, 64, 3, 1})->Args({128, 28, 128, 3, 1})->Args({256, 14, 256, 3, 1});
   b->Args({512, 7, 512, 3, 1})->Args({3, 224, 64, 7, 2});
   b->Args({3, 224, 32, 3, 2});  // mobilenet_v2's stem
+  b->Args({3, 224, 16, 3, 2});  // mobilenet_v3_small's
   b->Args({64, 56, 128, 3, 2})->Args({128, 28, 256, 3, 2})->Args({256, 14, 512, 3, 2});
 }
 
