@@ -130,10 +130,13 @@ class BackwardPass final : public BackwardContext {
     NDArray dst;
     if (s->creator == nullptr) {
       dst = s->grad;
-      if (ids.device().is_cuda()) {
+      if (ids.device().is_cuda() || s->grad.device().is_cuda()) {
         // The ids stay on the device, so the rows they touch are not known here: the
         // whole table's gradient counts as written (ClearGrad zeroes all of it, and
-        // plain SGD moves every row, by zero where nothing was added).
+        // plain SGD moves every row, by zero where nothing was added). Rows are recorded
+        // only for a host gradient, so ClearGrad, the row-sparse SGD and the norm, which
+        // hand the host list of rows to the kernels, never pair it with device memory
+        // (host ids against a device table are refused below, after this).
         s->dense_grad = true;
       } else if (!s->dense_grad) {
         NDS_ASSIGN_OR_RETURN(const std::int64_t* p, ids.DataAs<std::int64_t>());

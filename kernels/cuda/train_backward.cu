@@ -262,7 +262,18 @@ cudaError_t LaunchLayerNormBackward(const float* xhat, const float* scale, const
                                     const float* dy, int64_t rows, int64_t cols, float* dx,
                                     float* dscale, float* dbias, bool accumulate,
                                     cudaStream_t stream) {
-  if (rows == 0 || cols == 0) return cudaSuccess;
+  if (cols == 0) return cudaSuccess;
+  if (rows == 0) {
+    // Sums over no rows: the scale and bias gradients are zero when not accumulating, as
+    // the CPU table writes them.
+    for (float* p : {dscale, dbias}) {
+      if (p == nullptr || accumulate) continue;
+      if (cudaError_t err = cudaMemsetAsync(p, 0, cols * sizeof(float), stream); err != cudaSuccess) {
+        return err;
+      }
+    }
+    return cudaSuccess;
+  }
   if (!RowsFit(rows)) return cudaErrorInvalidConfiguration;
   if (dx != nullptr) {
     LayerNormDxKernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(xhat, scale, inv_std, dy,

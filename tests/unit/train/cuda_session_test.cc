@@ -219,6 +219,12 @@ TEST_F(CudaSessionTest, AModelServedOnCudaTrainsAndCommits) {
     engine_options.device = Device::Cuda(0);
     engine::Engine engine(engine_options, &memory);
     ASSERT_TRUE(engine.LoadModel("mlp").ok());
+    {
+      // KIND_AUTO must have put it on the GPU, or this would test the CPU session again.
+      auto served = engine.GetModel("mlp", 1);
+      ASSERT_TRUE(served.ok()) << served.status();
+      ASSERT_TRUE((*served)->device().is_cuda()) << (*served)->device().ToString();
+    }
     TrainingRuns runs(&engine, engine::TrainingSessions::Options{});
     TrainingRunOptions options;
     options.target_output = "fc2";
