@@ -35,8 +35,12 @@ void ExclusivePort(grpc::ServerBuilder& builder) {
 // How long requests cut by the exit timeout get to notice: they stop at their next graph
 // node. Together with the rest of the exit this keeps it within 1 s of the timeout.
 constexpr absl::Duration kCutGrace = absl::Milliseconds(500);
-// How long ended health Watch streams get to deliver their last update and status.
-constexpr absl::Duration kWatchGrace = absl::Milliseconds(500);
+// How long ended health Watch streams get to deliver their last update and status. The wait
+// ends as soon as every stream has; only a stream whose write cannot complete (a client
+// that stopped reading with its window full) takes all of it. 500 ms was once too short
+// for the NOT_SERVING write on a loaded 2-core machine under ASan: the watcher saw only
+// SERVING before the stream was cut.
+constexpr absl::Duration kWatchGrace = absl::Seconds(2);
 
 // Admin calls are quick reads or a reclaim; at exit they get this long before the
 // connections close, so that an idle admin channel delays nothing.
