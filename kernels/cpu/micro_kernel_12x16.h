@@ -44,36 +44,50 @@ __attribute__((always_inline)) inline void StoreTile12(float* c, int64_t ldc, bo
   rows([&](V& v, int r, int) { __builtin_memcpy(c + r * ldc, &v, sizeof(V)); });
 }
 
-// The 12 x 16 tile c = finish((accumulate ? c : 0) + [a0; a1] x B over kb rows of K),
-// a0 and a1 two 6-row A panels, brow(k) B's row k (as MicroKernel's), with V = V16;
-// with V = V8 the 12 x 8 tile of the panel's first 8 columns, so a panel holding at most
-// 8 columns of C (N = 49's last holds one) costs half a tile. The sums are the 6 x 16
-// kernel's, in the same order, so either kernel gives the same bits.
+// The 12 x 16 tile c = finish((accumulate ? c : 0) + A x B over kb rows of K), A's twelve
+// rows from `a` (PanelA over two 6-row panels, or RowsA), brow(k) B's row k (as
+// MicroKernel's), with V = V16; with V = V8 the 12 x 8 tile of the panel's first 8
+// columns, so a panel holding at most 8 columns of C (N = 49's last holds one) costs half
+// a tile. The sums are the 6 x 16 kernel's, in the same order, so either kernel (and
+// either A source) gives the same bits.
+template <typename V, typename ASource, typename BRow>
+__attribute__((always_inline)) inline void MicroKernel12From(int64_t kb, ASource a, BRow brow,
+                                                             float* c, int64_t ldc,
+                                                             bool accumulate,
+                                                             const TileFinish* f = nullptr) {
+  V c0 = {}, c1 = {}, c2 = {}, c3 = {}, c4 = {}, c5 = {};
+  V c6 = {}, c7 = {}, c8 = {}, c9 = {}, c10 = {}, c11 = {};
+  // `bv * x` broadcasts x with no add in front (see NDS_SPLAT): the FMA's {1toN} operand.
+  for (int64_t k = 0; k < kb; ++k, a.next()) {
+    V bv;
+    __builtin_memcpy(&bv, brow(k), sizeof(V));
+    c0 += bv * a.get(0);
+    c1 += bv * a.get(1);
+    c2 += bv * a.get(2);
+    c3 += bv * a.get(3);
+    c4 += bv * a.get(4);
+    c5 += bv * a.get(5);
+    c6 += bv * a.get(6);
+    c7 += bv * a.get(7);
+    c8 += bv * a.get(8);
+    c9 += bv * a.get(9);
+    c10 += bv * a.get(10);
+    c11 += bv * a.get(11);
+  }
+  // Copies: the accumulators' own addresses never reach StoreTile12's lambdas, or GCC
+  // kept them in memory through the loop with RowsA (a store per FMA).
+  V d0 = c0, d1 = c1, d2 = c2, d3 = c3, d4 = c4, d5 = c5;
+  V d6 = c6, d7 = c7, d8 = c8, d9 = c9, d10 = c10, d11 = c11;
+  StoreTile12(c, ldc, accumulate, f, d0, d1, d2, d3, d4, d5, d6, d7, d8, d9, d10, d11);
+}
+
+// MicroKernel12From with A two packed 6-row panels a0 and a1.
 template <typename V, typename BRow>
 __attribute__((always_inline)) inline void MicroKernel12(int64_t kb, const float* a0,
                                                          const float* a1, BRow brow, float* c,
                                                          int64_t ldc, bool accumulate,
                                                          const TileFinish* f = nullptr) {
-  V c0 = {}, c1 = {}, c2 = {}, c3 = {}, c4 = {}, c5 = {};
-  V c6 = {}, c7 = {}, c8 = {}, c9 = {}, c10 = {}, c11 = {};
-  // `bv * x` broadcasts x with no add in front (see NDS_SPLAT): the FMA's {1toN} operand.
-  for (int64_t k = 0; k < kb; ++k, a0 += kPackMr, a1 += kPackMr) {
-    V bv;
-    __builtin_memcpy(&bv, brow(k), sizeof(V));
-    c0 += bv * a0[0];
-    c1 += bv * a0[1];
-    c2 += bv * a0[2];
-    c3 += bv * a0[3];
-    c4 += bv * a0[4];
-    c5 += bv * a0[5];
-    c6 += bv * a1[0];
-    c7 += bv * a1[1];
-    c8 += bv * a1[2];
-    c9 += bv * a1[3];
-    c10 += bv * a1[4];
-    c11 += bv * a1[5];
-  }
-  StoreTile12(c, ldc, accumulate, f, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11);
+  MicroKernel12From<V>(kb, PanelA{a0, a1}, brow, c, ldc, accumulate, f);
 }
 
 }  // namespace ndserve::kernels::cpu::micro

@@ -100,39 +100,84 @@ __attribute__((always_inline)) inline void StoreTile(float* c, int64_t ldc, bool
   rows([&](V& v, int r, int q) { __builtin_memcpy(c + r * ldc + q * w, &v, sizeof(V)); });
 }
 
-// The 6 x 16 tile c (rows ldc floats apart) = finish((accumulate ? c : 0) + a panel x B
-// over kb rows of K), where brow(k) points at row k's 16 floats and finish is `f`'s bias
-// and activation, or nothing when `f` is null (the direct and Winograd convs apply theirs
-// after the whole sum).
+// Where a tile's A values come from, k step by k step: get(i) is row i's value at the
+// current k, next() moves to the next k.
+// PanelA: packed panels (element (i, k) of a panel at k * kPackMr + i), the 12-row
+// kernel's rows 6-11 in a second panel `a1`.
+struct PanelA {
+  const float* a0;
+  const float* a1;
+  __attribute__((always_inline)) float get(int i) const {
+    return i < kPackMr ? a0[i] : a1[i - kPackMr];
+  }
+  __attribute__((always_inline)) void next() { a0 += kPackMr, a1 += kPackMr; }
+};
+// RowsA: the rows of a row-major A read where they lie (element (i, k) at a[i * lda + k]),
+// so a GEMM whose B was packed at load does not pack A per call (packed_gemm.cc). Four
+// row pointers three rows apart, each row at +0, +lda or +2 * lda from one: the
+// addresses are base + lda * scale, with no per-row register (11 of them would spill).
+struct RowsA {
+  const float* r0;
+  const float* r3;
+  const float* r6;
+  const float* r9;
+  int64_t lda;
+  RowsA(const float* a, int64_t ld)
+      : r0(a), r3(a + 3 * ld), r6(a + 6 * ld), r9(a + 9 * ld), lda(ld) {}
+  __attribute__((always_inline)) float get(int i) const {
+    const float* base = i < 3 ? r0 : (i < 6 ? r3 : (i < 9 ? r6 : r9));
+    return base[(i % 3) * lda];
+  }
+  __attribute__((always_inline)) void next() { ++r0, ++r3, ++r6, ++r9; }
+};
+
+// The 6 x 16 tile c (rows ldc floats apart) = finish((accumulate ? c : 0) + A x B over kb
+// rows of K), A's six rows from `a` (PanelA or RowsA), where brow(k) points at row k's 16
+// floats and finish is `f`'s bias and activation, or nothing when `f` is null (the direct
+// and Winograd convs apply theirs after the whole sum). Either A source gives the same
+// bits: the same products summed in the same order.
+template <typename ASource, typename BRow>
+__attribute__((always_inline)) inline void MicroKernelFrom(int64_t kb, ASource a, BRow brow,
+                                                           float* c, int64_t ldc,
+                                                           bool accumulate,
+                                                           const TileFinish* f = nullptr) {
+  V8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
+  V8 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
+  for (int64_t k = 0; k < kb; ++k, a.next()) {
+    const float* b = brow(k);
+    const V8 b0 = *At(b), b1 = *At(b + 8);
+    V8 v = NDS_SPLAT(a.get(0));
+    c00 += v * b0;
+    c01 += v * b1;
+    v = NDS_SPLAT(a.get(1));
+    c10 += v * b0;
+    c11 += v * b1;
+    v = NDS_SPLAT(a.get(2));
+    c20 += v * b0;
+    c21 += v * b1;
+    v = NDS_SPLAT(a.get(3));
+    c30 += v * b0;
+    c31 += v * b1;
+    v = NDS_SPLAT(a.get(4));
+    c40 += v * b0;
+    c41 += v * b1;
+    v = NDS_SPLAT(a.get(5));
+    c50 += v * b0;
+    c51 += v * b1;
+  }
+  // Copies: the accumulators' own addresses never reach StoreTile's lambdas, or GCC may
+  // keep them in memory through the loop (it did with RowsA in the 12-row kernel).
+  V8 d00 = c00, d01 = c01, d10 = c10, d11 = c11, d20 = c20, d21 = c21;
+  V8 d30 = c30, d31 = c31, d40 = c40, d41 = c41, d50 = c50, d51 = c51;
+  StoreTile(c, ldc, accumulate, f, d00, d01, d10, d11, d20, d21, d30, d31, d40, d41, d50, d51);
+}
+
+// MicroKernelFrom with A one packed panel.
 template <typename BRow>
 __attribute__((always_inline)) inline void MicroKernel(int64_t kb, const float* a, BRow brow,
                                                        float* c, int64_t ldc, bool accumulate,
                                                        const TileFinish* f = nullptr) {
-  V8 c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {};
-  V8 c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {}, c51 = {};
-  for (int64_t k = 0; k < kb; ++k, a += kPackMr) {
-    const float* b = brow(k);
-    const V8 b0 = *At(b), b1 = *At(b + 8);
-    V8 v = NDS_SPLAT(a[0]);
-    c00 += v * b0;
-    c01 += v * b1;
-    v = NDS_SPLAT(a[1]);
-    c10 += v * b0;
-    c11 += v * b1;
-    v = NDS_SPLAT(a[2]);
-    c20 += v * b0;
-    c21 += v * b1;
-    v = NDS_SPLAT(a[3]);
-    c30 += v * b0;
-    c31 += v * b1;
-    v = NDS_SPLAT(a[4]);
-    c40 += v * b0;
-    c41 += v * b1;
-    v = NDS_SPLAT(a[5]);
-    c50 += v * b0;
-    c51 += v * b1;
-  }
-  StoreTile(c, ldc, accumulate, f, c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51);
+  MicroKernelFrom(kb, PanelA{a, a}, brow, c, ldc, accumulate, f);
 }
 
 }  // namespace ndserve::kernels::cpu::micro

@@ -104,7 +104,15 @@ struct Product {
 // One task: rows [m0, m1) x columns [n0, n1) of C over all of K, m0 and n0 on panel
 // boundaries. The streamed operand's part is packed a K block at a time into `slab`.
 // kWide: tiles of 12 rows (two A panels) by the AVX-512 kernel where two panels are left.
-template <bool kWide>
+// kRowsA (a row-major A against a packed B): A is not packed; the kernel reads its rows
+// where they lie (micro::RowsA). Packing them, a transposing copy element by element,
+// took a quarter of the GEMM time at mlp b256's K = 64 and 128, where each packed float
+// feeds only a few multiply-adds; a 12-row tile's rows are 12 KB at K block 256, in L1
+// across the task's columns. A tile that reaches past M has its rows copied into the slab
+// (row-major, zero rows after them), so no read goes past A's end. The two sources are two
+// instances rather than a branch per tile: both kernels in one loop made GCC keep the
+// accumulators on the stack (the pointwise convs ran 3x slower).
+template <bool kWide, bool kRowsA>
 __attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t m0,
                                                        int64_t m1, int64_t n0, int64_t n1,
                                                        float* slab, PackedEpilogue epilogue) {
@@ -119,7 +127,7 @@ __attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t
     const bool accumulate = p.accumulate || k0 > 0, last = k0 + kb == p.k;
     if (packed_a) {
       PackBPanels(p.other, n0, n1, k0, kb, slab);
-    } else {
+    } else if (!kRowsA) {
       PackAPanels(p.other, m0, m1, k0, kb, slab);
     }
     int64_t rows = 0;
@@ -130,6 +138,20 @@ __attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t
       const bool wide = kWide && rows > kPackMr;
       const int64_t tile_rows = wide ? 2 * kPackMr : kPackMr;
       if (!wide) rows = std::min(rows, kPackMr);
+      const float* a_rows = p.other.data + i * p.other.ld + k0;
+      int64_t lda = p.other.ld;
+      if (kRowsA && rows < tile_rows) {
+        for (int64_t r = 0; r < tile_rows; ++r) {
+          float* dst = slab + r * kb;
+          if (r < rows) {
+            std::copy(a_rows + r * lda, a_rows + r * lda + kb, dst);
+          } else {
+            std::fill(dst, dst + kb, 0.0f);
+          }
+        }
+        a_rows = slab;
+        lda = kb;
+      }
       // The finish, on the last K block only; a short tile's biases through a full copy.
       const TileFinish* fp = nullptr;
       if (last && p.out != nullptr) {
@@ -149,17 +171,28 @@ __attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t
         const auto brow = [bp](int64_t k) { return bp + k * kPackNr; };
         // Inlined: a lambda is not compiled for its enclosing function's target.
         auto kernel = [&](float* c, int64_t ldc) __attribute__((always_inline)) {
-          if constexpr (kWide) {
-            if (wide && cols > kPackNr / 2) {
-              micro::MicroKernel12<V16>(kb, ap, ap + kPackMr * kb, brow, c, ldc, accumulate, fp);
-              return;
+          if constexpr (kRowsA) {
+            const micro::RowsA ar(a_rows, lda);
+            if constexpr (kWide) {
+              if (wide && cols > kPackNr / 2) {
+                return micro::MicroKernel12From<V16>(kb, ar, brow, c, ldc, accumulate, fp);
+              }
+              if (wide) return micro::MicroKernel12From<V8>(kb, ar, brow, c, ldc, accumulate, fp);
             }
-            if (wide) {
-              micro::MicroKernel12<V8>(kb, ap, ap + kPackMr * kb, brow, c, ldc, accumulate, fp);
-              return;
+            return micro::MicroKernelFrom(kb, ar, brow, c, ldc, accumulate, fp);
+          } else {
+            if constexpr (kWide) {
+              if (wide && cols > kPackNr / 2) {
+                return micro::MicroKernel12<V16>(kb, ap, ap + kPackMr * kb, brow, c, ldc,
+                                                 accumulate, fp);
+              }
+              if (wide) {
+                return micro::MicroKernel12<V8>(kb, ap, ap + kPackMr * kb, brow, c, ldc,
+                                                accumulate, fp);
+              }
             }
+            MicroKernel(kb, ap, brow, c, ldc, accumulate, fp);
           }
-          MicroKernel(kb, ap, brow, c, ldc, accumulate, fp);
         };
         if (rows == tile_rows && cols == kPackNr) {
           kernel(ct, p.ldc);
@@ -182,10 +215,16 @@ __attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t
   }
 }
 
+// Whether A's rows are read in place (RunTaskBody's kRowsA).
+bool RowsInPlace(const Product& p) {
+  return p.packed->side() == PackedMatrix::Side::kB && !p.other.trans;
+}
+
 NDS_CPU_CLONES
 void RunTask(const Product& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* slab,
              PackedEpilogue epilogue) {
-  RunTaskBody<false>(p, m0, m1, n0, n1, slab, epilogue);
+  if (RowsInPlace(p)) return RunTaskBody<false, true>(p, m0, m1, n0, n1, slab, epilogue);
+  RunTaskBody<false, false>(p, m0, m1, n0, n1, slab, epilogue);
 }
 
 #if defined(__x86_64__)
@@ -193,7 +232,8 @@ __attribute__((target("arch=x86-64-v4"))) void RunTaskAvx512(const Product& p, i
                                                              int64_t m1, int64_t n0,
                                                              int64_t n1, float* slab,
                                                              PackedEpilogue epilogue) {
-  RunTaskBody<true>(p, m0, m1, n0, n1, slab, epilogue);
+  if (RowsInPlace(p)) return RunTaskBody<true, true>(p, m0, m1, n0, n1, slab, epilogue);
+  RunTaskBody<true, false>(p, m0, m1, n0, n1, slab, epilogue);
 }
 #endif
 

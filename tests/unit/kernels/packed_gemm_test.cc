@@ -143,6 +143,33 @@ TEST(PackedGemmTest, FewRowsAgainstAPackedB) {
   }
 }
 
+// A row-major A against a packed B is read in place (micro::RowsA); the same A stored
+// transposed is packed into panels first. Both feed the kernel the same products in the
+// same order, so C must be the same to the bit: full 12-row tiles, a short last tile (M =
+// 29 and 250), several K blocks, the 8-wide last panel (N = 40).
+TEST(PackedGemmTest, ARowsReadInPlaceGiveThePackedPanelsBits) {
+  for (int64_t m : {int64_t{12}, int64_t{29}, int64_t{250}}) {
+    const int64_t n = 40, k = 300;
+    const std::vector<float> a = Random(m * k, 5), b = Random(k * n, 6);
+    std::vector<float> at(k * m);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t l = 0; l < k; ++l) at[l * m + i] = a[i * k + l];
+    }
+    const PackedMatrix packed =
+        PackedMatrix::Pack(PackedMatrix::Side::kB, MatrixRef{b.data(), n, false}, k, n);
+    std::vector<float> scratch(PackedGemmScratchFloats(packed, m, n, k));
+    std::vector<float> in_place(m * n), from_panels(m * n);
+    const auto none = [](int64_t, int64_t, int64_t, int64_t) {};
+    PackedGemm(packed, MatrixRef{a.data(), k, false}, m, n, k, in_place.data(), n, false,
+               scratch.data(), none);
+    PackedGemm(packed, MatrixRef{at.data(), m, true}, m, n, k, from_panels.data(), n, false,
+               scratch.data(), none);
+    for (int64_t i = 0; i < m * n; ++i) {
+      ASSERT_EQ(in_place[i], from_panels[i]) << "M = " << m << " at " << i;
+    }
+  }
+}
+
 TEST(PackedGemmTest, OneThreadMatchesNaive) {
   for (auto side : {PackedMatrix::Side::kA, PackedMatrix::Side::kB}) {
     Check({131, 517, 300, side, false, false, false}, true);
