@@ -29,19 +29,19 @@ __attribute__((always_inline)) inline void StoreTile12(float* c, int64_t ldc, bo
                                                        const TileFinish* f, V& c0, V& c1,
                                                        V& c2, V& c3, V& c4, V& c5, V& c6,
                                                        V& c7, V& c8, V& c9, V& c10, V& c11) {
-  auto rows = [&](auto op) {
+  auto rows = [&](auto op) __attribute__((always_inline)) {
     op(c0, 0, 0), op(c1, 1, 0), op(c2, 2, 0), op(c3, 3, 0), op(c4, 4, 0), op(c5, 5, 0);
     op(c6, 6, 0), op(c7, 7, 0), op(c8, 8, 0), op(c9, 9, 0), op(c10, 10, 0), op(c11, 11, 0);
   };
   if (accumulate) {
-    rows([&](V& v, int r, int) {
+    rows([&](V& v, int r, int) __attribute__((always_inline)) {
       V old;
       __builtin_memcpy(&old, c + r * ldc, sizeof(V));
       v += old;
     });
   }
   if (f != nullptr) FinishTile<V>(f, rows);
-  rows([&](V& v, int r, int) { __builtin_memcpy(c + r * ldc, &v, sizeof(V)); });
+  rows([&](V& v, int r, int) __attribute__((always_inline)) { __builtin_memcpy(c + r * ldc, &v, sizeof(V)); });
 }
 
 // The 12 x 16 tile c = finish((accumulate ? c : 0) + A x B over kb rows of K), A's twelve

@@ -21,6 +21,9 @@ namespace ndserve::kernels::cpu::micro {
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
 
+// The lambdas below are always_inline: an outlined one is built for the baseline ISA
+// (not for its caller's clone), and GCC outlined StoreTile12's once the task loop had two
+// instances (packed_gemm.cc), storing every tile through SSE.
 // Only pointers to vectors cross function boundaries (a vector passed by value has
 // different ABIs with and without AVX).
 inline const V8u* At(const float* p) { return reinterpret_cast<const V8u*>(p); }
@@ -58,17 +61,17 @@ template <typename V, typename Rows>
 __attribute__((always_inline)) inline void FinishTile(const TileFinish* f, Rows rows) {
   if (f->bias != nullptr) {
     const float* bias = f->bias;
-    rows([bias](V& v, int r, int) { v += bias[r]; });
+    rows([bias](V& v, int r, int) __attribute__((always_inline)) { v += bias[r]; });
   }
   switch (f->kind) {
     case ConvActivation::kRelu:
-      rows([](V& v, int, int) { ReluV(v); });
+      rows([](V& v, int, int) __attribute__((always_inline)) { ReluV(v); });
       break;
     case ConvActivation::kClip: {
       V lo = {}, hi = {};
       lo += f->lo;
       hi += f->hi;
-      rows([&lo, &hi](V& v, int, int) { ClipV(v, lo, hi); });
+      rows([&lo, &hi](V& v, int, int) __attribute__((always_inline)) { ClipV(v, lo, hi); });
       break;
     }
     default:
@@ -85,19 +88,19 @@ __attribute__((always_inline)) inline void StoreTile(float* c, int64_t ldc, bool
                                                      V& c11, V& c20, V& c21, V& c30, V& c31,
                                                      V& c40, V& c41, V& c50, V& c51) {
   constexpr int64_t w = sizeof(V) / sizeof(float);
-  auto rows = [&](auto op) {
+  auto rows = [&](auto op) __attribute__((always_inline)) {
     op(c00, 0, 0), op(c01, 0, 1), op(c10, 1, 0), op(c11, 1, 1), op(c20, 2, 0), op(c21, 2, 1);
     op(c30, 3, 0), op(c31, 3, 1), op(c40, 4, 0), op(c41, 4, 1), op(c50, 5, 0), op(c51, 5, 1);
   };
   if (accumulate) {
-    rows([&](V& v, int r, int q) {
+    rows([&](V& v, int r, int q) __attribute__((always_inline)) {
       V old;
       __builtin_memcpy(&old, c + r * ldc + q * w, sizeof(V));
       v += old;
     });
   }
   if (f != nullptr) FinishTile<V>(f, rows);
-  rows([&](V& v, int r, int q) { __builtin_memcpy(c + r * ldc + q * w, &v, sizeof(V)); });
+  rows([&](V& v, int r, int q) __attribute__((always_inline)) { __builtin_memcpy(c + r * ldc + q * w, &v, sizeof(V)); });
 }
 
 // Where a tile's A values come from, k step by k step: get(i) is row i's value at the
