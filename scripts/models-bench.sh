@@ -2,10 +2,18 @@
 # ndserve's engine against ONNX Runtime, in-process on the CPU, on the same model files and
 # the same input bytes; prints a markdown table. A benchmark, not a test: not run by CI.
 #
-#   scripts/models-bench.sh                 # every row, 5 s per row and runtime
-#   SECONDS_PER_ROW=2 scripts/models-bench.sh resnet18 mlp   # rows of these models only
+#   scripts/models-bench.sh                 # every row: 3 rounds of 2 s per runtime
+#   SECONDS_PER_ROW=1 ROUNDS=5 scripts/models-bench.sh resnet18 mlp   # these models' rows
 #   scripts/models-bench.sh --verify        # ORT's outputs vs. every PyTorch reference
 #   BASE_BUILD_DIR=../base/build scripts/models-bench.sh bert_encoder   # and a baseline build
+#
+# Rounds: per row, ndserve then ORT run SECONDS_PER_ROW each, ROUNDS times over. The table
+# gives each runtime's median and the median of the rounds' ndserve / ORT ratios with their
+# range. On a VM whose speed flips between two levels within seconds (this project's 2-vCPU
+# one moved single rows by up to 2x), a ratio from one long run of each compares whichever
+# levels the two runs happened to get; the rounds' ratios compare neighbours, and their
+# median is what a level change in one round does not move. Each row also shows the
+# issue's target (0.8x ORT, 1.0x from batch 8) and whether the median meets it.
 #
 # --verify checks the fixtures rather than ndserve: a correct runtime must match
 # PyTorch on every input set of every export (so the dynamic shapes really are dynamic).
@@ -29,7 +37,8 @@ if [[ -n $BASE_BUILD_DIR && ! -x $BASE_BUILD_DIR/benchmarks/models_benchmark ]];
   echo "models-bench: no $BASE_BUILD_DIR/benchmarks/models_benchmark (build it there first)" >&2
   exit 1
 fi
-SECONDS_PER_ROW=${SECONDS_PER_ROW:-5}
+SECONDS_PER_ROW=${SECONDS_PER_ROW:-2}
+ROUNDS=${ROUNDS:-3}
 THREADS=${THREADS:-2}
 PY=/usr/bin/python3
 
@@ -91,72 +100,101 @@ for row in "${ROWS[@]}"; do
     ((wanted)) || continue
   fi
   echo "models-bench: $label b$batch" >&2
-  echo '{"benchmarks": []}' > "$work/base.json"
-  if [[ -n $BASE_BUILD_DIR ]]; then
-    OPENBLAS_NUM_THREADS=$THREADS "$BASE_BUILD_DIR/benchmarks/models_benchmark" \
+  for ((round = 1; round <= ROUNDS; round++)); do
+    echo '{"benchmarks": []}' > "$work/base.$round.json"
+    if [[ -n $BASE_BUILD_DIR ]]; then
+      OPENBLAS_NUM_THREADS=$THREADS "$BASE_BUILD_DIR/benchmarks/models_benchmark" \
+        "--row=$(realpath "$model_dir"),$case_dir,$batch" --benchmark_min_time="$SECONDS_PER_ROW" \
+        --benchmark_format=json > "$work/base.$round.json" 2> "$work/base.err" ||
+        echo "models-bench: baseline models_benchmark failed: $(tail -n 3 "$work/base.err")" >&2
+    fi
+    OPENBLAS_NUM_THREADS=$THREADS "$BUILD_DIR/benchmarks/models_benchmark" \
       "--row=$(realpath "$model_dir"),$case_dir,$batch" --benchmark_min_time="$SECONDS_PER_ROW" \
-      --benchmark_format=json > "$work/base.json" 2> "$work/base.err" ||
-      echo "models-bench: baseline models_benchmark failed: $(tail -n 3 "$work/base.err")" >&2
-  fi
-  OPENBLAS_NUM_THREADS=$THREADS "$BUILD_DIR/benchmarks/models_benchmark" \
-    "--row=$(realpath "$model_dir"),$case_dir,$batch" --benchmark_min_time="$SECONDS_PER_ROW" \
-    --benchmark_format=json > "$work/ndserve.json" 2> "$work/ndserve.err" ||
-    echo "models-bench: models_benchmark failed: $(tail -n 3 "$work/ndserve.err")" >&2
-  node benchmarks/ort/ort_bench.js --model "$model_dir/1/model.onnx" --case "$case_dir" \
-    --batch "$batch" --seconds "$SECONDS_PER_ROW" --threads "$THREADS" \
-    > "$work/ort.json" 2> "$work/ort.err" ||
-    echo "models-bench: ort_bench failed: $(tail -n 3 "$work/ort.err")" >&2
-  $PY - "$label" "$batch" "$work/ndserve.json" "$work/ort.json" "$work/base.json" >> "$results" << 'EOF'
+      --benchmark_format=json > "$work/ndserve.$round.json" 2> "$work/ndserve.err" ||
+      echo "models-bench: models_benchmark failed: $(tail -n 3 "$work/ndserve.err")" >&2
+    node benchmarks/ort/ort_bench.js --model "$model_dir/1/model.onnx" --case "$case_dir" \
+      --batch "$batch" --seconds "$SECONDS_PER_ROW" --threads "$THREADS" \
+      > "$work/ort.$round.json" 2> "$work/ort.err" ||
+      echo "models-bench: ort_bench failed: $(tail -n 3 "$work/ort.err")" >&2
+  done
+  $PY - "$label" "$batch" "$ROUNDS" "$work" >> "$results" << 'EOF'
 import json, sys
-label, batch, nd_path, ort_path, base_path = sys.argv[1:]
-row = {"label": label, "batch": int(batch), "ndserve": None, "ort": None, "note": "", "base": None}
-try:
-    base = json.load(open(base_path))["benchmarks"]
-    if base and not base[0].get("error_occurred"):
-        row["base"] = base[0]["rows/s"]
-except (OSError, ValueError, KeyError) as e:
-    row["note"] += f" baseline gave no result ({e})"
-try:
-    bench = json.load(open(nd_path))["benchmarks"][0]
-    if bench.get("error_occurred"):
-        msg = bench.get("error_message", "")
-        if msg.startswith("cannot load:"):
-            # The loader's message names the node; keep that part.
-            row["note"] = "cannot load yet: " + (msg[msg.find("node '"):] if "node '" in msg else msg)
+label, batch, rounds, work = sys.argv[1:]
+row = {"label": label, "batch": int(batch), "ndserve": [], "ort": [], "base": [], "note": ""}
+for r in range(1, int(rounds) + 1):
+    nd = ort = base = None
+    try:
+        b = json.load(open(f"{work}/base.{r}.json"))["benchmarks"]
+        if b and not b[0].get("error_occurred"):
+            base = b[0]["rows/s"]
+    except (OSError, ValueError, KeyError) as e:
+        row["note"] = f"baseline gave no result ({e})"
+    try:
+        bench = json.load(open(f"{work}/ndserve.{r}.json"))["benchmarks"][0]
+        if bench.get("error_occurred"):
+            msg = bench.get("error_message", "")
+            if msg.startswith("cannot load:"):
+                # The loader's message names the node; keep that part.
+                row["note"] = "cannot load yet: " + (msg[msg.find("node '"):] if "node '" in msg else msg)
+            else:
+                row["note"] = "failed: " + msg
         else:
-            row["note"] = "failed: " + msg
-    else:
-        row["ndserve"] = bench["rows/s"]
-except (OSError, ValueError, KeyError, IndexError) as e:
-    row["note"] = f"models_benchmark gave no result ({e})"
-try:
-    row["ort"] = json.load(open(ort_path))["rows_per_s"]
-except (OSError, ValueError, KeyError) as e:
-    row["note"] += f" ORT gave no result ({e})"
+            nd = bench["rows/s"]
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        row["note"] = f"models_benchmark gave no result ({e})"
+    try:
+        ort = json.load(open(f"{work}/ort.{r}.json"))["rows_per_s"]
+    except (OSError, ValueError, KeyError) as e:
+        row["note"] += f" ORT gave no result ({e})"
+    # A round counts only whole: its ratios compare runs that were neighbours.
+    if nd and ort:
+        row["ndserve"].append(nd)
+        row["ort"].append(ort)
+        row["base"].append(base)
 print(json.dumps(row))
 EOF
 done
 
-$PY - "$results" "$THREADS" "$SECONDS_PER_ROW" "$BASE_BUILD_DIR" << 'EOF'
-import json, sys
-path, threads, seconds, base_dir = sys.argv[1:]
-print(f"\nCPU, {threads} threads each, {seconds} s per row and runtime; rows/s (higher is better)\n")
+$PY - "$results" "$THREADS" "$SECONDS_PER_ROW" "$ROUNDS" "$BASE_BUILD_DIR" << 'EOF'
+import json, statistics, sys
+path, threads, seconds, rounds, base_dir = sys.argv[1:]
+print(f"\nCPU, {threads} threads each; per row {rounds} rounds of {seconds} s per runtime, "
+      "alternating; rows/s medians (higher is better), ndserve / ORT the median of the "
+      "rounds' ratios and their range\n")
+# The issue's targets: 0.8x ORT per row, 1.0x from batch 8; the rows without one are
+# extra CNNs beside the required ones.
+UNTARGETED = {"mobilenet_v3_small", "efficientnet_b0"}
+def target(r):
+    if r["label"] in UNTARGETED:
+        return None
+    return 1.0 if r["batch"] >= 8 else 0.8
+def ratios(nums, dens):
+    return [n / d for n, d in zip(nums, dens) if n and d]
+def summary(rs):
+    if not rs:
+        return "-", None
+    med = statistics.median(rs)
+    return f"{med:.2f} ({min(rs):.2f}–{max(rs):.2f})", med
 if base_dir:
     print(f"baseline: {base_dir}\n")
-    print("| model | batch | baseline rows/s | ndserve rows/s | ORT rows/s | baseline / ORT | ndserve / ORT |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| model | batch | baseline rows/s | ndserve rows/s | ORT rows/s | baseline / ORT | ndserve / ORT | target | met |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
 else:
-    print("| model | batch | ndserve rows/s | ORT rows/s | ndserve / ORT |")
-    print("|---|---:|---:|---:|---:|")
+    print("| model | batch | ndserve rows/s | ORT rows/s | ndserve / ORT | target | met |")
+    print("|---|---:|---:|---:|---:|---:|---|")
 for line in open(path):
     r = json.loads(line)
-    nd = f"{r['ndserve']:,.0f}" if r["ndserve"] else r["note"]
-    ort = f"{r['ort']:,.0f}" if r["ort"] else "-"
-    ratio = f"{r['ndserve'] / r['ort']:.2f}" if r["ndserve"] and r["ort"] else "-"
+    nd = f"{statistics.median(r['ndserve']):,.0f}" if r["ndserve"] else r["note"]
+    ort = f"{statistics.median(r['ort']):,.0f}" if r["ort"] else "-"
+    ratio, med = summary(ratios(r["ndserve"], r["ort"]))
+    t = target(r)
+    tcol = f"{t:.1f}" if t else "—"
+    met = "—" if t is None or med is None else ("yes" if med >= t else "**no**")
     if base_dir:
-        base = f"{r['base']:,.0f}" if r.get("base") else "-"
-        base_ratio = f"{r['base'] / r['ort']:.2f}" if r.get("base") and r["ort"] else "-"
-        print(f"| {r['label']} | {r['batch']} | {base} | {nd} | {ort} | {base_ratio} | {ratio} |")
+        bases = [b for b in r["base"] if b]
+        base = f"{statistics.median(bases):,.0f}" if bases else "-"
+        base_ratio, _ = summary(ratios(r["base"], r["ort"]))
+        print(f"| {r['label']} | {r['batch']} | {base} | {nd} | {ort} | {base_ratio} | {ratio} | {tcol} | {met} |")
     else:
-        print(f"| {r['label']} | {r['batch']} | {nd} | {ort} | {ratio} |")
+        print(f"| {r['label']} | {r['batch']} | {nd} | {ort} | {ratio} | {tcol} | {met} |")
 EOF
