@@ -125,8 +125,14 @@ struct RowsA {
   const float* r6;
   const float* r9;
   int64_t lda;
-  RowsA(const float* a, int64_t ld)
-      : r0(a), r3(a + 3 * ld), r6(a + 6 * ld), r9(a + 9 * ld), lda(ld) {}
+  // `rows` (6 or 12): the tile's rows; a 6-row tile's r6 and r9 are never read and do not
+  // point past its rows.
+  RowsA(const float* a, int64_t ld, int64_t rows)
+      : r0(a),
+        r3(a + 3 * ld),
+        r6(rows > kPackMr ? a + 6 * ld : a),
+        r9(rows > kPackMr ? a + 9 * ld : a),
+        lda(ld) {}
   __attribute__((always_inline)) float get(int i) const {
     const float* base = i < 3 ? r0 : (i < 6 ? r3 : (i < 9 ? r6 : r9));
     return base[(i % 3) * lda];

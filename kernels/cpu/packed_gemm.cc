@@ -172,7 +172,7 @@ __attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t
         // Inlined: a lambda is not compiled for its enclosing function's target.
         auto kernel = [&](float* c, int64_t ldc) __attribute__((always_inline)) {
           if constexpr (kRowsA) {
-            const micro::RowsA ar(a_rows, lda);
+            const micro::RowsA ar(a_rows, lda, tile_rows);
             if constexpr (kWide) {
               if (wide && cols > kPackNr / 2) {
                 return micro::MicroKernel12From<V16>(kb, ar, brow, c, ldc, accumulate, fp);
