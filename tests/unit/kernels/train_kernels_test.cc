@@ -428,6 +428,23 @@ TEST_F(TrainKernelsCudaTest, LossesRowScatterAndGradNormMatchTheCpu) {
   float* sq = Up(std::vector<float>{5.0f});
   ASSERT_TRUE(table_->sum_squares(runner_->context(), Up(g), g.size(), sq, false).ok());
   ExpectClose(Down(sq, 1), {want_sq}, "sum of squares");
+
+  // Ids past either end (8 and -9 in a table of 8 rows) raise the flag; the rows no id
+  // names (all but row 2) keep their values.
+  const std::vector<std::int64_t> bad = {2, table_rows, -table_rows - 1};
+  float* bad_table = Up(t0);
+  ASSERT_TRUE(table_->add_rows(runner_->context(), Up(bad), 3, Up(Random(3 * width, 34)), width,
+                               bad_table, table_rows)
+                  .ok());
+  const std::vector<float> after = Down(bad_table, t0.size());
+  EXPECT_NE(Flag(), 0) << "an id outside the table must raise the error flag";
+  for (std::int64_t r = 0; r < table_rows; ++r) {
+    if (r == 2) continue;
+    for (std::int64_t j = 0; j < width; ++j) {
+      EXPECT_EQ(after[r * width + j], t0[r * width + j]) << "row " << r << " changed";
+    }
+  }
+  *runner_->context().error_flag = 0;
 }
 
 TEST_F(TrainKernelsCudaTest, FillAndAxpyMatchTheCpu) {
