@@ -8,8 +8,11 @@ namespace ndserve::kernels {
 
 absl::StatusOr<std::vector<TensorDesc>> InferOutputs(OpKind op, absl::Span<const TensorDesc> inputs,
                                                      const OpAttrs& attrs) {
+  // Runs for every node of every request: the message's name is built only on failure.
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    NDS_RETURN_IF_ERROR(ValidateShape(inputs[i].shape, absl::StrCat(OpKindName(op), " input ", i)));
+    if (!ValidateShape(inputs[i].shape, "").ok()) {
+      return ValidateShape(inputs[i].shape, absl::StrCat(OpKindName(op), " input ", i));
+    }
   }
   switch (op) {
 #define NDS_OP(name, since, rules_fn, cpu, cuda, host, flags) \

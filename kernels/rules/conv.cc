@@ -71,7 +71,7 @@ absl::Status CheckSpatialInput(OpKind op, const TensorDesc& x) {
 
 absl::Status CheckAllFp32(OpKind op, absl::Span<const TensorDesc> in) {
   for (std::size_t i = 0; i < in.size(); ++i) {
-    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
+    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], i, {DType::kFp32}));
   }
   return absl::OkStatus();
 }

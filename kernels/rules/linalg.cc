@@ -64,7 +64,7 @@ absl::StatusOr<Descs> InferGemm(OpKind op, absl::Span<const TensorDesc> in,
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 3));
   for (std::size_t i = 0; i < in.size(); ++i) {
-    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
+    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], i, {DType::kFp32}));
   }
   if (in[0].shape.size() != 2 || in[1].shape.size() != 2) {
     return Invalid(op, absl::StrCat("A and B must be matrices, got A ", ShapeToString(in[0].shape),
@@ -106,7 +106,7 @@ absl::StatusOr<Descs> InferMatMul(OpKind op, absl::Span<const TensorDesc> in,
   const bool bias = fused != nullptr && fused->matmul_bias;
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, bias ? 3 : 2, bias ? 3 : 2));
   for (std::size_t i = 0; i < in.size(); ++i) {
-    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
+    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], i, {DType::kFp32}));
   }
   const ShapeSpan a = in[0].shape, b = in[1].shape;
   if (a.empty() || b.empty()) {

@@ -42,7 +42,7 @@ absl::StatusOr<Descs> InferLayerNorm(OpKind op, absl::Span<const TensorDesc> in,
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 3));
   for (std::size_t i = 0; i < in.size(); ++i) {
-    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
+    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], i, {DType::kFp32}));
   }
   const ShapeSpan x = in[0].shape;
   NDS_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, x.size(), "LayerNormalization"));

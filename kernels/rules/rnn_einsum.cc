@@ -78,7 +78,7 @@ absl::StatusOr<Descs> InferEinsum(OpKind op, absl::Span<const TensorDesc> in,
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 2));
   for (std::size_t i = 0; i < in.size(); ++i) {
-    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], absl::StrCat("input ", i), {DType::kFp32}));
+    NDS_RETURN_IF_ERROR(CheckDType(op, in[i], i, {DType::kFp32}));
   }
   NDS_ASSIGN_OR_RETURN(const EinsumPlan plan, MakeEinsumPlan(*a, in));
   return Descs{{DType::kFp32, plan.out_shape}};

@@ -33,6 +33,14 @@ absl::Status CheckDType(OpKind op, const TensorDesc& t, absl::string_view what,
                                                   OpKindName(op), what, DTypeName(t.dtype), names));
 }
 
+absl::Status CheckDType(OpKind op, const TensorDesc& t, std::size_t index,
+                        std::initializer_list<DType> allowed) {
+  if (std::find(allowed.begin(), allowed.end(), t.dtype) != allowed.end()) {
+    return absl::OkStatus();
+  }
+  return CheckDType(op, t, absl::StrCat("input ", index), allowed);
+}
+
 absl::Status CheckFixedSize(OpKind op, const TensorDesc& t, absl::string_view what) {
   if (DTypeIsFixedSize(t.dtype)) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrFormat("%s: %s has type %s, which has no fixed size",

@@ -31,6 +31,10 @@ absl::Status CheckInputCount(OpKind op, absl::Span<const TensorDesc> in, std::si
 // UNIMPLEMENTED naming the supported types when t's dtype is not among `allowed`.
 absl::Status CheckDType(OpKind op, const TensorDesc& t, absl::string_view what,
                         std::initializer_list<DType> allowed);
+// The same for input `index` of the node ("input 2" in the message), the string built only
+// on failure: these checks run on every request's every node.
+absl::Status CheckDType(OpKind op, const TensorDesc& t, std::size_t index,
+                        std::initializer_list<DType> allowed);
 // UNIMPLEMENTED for BYTES (no fixed element size).
 absl::Status CheckFixedSize(OpKind op, const TensorDesc& t, absl::string_view what);
 
