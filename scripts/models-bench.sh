@@ -121,6 +121,7 @@ for row in "${ROWS[@]}"; do
 import json, sys
 label, batch, rounds, work = sys.argv[1:]
 row = {"label": label, "batch": int(batch), "ndserve": [], "ort": [], "base": [], "note": ""}
+notes = set()  # each distinct failure once, however many rounds it hit
 for r in range(1, int(rounds) + 1):
     nd = ort = base = None
     try:
@@ -128,29 +129,30 @@ for r in range(1, int(rounds) + 1):
         if b and not b[0].get("error_occurred"):
             base = b[0]["rows/s"]
     except (OSError, ValueError, KeyError) as e:
-        row["note"] = f"baseline gave no result ({e})"
+        notes.add(f"baseline gave no result ({e})")
     try:
         bench = json.load(open(f"{work}/ndserve.{r}.json"))["benchmarks"][0]
         if bench.get("error_occurred"):
             msg = bench.get("error_message", "")
             if msg.startswith("cannot load:"):
                 # The loader's message names the node; keep that part.
-                row["note"] = "cannot load yet: " + (msg[msg.find("node '"):] if "node '" in msg else msg)
+                notes.add("cannot load yet: " + (msg[msg.find("node '"):] if "node '" in msg else msg))
             else:
-                row["note"] = "failed: " + msg
+                notes.add("failed: " + msg)
         else:
             nd = bench["rows/s"]
     except (OSError, ValueError, KeyError, IndexError) as e:
-        row["note"] = f"models_benchmark gave no result ({e})"
+        notes.add(f"models_benchmark gave no result ({e})")
     try:
         ort = json.load(open(f"{work}/ort.{r}.json"))["rows_per_s"]
     except (OSError, ValueError, KeyError) as e:
-        row["note"] += f" ORT gave no result ({e})"
+        notes.add(f"ORT gave no result ({e})")
     # A round counts only whole: its ratios compare runs that were neighbours.
     if nd and ort:
         row["ndserve"].append(nd)
         row["ort"].append(ort)
         row["base"].append(base)
+row["note"] = "; ".join(sorted(notes))
 print(json.dumps(row))
 EOF
 done

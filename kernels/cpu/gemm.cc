@@ -212,8 +212,8 @@ bool IsColumnBias(ShapeSpan c, int64_t n) {
 // streaming B once (mlp at batch 1: 2 to 3 times ORT already), where the 6-row tiles
 // would mostly multiply zeros; unless B is larger than L2 (a CNN's classifier at batch 1:
 // 1280 x 1000 in mobilenet_v2), where OpenBLAS's repacking of B on every call, a pass
-// over memory, costs more than the idle rows of a tile (sgemm_incopy: 3.8 % of
-// mobilenet_v2 b1 with everything else packed).
+// over memory, costs more than the packed path (sgemm_incopy: 3.8 % of mobilenet_v2 b1
+// with everything else packed); up to four rows that path is packed_gemv.h's stream.
 constexpr int64_t kPackedMinRows = 32;
 constexpr int64_t kPackedLargeB = int64_t{256} << 10;  // floats: 1 MB
 // Columns of the product from which the packed B is used. Narrower, each 16-wide tile of

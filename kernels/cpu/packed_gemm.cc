@@ -138,7 +138,8 @@ __attribute__((always_inline)) inline void RunTaskBody(const Product& p, int64_t
       const bool wide = kWide && rows > kPackMr;
       const int64_t tile_rows = wide ? 2 * kPackMr : kPackMr;
       if (!wide) rows = std::min(rows, kPackMr);
-      const float* a_rows = p.other.data + i * p.other.ld + k0;
+      // A's rows of this tile (RowsA); `other` is B in the packed-A instances.
+      const float* a_rows = kRowsA ? p.other.data + i * p.other.ld + k0 : nullptr;
       int64_t lda = p.other.ld;
       if (kRowsA && rows < tile_rows) {
         for (int64_t r = 0; r < tile_rows; ++r) {
@@ -297,7 +298,7 @@ void PackedGemm(const PackedMatrix& packed, MatrixRef other, int64_t m, int64_t 
                 float* c, int64_t ldc, bool accumulate, float* scratch,
                 const PackedRowOutput& out, PackedEpilogue epilogue) {
   const bool packed_a = packed.side() == PackedMatrix::Side::kA;
-  if (!packed_a && m <= kPackedGemvMaxRows && out.bias == nullptr &&
+  if (!packed_a && m > 0 && m <= kPackedGemvMaxRows && out.bias == nullptr &&
       out.act.kind == ConvActivation::kNone) {
     return PackedGemv(packed, other, m, n, k, c, ldc, accumulate, epilogue);
   }

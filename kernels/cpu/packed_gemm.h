@@ -4,7 +4,9 @@
 // A GEMM of our own for products with one constant operand (a Conv's filters, a Gemm's
 // or MatMul's initializer weight): that operand is packed once, when the model loads,
 // into the panels the micro-kernel reads; the other operand is packed per call, a slab
-// at a time, by the thread that uses it. OpenBLAS 0.3.21 repacks both operands on every
+// at a time, by the thread that uses it, except a row-major A against a packed B, which
+// the micro-kernel reads in place, and up to four rows of A, which take packed_gemv.h.
+// OpenBLAS 0.3.21 repacks both operands on every
 // call and its threads meet at a barrier inside each GEMM; here the tiles of C are split
 // over ParallelFor's threads and the only sync is ParallelFor's join
 // (docs/design.md section 4.4).

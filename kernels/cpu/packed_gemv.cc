@@ -21,7 +21,8 @@ __attribute__((always_inline)) inline float At(const MatrixRef& a, int64_t r, in
 
 // Columns [col, col + 16) of C for R rows (R <= kPackedGemvMaxRows): B's panel over every
 // K block, then the store of the `cols` valid columns. Each row sums in P chains (k mod
-// P), R * P = 4 accumulators, so four FMAs are in flight per B vector load even at R = 1.
+// P), R * P accumulators (4, or 3 at R = 3), so several FMAs are in flight per B vector
+// load even at R = 1.
 template <int R, bool kTrans>
 __attribute__((always_inline)) inline void Panel(const PackedMatrix& b, const MatrixRef& a,
                                                  int64_t k, int64_t col, int64_t cols,
