@@ -1,6 +1,7 @@
 #include "kernels/cpu/packed_gemv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "kernels/cpu/isa_clones.h"
@@ -91,10 +92,15 @@ void RunPanels(const PackedMatrix& b, const MatrixRef& a, int64_t m, int64_t n, 
 // A task of fewer multiply-adds runs on the caller: waking the pool costs about 10 us.
 constexpr int64_t kMinTaskMacs = int64_t{1} << 18;
 
+std::atomic<uint64_t> gemv_calls{0};
+
 }  // namespace
+
+uint64_t PackedGemvCalls() { return gemv_calls.load(std::memory_order_relaxed); }
 
 void PackedGemv(const PackedMatrix& b, MatrixRef a, int64_t m, int64_t n, int64_t k, float* c,
                 int64_t ldc, bool accumulate, PackedEpilogue epilogue) {
+  gemv_calls.fetch_add(1, std::memory_order_relaxed);
   const int64_t panels = (n + kPackNr - 1) / kPackNr;
   const int64_t panel_macs = m * kPackNr * k;
   ParallelFor(panels, std::max<int64_t>(1, kMinTaskMacs / panel_macs), [&](int64_t p0, int64_t p1) {

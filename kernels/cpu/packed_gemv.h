@@ -23,6 +23,10 @@ inline constexpr int64_t kPackedGemvMaxRows = 4;
 void PackedGemv(const PackedMatrix& b, MatrixRef a, int64_t m, int64_t n, int64_t k, float* c,
                 int64_t ldc, bool accumulate, PackedEpilogue epilogue);
 
+// PackedGemv calls since the process started, so tests can tell that a product took this
+// path rather than the tiles (both give correct numbers; only the speed differs).
+uint64_t PackedGemvCalls();
+
 }  // namespace ndserve::kernels::cpu
 
 #endif  // NDSERVE_KERNELS_CPU_PACKED_GEMV_H_

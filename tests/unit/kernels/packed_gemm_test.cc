@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/packed_gemv.h"
 #include "kernels/cpu/parallel.h"
 
 namespace ndserve::kernels::cpu {
@@ -132,6 +133,14 @@ TEST(PackedGemmTest, ManyTasksAndKBlocks) {
 // count, A transposed or not, accumulated or not, K on and off its 4-deep chains and over
 // several K blocks, N on and off the 16-wide panels and split over the threads.
 TEST(PackedGemmTest, FewRowsAgainstAPackedB) {
+  // The few-row path is the one taken: up to four rows against a packed B, not five, not a
+  // packed A.
+  const uint64_t before = PackedGemvCalls();
+  Check({4, 40, 20, PackedMatrix::Side::kB, false, false, false}, false);
+  EXPECT_EQ(PackedGemvCalls(), before + 1);
+  Check({5, 40, 20, PackedMatrix::Side::kB, false, false, false}, false);
+  Check({3, 40, 20, PackedMatrix::Side::kA, false, false, false}, false);
+  EXPECT_EQ(PackedGemvCalls(), before + 1);
   for (int64_t m : {1, 2, 3, 4}) {
     for (int64_t k : {int64_t{1}, int64_t{3}, int64_t{6}, int64_t{513}}) {
       for (int64_t n : {int64_t{5}, int64_t{16}, int64_t{1000}}) {
