@@ -26,8 +26,8 @@ __attribute__((always_inline)) inline float At(const MatrixRef& a, int64_t r, in
 // load even at R = 1.
 template <int R, bool kTrans>
 __attribute__((always_inline)) inline void Panel(const PackedMatrix& b, const MatrixRef& a,
-                                                 int64_t k, int64_t col, int64_t cols,
-                                                 float* c, int64_t ldc, bool accumulate) {
+                                                 int64_t k, int64_t col, int64_t cols, float* c,
+                                                 int64_t ldc, bool accumulate) {
   constexpr int P = R == 1 ? 4 : (R == 2 ? 2 : 1);
   V16 acc[P][R] = {};
   for (int64_t k0 = 0; k0 < k; k0 += kPackKc) {
@@ -60,8 +60,9 @@ __attribute__((always_inline)) inline void Panel(const PackedMatrix& b, const Ma
 // Inlined, as Panel, into RunPanels's clones: an outlined template is built for the
 // baseline only.
 template <int R, bool kTrans>
-__attribute__((always_inline)) inline void Panels(const PackedMatrix& b, const MatrixRef& a, int64_t n, int64_t k, int64_t p0,
-            int64_t p1, float* c, int64_t ldc, bool accumulate) {
+__attribute__((always_inline)) inline void Panels(const PackedMatrix& b, const MatrixRef& a,
+                                                  int64_t n, int64_t k, int64_t p0, int64_t p1,
+                                                  float* c, int64_t ldc, bool accumulate) {
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t col = p * kPackNr;
     Panel<R, kTrans>(b, a, k, col, std::min(kPackNr, n - col), c, ldc, accumulate);
@@ -73,7 +74,7 @@ NDS_CPU_CLONES_V4
 void RunPanels(const PackedMatrix& b, const MatrixRef& a, int64_t m, int64_t n, int64_t k,
                int64_t p0, int64_t p1, float* c, int64_t ldc, bool accumulate) {
   // No lambda here: its body would be a function of its own, built for the baseline.
-#define NDS_GEMV_ROWS(R)                                                       \
+#define NDS_GEMV_ROWS(R)                                                   \
   return a.trans ? Panels<R, true>(b, a, n, k, p0, p1, c, ldc, accumulate) \
                  : Panels<R, false>(b, a, n, k, p0, p1, c, ldc, accumulate)
   switch (m) {
