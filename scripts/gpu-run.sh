@@ -21,10 +21,13 @@
 #   kernels_profile.txt (ncu's duration of each kernel of mlp and recsys b1 plain runs)
 #   train_smoke.txt (a training session through the daemon on cuda:0: scripts/train-smoke.sh)
 # Knobs: ONLY_LOADTEST=1 reruns only the load test; SKIP_LOADTEST=1 skips it;
-# SKIP_POOLS=1 skips the pool and scope benchmarks; SKIP_PROFILE=1 the ncu kernel profile;
+# SKIP_POOLS=1 skips the pool and scope benchmarks; SKIP_ENGINE_BENCH=1 the engine benchmark
+# (the training session benchmark still runs); SKIP_PROFILE=1 the ncu kernel profile;
 # BUNDLE (.gpu/bundle.tar.xz) and TORCH_DIR (.gpu/torch) where the bundle and fixtures are;
 # DURATION_S (10) per load-test case; BENCH_INSTANCES (4); LOADTEST_INSTANCES (unset);
 # LOADTEST_SPIN_US (unset): a second load test with --infer_worker_spin_us at that value;
+# SERVER_CPUS / CLIENT_CPUS (unset): the load tests' servers and load generator pinned to
+# these cores (scripts/loadtest-bench.sh);
 # BUDGET_S (540): one device call may run 600 s, so every step's time limit is cut to
 # what is left of the budget, and a step with under 15 s left is skipped (times.txt
 # says which), leaving time for $OUT to come back.
@@ -121,7 +124,8 @@ mark "after tests"
   [[ ${SKIP_POOLS:-0} != 1 ]] && has_time manager_benchmark &&
     NDSERVE_BENCH_DEVICE=cuda:0 timeout "$(cap 60)" "$G/bin/manager_benchmark" \
       --benchmark_min_time=0.1
-  for run in "1 1 1" "1 1 0" "1 0 1" "${BENCH_INSTANCES:-4} 1 1"; do
+  for run in $([[ ${SKIP_ENGINE_BENCH:-0} != 1 ]] && echo "1,1,1 1,1,0 1,0,1 ${BENCH_INSTANCES:-4},1,1"); do
+    run=${run//,/ }
     read -r n graphs lt <<<"$run"
     has_time "engine_benchmark $run" || continue
     echo "== engine on cuda:0, $n predictor(s) per model, CUDA graphs $([[ $graphs == 1 ]] && echo on || echo off), cuBLASLt epilogue $([[ $lt == 1 ]] && echo on || echo off)"

@@ -28,6 +28,9 @@
 #   REPORT_ONLY=0                      1: exit 0 even when a target is missed
 #   SKIP_ECHO=0                        1: the daemon only (a second daemon run beside an
 #                                      echo run already made in RESULTS_DIR)
+#   SERVER_CPUS= CLIENT_CPUS=          taskset -c lists: the server (echo or ndserved) and
+#                                      the load generator on disjoint cores, so that the
+#                                      client's own threads do not set the servers' tails
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +46,9 @@ PORT_BASE=${PORT_BASE:-18100}
 SOAK=${SOAK:-0}
 REPORT_ONLY=${REPORT_ONLY:-0}
 PY=/usr/bin/python3
+server_pin=() client_pin=()
+[[ -n ${SERVER_CPUS:-} ]] && server_pin=(taskset -c "$SERVER_CPUS")
+[[ -n ${CLIENT_CPUS:-} ]] && client_pin=(taskset -c "$CLIENT_CPUS")
 [[ -x $PY ]] || PY=python3
 
 mkdir -p "$RESULTS_DIR"
@@ -104,7 +110,7 @@ run_case() {
   cpu0=$(server_cpu_ticks)
   t0=$(date +%s.%N)
   # A failed check (errors, leak) is reported in the table, not fatal here.
-  "$LOADTEST" --address="$address" --model="$model" --batch="$batch" \
+  "${client_pin[@]}" "$LOADTEST" --address="$address" --model="$model" --batch="$batch" \
     --input="${INPUTS[$model]}" --concurrency="$conc" --duration_s="$DURATION_S" \
     --warmup_s="$WARMUP_S" --threads="$CLIENT_THREADS" --wait_ready_s=60 \
     --json_out="$base.json" "$@" >"$base.txt" 2>&1 || true
@@ -118,7 +124,7 @@ server_cpu_ticks() {  # utime + stime of $server_pid, in clock ticks
 
 if [[ ${SKIP_ECHO:-0} != 1 ]]; then
 echo "loadtest-bench: echo server at $ECHO_ADDR"
-"$ECHO" --address="$ECHO_ADDR" --threads="$SERVER_THREADS" >"$RESULTS_DIR/echo.log" 2>&1 &
+"${server_pin[@]}" "$ECHO" --address="$ECHO_ADDR" --threads="$SERVER_THREADS" >"$RESULTS_DIR/echo.log" 2>&1 &
 server_pid=$!
 for c in "${CASES[@]}"; do
   read -r model batch <<<"$c"
@@ -130,7 +136,7 @@ stop_server
 fi
 
 echo "loadtest-bench: ndserved at $GRPC_ADDR (device $DEVICE)"
-"$DAEMON" --model_repository="$MODEL_REPOSITORY" --device="$DEVICE" \
+"${server_pin[@]}" "$DAEMON" --model_repository="$MODEL_REPOSITORY" --device="$DEVICE" \
   --grpc_address="$GRPC_ADDR" --metrics_address="$METRICS_ADDR" \
   --admin_address="$ADMIN_ADDR" --http_address= >"$RESULTS_DIR/ndserved.log" 2>&1 &
 server_pid=$!
@@ -176,7 +182,7 @@ for c in "${CASES[@]}"; do
 done
 if [[ $SOAK == 1 ]]; then
   echo "== soak: mlp batch 1, concurrency 64, 1,000,000 requests"
-  "$LOADTEST" --address="$GRPC_ADDR" --model=mlp --batch=1 --input="${INPUTS[mlp]}" \
+  "${client_pin[@]}" "$LOADTEST" --address="$GRPC_ADDR" --model=mlp --batch=1 --input="${INPUTS[mlp]}" \
     --concurrency=64 --soak --warmup_s="$WARMUP_S" --threads="$CLIENT_THREADS" \
     --wait_ready_s=60 "${daemon_flags[@]}" --json_out="$RESULTS_DIR/soak.json" \
     --samples_out="$RESULTS_DIR/soak-samples.csv" >"$RESULTS_DIR/soak.txt" 2>&1 || true
@@ -212,7 +218,11 @@ try:
         cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
 except OSError:
     pass
-lines.append(f"ndserve load test, {os.cpu_count()} CPUs ({cpu}), {platform.node()}")
+pins = ", ".join(f"{who} on CPUs {os.environ[k]}" for who, k in
+                 (("servers", "SERVER_CPUS"), ("load generator", "CLIENT_CPUS"))
+                 if os.environ.get(k))
+lines.append(f"ndserve load test, {os.cpu_count()} CPUs ({cpu}), {platform.node()}"
+             + (f"; {pins}" if pins else ""))
 lines.append("")
 lines.append("| model | batch | concurrency | echo req/s | echo p99 ms | ndserve req/s "
              "| ndserve p99 ms | ratio | ndserve errors | allocated delta "
