@@ -11,6 +11,8 @@
 #include "benchmark/benchmark.h"
 #include "kernels/conv_geometry.h"
 #include "kernels/cpu/depthwise_conv.h"
+#include "kernels/cpu/depthwise_conv_c16.h"
+#include "kernels/cpu/depthwise_conv_kxk.h"
 #include "kernels/kernel_context.h"
 #include "kernels/node_attrs.h"
 
@@ -59,7 +61,10 @@ void SetBytes(benchmark::State& state, const Shape& s) {
                                               benchmark::Counter::kIs1000);
 }
 
-void BM_Depthwise3x3(benchmark::State& state) {
+// Times `loop` (a call of one depthwise loop on the shape's x, w, bias and y with a
+// scratch allocator) on the state's shape.
+template <typename Loop>
+void TimeLoop(benchmark::State& state, Loop loop) {
   ConvAttrs a;
   const Shape s = MakeShape(state, &a);
   std::vector<float> x(s.c * s.g.in_plane(), 0.25f), w(s.c * 9, 0.1f), bias(s.c, 0.5f);
@@ -69,8 +74,7 @@ void BM_Depthwise3x3(benchmark::State& state) {
   ctx.scratch = &scratch;
   for (auto _ : state) {
     scratch.Reset();
-    const absl::Status st = cpu::DepthwiseConv(ctx, s.g, 1, s.c, 1, x.data(), w.data(),
-                                               bias.data(), a.activation, y.data());
+    const absl::Status st = loop(ctx, s, a.activation, x.data(), w.data(), bias.data(), y.data());
     if (!st.ok()) {
       state.SkipWithError(st.ToString().c_str());
       return;
@@ -78,6 +82,26 @@ void BM_Depthwise3x3(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   SetBytes(state, s);
+}
+
+// What the CPU Conv runs (cpu::DepthwiseConv picks the loop).
+void BM_Depthwise3x3(benchmark::State& state) {
+  TimeLoop(state, [](const KernelContext& ctx, const Shape& s, const ConvEpilogue& act,
+                     const float* x, const float* w, const float* b, float* y) {
+    return cpu::DepthwiseConv(ctx, s.g, 1, s.c, 1, x, w, b, act, y);
+  });
+}
+
+// The loops the CPU Conv took for stride 2 before the in-plane stride-2 loop
+// (depthwise_conv_s2.h), called directly as its baseline in the same run: the
+// sixteen-channel loop (range(3) 0) and the per-plane row loop (1).
+void BM_Depthwise3x3Stride2Before(benchmark::State& state) {
+  const bool c16 = state.range(3) == 0;
+  TimeLoop(state, [c16](const KernelContext& ctx, const Shape& s, const ConvEpilogue& act,
+                        const float* x, const float* w, const float* b, float* y) {
+    return c16 ? cpu::DepthwiseC16(ctx, s.g, 1, s.c, x, w, b, act, y)
+               : cpu::DepthwiseKxK(ctx, s.g, 1, s.c, 1, x, w, b, act, y);
+  });
 }
 
 // The floor: the input read and the output written once, on one thread.
@@ -110,6 +134,12 @@ void MobilenetV2Shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Depthwise3x3)->Apply(MobilenetV2Shapes);
 BENCHMARK(BM_Depthwise3x3Floor)->Apply(MobilenetV2Shapes);
+BENCHMARK(BM_Depthwise3x3Stride2Before)
+    ->UseRealTime()
+    ->Args({96, 112, 2, 1})
+    ->Args({144, 56, 2, 0})
+    ->Args({192, 28, 2, 0})
+    ->Args({576, 14, 2, 0});
 
 }  // namespace
 }  // namespace ndserve::kernels

@@ -25,7 +25,9 @@
 #endif
 
 #include "base/status_macros.h"
+#include "kernels/cpu/avx512_lanes.h"
 #include "kernels/cpu/depthwise_conv_kxk.h"
+#include "kernels/cpu/depthwise_conv_s2.h"
 #include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -100,7 +102,11 @@ Task TaskAt(const Args& a, const Plan& p, int64_t task) {
 
 #if defined(__x86_64__)
 
-#define NDS_C16_INLINE __attribute__((target("arch=x86-64-v4"), always_inline)) inline
+#define NDS_C16_INLINE NDS_AVX512_INLINE
+
+using avx512::Act;
+using avx512::Activate;
+using avx512::FirstLanes;
 
 // r[i][j] <-> r[j][i]: within each 128-bit lane, 2x2 then 4x4 blocks (unpack, shuffle);
 // then the four lanes of four registers at a time (shuffle_f32x4, twice). 64 shuffles.
@@ -127,11 +133,6 @@ NDS_C16_INLINE void Transpose16(__m512* r) {
     r[8 + e] = _mm512_shuffle_f32x4(hi01, hi23, 0x88);
     r[12 + e] = _mm512_shuffle_f32x4(hi01, hi23, 0xDD);
   }
-}
-
-NDS_C16_INLINE __mmask16 FirstLanes(int64_t count) {
-  return count >= kLanes ? static_cast<__mmask16>(0xFFFF)
-                         : static_cast<__mmask16>((1u << count) - 1);
 }
 
 // T's padding for the band whose row 0 is image row row0: rows outside the image and the
@@ -176,17 +177,6 @@ NDS_C16_INLINE void LoadBand(const ConvGeometry& g, const Plan& p, const float* 
       if (++iw == g.in_w) iw = 0, ++ih;
     }
   }
-}
-
-enum class Act { kNone, kRelu, kClip };
-
-template <Act kAct>
-NDS_C16_INLINE __m512 Activate(__m512 v, __m512 lo, __m512 hi) {
-  // max(lo, v) is lo > v ? lo : v and min(hi, v) is hi < v ? hi : v: a NaN sum passes
-  // through, as ReluOp and ClipOp let it.
-  if constexpr (kAct == Act::kRelu) return _mm512_max_ps(_mm512_setzero_ps(), v);
-  if constexpr (kAct == Act::kClip) return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
-  return v;
 }
 
 // kG consecutive output pixels of one row (tr: T's first row of their window) into o.
@@ -311,10 +301,13 @@ bool DepthwiseC16Applies(const ConvGeometry& g, int64_t mg, const ConvEpilogue& 
 }
 
 bool DepthwiseC16Chosen(const ConvGeometry& g, int64_t mg, const ConvEpilogue& act) {
-  // Wide planes at stride 2 keep the row loop: there the transposes of four input pixels
-  // per output cost more than its even / odd split (mobilenet_v2's 96 planes of 112x112,
-  // one thread: 306-354 us against 248-252).
-  return DepthwiseC16Applies(g, mg, act) && !(g.stride_w == 2 && g.in_w > kMaxStride2Width);
+  // 3x3 at stride 2 with rows of 14 outputs or more: the in-plane stride-2 loop
+  // (depthwise_conv_s2.h), which transposes nothing. Wide planes at stride 2 otherwise
+  // (5x5) keep the row loop: there the transposes of four input pixels per output cost
+  // more than its even / odd split (mobilenet_v2's 96 planes of 112x112, one thread:
+  // 306-354 us against 248-252).
+  return DepthwiseC16Applies(g, mg, act) && !DepthwiseS2Chosen(g, mg, act) &&
+         !(g.stride_w == 2 && g.in_w > kMaxStride2Width);
 }
 
 absl::Status DepthwiseC16(const KernelContext& ctx, const ConvGeometry& g, int64_t n, int64_t c,

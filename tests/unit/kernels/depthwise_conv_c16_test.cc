@@ -8,7 +8,8 @@
 // included), a channel multiplier or a dilation is refused, and a full scratch is
 // RESOURCE_EXHAUSTED.
 // Skipped on CPUs without AVX-512, where the loop never runs.
-#include <cmath>
+#include "kernels/cpu/depthwise_conv_c16.h"
+
 #include <limits>
 #include <string>
 #include <vector>
@@ -16,60 +17,37 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu/depthwise_conv_c16.h"
-#include "kernels/cpu/late_activation.h"
-#include "kernels/cpu/packed_gemm.h"
 #include "kernels/node_attrs.h"
-#include "tests/unit/kernels/kernel_test_util.h"
-#include "tests/unit/kernels/naive_depthwise.h"
+#include "tests/unit/kernels/depthwise_test_util.h"
 
 namespace ndserve::kernels::testing {
 namespace {
 
-constexpr double kAtol = 1e-5, kRtol = 1e-4;  // 9 or 25 products, summed in another order
-
-ConvGeometry Geometry(const DepthwiseShape& k) {
-  ConvAttrs a;
-  a.group = k.c;
-  a.strides = k.strides;
-  a.dilations = k.dilations;
-  a.pads = k.pads;
-  const int64_t xs[] = {k.h, k.w}, ks[] = {k.kh, k.kw};
-  absl::StatusOr<ConvGeometry> g = MakeConvGeometry("Conv", a, xs, ks, false);
-  EXPECT_TRUE(g.ok()) << g.status();
-  return g.ok() ? *g : ConvGeometry{};
-}
-
 // DepthwiseC16 on x, w, bias (empty: none) with its own scratch.
 absl::StatusOr<std::vector<float>> RunC16(const DepthwiseShape& k, const ConvEpilogue& act,
-                                          const std::vector<float>& x,
-                                          const std::vector<float>& w,
+                                          const std::vector<float>& x, const std::vector<float>& w,
                                           const std::vector<float>& bias,
                                           std::size_t scratch_limit = SIZE_MAX) {
   DeviceRunner runner(Device::Cpu());
   runner.scratch().set_limit(scratch_limit);
   const KernelContext ctx = runner.context();
   std::vector<float> y(k.n * k.c * k.out_h() * k.out_w(), -7.0f);
-  NDS_RETURN_IF_ERROR(cpu::DepthwiseC16(ctx, Geometry(k), k.n, k.c, x.data(), w.data(),
+  NDS_RETURN_IF_ERROR(cpu::DepthwiseC16(ctx, GeometryOf(k), k.n, k.c, x.data(), w.data(),
                                         bias.empty() ? nullptr : bias.data(), act, y.data()));
   return y;
 }
 
-class DepthwiseC16Test : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cpu::PackedGemmUsesAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  }
-};
+absl::StatusOr<std::vector<float>> RunLoop(const DepthwiseShape& k, const ConvEpilogue& act,
+                                           const std::vector<float>& x, const std::vector<float>& w,
+                                           const std::vector<float>& bias) {
+  return RunC16(k, act, x, w, bias);
+}
+
+class DepthwiseC16Test : public Avx512DepthwiseTest {};
 
 TEST_F(DepthwiseC16Test, MatchesNaiveOverChannelsPlanesWindowsStridesPadsAndActivations) {
-  const ConvEpilogue acts[] = {{ConvActivation::kNone},
-                               {ConvActivation::kRelu},
-                               {ConvActivation::kClip, -0.5f, 0.75f},
-                               {ConvActivation::kHardSwish},
-                               {ConvActivation::kSigmoid}};
-  const std::vector<std::pair<int64_t, int64_t>> planes = {
-      {1, 1}, {3, 5}, {7, 7}, {14, 14}, {13, 17}, {56, 56}, {112, 112}};
+  const std::vector<std::pair<int64_t, int64_t>> planes = {{1, 1},   {3, 5},   {7, 7},    {14, 14},
+                                                           {13, 17}, {56, 56}, {112, 112}};
   const std::vector<std::vector<int64_t>> pads = {
       {1, 1, 1, 1}, {0, 0, 0, 0}, {2, 2, 2, 2}, {0, 1, 2, 1}, {2, 0, 1, 2}};
   int idx = 0, ran = 0;
@@ -83,22 +61,13 @@ TEST_F(DepthwiseC16Test, MatchesNaiveOverChannelsPlanesWindowsStridesPadsAndActi
           // The big planes with fewer channels: they are there for their bands.
           const int64_t cc = h * w > 40 * 40 ? std::min<int64_t>(c, 19) : c;
           const DepthwiseShape k{1 + idx % 2, cc, 1, h, w, kk, kk, {stride, stride}, {1, 1}, p};
-          const ConvEpilogue& act = acts[idx % 5];
+          const ConvEpilogue& act = kEveryActivation[idx % 5];
           const bool with_bias = idx % 3 != 0;
-          const std::vector<float> x = RandomFloats(k.n * cc * h * w, 100 + idx);
-          const std::vector<float> wt = RandomFloats(cc * kk * kk, 200 + idx, -1.0f, 1.0f);
-          const std::vector<float> b = with_bias ? RandomFloats(cc, 300 + idx) : std::vector<float>{};
           const std::string name =
               absl::StrCat(kk, "x", kk, " plane ", h, "x", w, " stride ", stride, " c ", cc,
                            " pads ", absl::StrJoin(p, ","), " batch ", k.n, " act ",
                            static_cast<int>(act.kind), with_bias ? " bias" : "");
-          const absl::StatusOr<std::vector<float>> got = RunC16(k, act, x, wt, b);
-          ASSERT_TRUE(got.ok()) << name << ": " << got.status();
-          const Shape shape = {k.n, cc, k.out_h(), k.out_w()};
-          EXPECT_TRUE(AllClose(HostTensor::Of<float>(shape, *got),
-                               HostTensor::Of<float>(shape, NaiveDepthwise(k, act, x, wt, b)),
-                               kAtol, kRtol))
-              << name;
+          ExpectMatchesNaive(RunLoop, k, act, with_bias, 100 + idx, name);
           ++ran;
         }
       }
@@ -116,44 +85,21 @@ TEST_F(DepthwiseC16Test, FusedActivationsEqualTheUnfusedPairBitForBit) {
   x[5 * k.h * k.w + 3 * k.w + 4] = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> wt = RandomFloats(k.c * 9, 42, -1.0f, 1.0f);
   const std::vector<float> b = RandomFloats(k.c, 43);
-  const absl::StatusOr<std::vector<float>> plain = RunC16(k, {ConvActivation::kNone}, x, wt, b);
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  const ConvEpilogue acts[] = {{ConvActivation::kRelu},
-                               {ConvActivation::kClip, 0.0f, 6.0f},
-                               {ConvActivation::kHardSwish},
-                               {ConvActivation::kSigmoid}};
-  for (const ConvEpilogue& act : acts) {
-    const absl::StatusOr<std::vector<float>> fused = RunC16(k, act, x, wt, b);
-    ASSERT_TRUE(fused.ok()) << fused.status();
-    // The Sigmoid node's own loop (the functor alone, compiled here, may round otherwise).
-    std::vector<float> sigmoid(plain->size());
-    cpu::SigmoidArray(plain->data(), sigmoid.data(), static_cast<int64_t>(sigmoid.size()));
-    int nans = 0;
-    for (std::size_t i = 0; i < plain->size(); ++i) {
-      const float want = act.kind == ConvActivation::kSigmoid ? sigmoid[i] : act((*plain)[i]);
-      if (std::isnan(want)) {
-        ++nans;
-        EXPECT_TRUE(std::isnan((*fused)[i])) << static_cast<int>(act.kind) << " at " << i;
-        continue;
-      }
-      ASSERT_EQ((*fused)[i], want) << static_cast<int>(act.kind) << " at " << i;
-    }
-    EXPECT_EQ(nans, 9) << static_cast<int>(act.kind);  // the NaN's 3x3 neighbourhood
-  }
+  ExpectFusedActivationsMatchUnfused(RunLoop, k, x, wt, b, 9);  // the NaN's 3x3 neighbourhood
 }
 
 // The CPU Conv takes this loop where it applies: its outputs are DepthwiseC16's to the bit
-// (the row loop sums the taps in another order, so its bits differ); wide planes at
-// stride 2 keep the row loop.
+// (the other loops sum the taps in another order, so their bits differ); 3x3 rows of 14
+// outputs or more at stride 2 take the in-plane stride-2 loop (depthwise_conv_s2.h).
 TEST_F(DepthwiseC16Test, TheCpuConvTakesItWhereItApplies) {
   struct Case {
     int64_t h, stride;
     bool c16;
   };
-  for (const Case& cs : {Case{14, 1, true}, Case{56, 2, true}, Case{112, 1, true},
-                         Case{112, 2, false}}) {
-    const DepthwiseShape k{1, 24, 1, cs.h, cs.h, 3, 3, {cs.stride, cs.stride}, {1, 1},
-                           {1, 1, 1, 1}};
+  for (const Case& cs : {Case{14, 1, true}, Case{14, 2, true}, Case{56, 2, false},
+                         Case{112, 1, true}, Case{112, 2, false}}) {
+    const DepthwiseShape k{1,      24,          1, cs.h, cs.h, 3, 3, {cs.stride, cs.stride},
+                           {1, 1}, {1, 1, 1, 1}};
     const std::string name = absl::StrCat(cs.h, "x", cs.h, " stride ", cs.stride);
     const HostTensor x = RandomTensor({1, k.c, k.h, k.w}, 51);
     const HostTensor wt = RandomTensor({k.c, 1, 3, 3}, 52, -1.0f, 1.0f);
@@ -171,26 +117,27 @@ TEST_F(DepthwiseC16Test, TheCpuConvTakesItWhereItApplies) {
         RunC16(k, a.activation, x.Values<float>(), wt.Values<float>(), b.Values<float>());
     ASSERT_TRUE(c16.ok()) << name << ": " << c16.status();
     EXPECT_EQ((*conv)[0].Values<float>() == *c16, cs.c16) << name;
-    EXPECT_EQ(cpu::DepthwiseC16Chosen(Geometry(k), 1, a.activation), cs.c16) << name;
-    EXPECT_TRUE(cpu::DepthwiseC16Applies(Geometry(k), 1, a.activation)) << name;
+    EXPECT_EQ(cpu::DepthwiseC16Chosen(GeometryOf(k), 1, a.activation), cs.c16) << name;
+    EXPECT_TRUE(cpu::DepthwiseC16Applies(GeometryOf(k), 1, a.activation)) << name;
   }
 }
 
 TEST_F(DepthwiseC16Test, AppliesOnlyWhereItShould) {
   const DepthwiseShape k{1, 16, 1, 14, 14, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}};
-  const ConvGeometry g = Geometry(k);
+  const ConvGeometry g = GeometryOf(k);
   EXPECT_TRUE(cpu::DepthwiseC16Applies(g, 1, {ConvActivation::kClip, 0.0f, 6.0f}));
   EXPECT_FALSE(cpu::DepthwiseC16Applies(g, 2, {ConvActivation::kNone}));
   EXPECT_TRUE(cpu::DepthwiseC16Applies(g, 1, {ConvActivation::kSigmoid}));
   DepthwiseShape dilated = k;
   dilated.dilations = {2, 2};
   dilated.pads = {2, 2, 2, 2};
-  EXPECT_FALSE(cpu::DepthwiseC16Applies(Geometry(dilated), 1, {ConvActivation::kNone}));
+  EXPECT_FALSE(cpu::DepthwiseC16Applies(GeometryOf(dilated), 1, {ConvActivation::kNone}));
   const std::vector<float> x(16 * 14 * 14, 1.0f), wt(16 * 9, 1.0f);
   const absl::StatusOr<std::vector<float>> refused =
       RunC16(dilated, {ConvActivation::kNone}, x, wt, {});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  const absl::StatusOr<std::vector<float>> full = RunC16(k, {ConvActivation::kNone}, x, wt, {}, 1024);
+  const absl::StatusOr<std::vector<float>> full =
+      RunC16(k, {ConvActivation::kNone}, x, wt, {}, 1024);
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
 }
 
