@@ -92,10 +92,10 @@ void BM_Depthwise3x3(benchmark::State& state) {
   });
 }
 
-// The loops the CPU Conv took for stride 2 before the in-plane stride-2 loop
-// (depthwise_conv_s2.h), called directly as its baseline in the same run: the
-// sixteen-channel loop (range(3) 0) and the per-plane row loop (1).
-void BM_Depthwise3x3Stride2Before(benchmark::State& state) {
+// The loops the CPU Conv took before the in-plane loop (depthwise_conv_in_plane.h) where
+// that one is chosen, called directly as its baseline in the same run: the sixteen-channel
+// loop (range(3) 0) and the per-plane row loop (1).
+void BM_Depthwise3x3Before(benchmark::State& state) {
   const bool c16 = state.range(3) == 0;
   TimeLoop(state, [c16](const KernelContext& ctx, const Shape& s, const ConvEpilogue& act,
                         const float* x, const float* w, const float* b, float* y) {
@@ -134,12 +134,17 @@ void MobilenetV2Shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Depthwise3x3)->Apply(MobilenetV2Shapes);
 BENCHMARK(BM_Depthwise3x3Floor)->Apply(MobilenetV2Shapes);
-BENCHMARK(BM_Depthwise3x3Stride2Before)
+BENCHMARK(BM_Depthwise3x3Before)
     ->UseRealTime()
     ->Args({96, 112, 2, 1})
     ->Args({144, 56, 2, 0})
     ->Args({192, 28, 2, 0})
-    ->Args({576, 14, 2, 0});
+    ->Args({576, 14, 2, 0})
+    ->Args({32, 112, 1, 0})
+    ->Args({144, 56, 1, 0})
+    ->Args({192, 28, 1, 0})
+    ->Args({384, 14, 1, 0})
+    ->Args({576, 14, 1, 0});
 
 }  // namespace
 }  // namespace ndserve::kernels

@@ -2,7 +2,7 @@
 #define NDSERVE_KERNELS_CPU_AVX512_LANES_H_
 
 // Small AVX-512 helpers the depthwise loops share (depthwise_conv_c16.cc,
-// depthwise_conv_s2.cc): a mask of a vector's first lanes, and the fused Relu and Clip
+// depthwise_conv_in_plane.cc): a mask of a vector's first lanes, and the fused Relu and Clip
 // on sixteen sums. Only for functions compiled with target("arch=x86-64-v4"), into which
 // they inline; x86-64 only. Internal to kernels/cpu.
 

@@ -14,7 +14,7 @@
 #include "base/status_macros.h"
 #include "kernels/cpu/depthwise_conv_c16.h"
 #include "kernels/cpu/depthwise_conv_kxk.h"
-#include "kernels/cpu/depthwise_conv_s2.h"
+#include "kernels/cpu/depthwise_conv_in_plane.h"
 #include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/parallel.h"
 
@@ -213,7 +213,7 @@ PlanesFn PickPlanes() { return PlanesBaseline; }
 absl::Status DepthwiseConv(const KernelContext& ctx, const ConvGeometry& g, int64_t n, int64_t c,
                            int64_t mg, const float* x, const float* w, const float* bias,
                            const ConvEpilogue& act, float* y) {
-  if (DepthwiseS2Chosen(g, mg, act)) return DepthwiseS2(g, n, c, x, w, bias, act, y);
+  if (DepthwiseInPlaneChosen(g, mg, act)) return DepthwiseInPlane(g, n, c, x, w, bias, act, y);
   if (DepthwiseC16Chosen(g, mg, act)) return DepthwiseC16(ctx, g, n, c, x, w, bias, act, y);
   if (DepthwiseKxKApplies(g)) return DepthwiseKxK(ctx, g, n, c, mg, x, w, bias, act, y);
   static const PlanesFn planes_fn = PickPlanes();

@@ -27,7 +27,7 @@
 #include "base/status_macros.h"
 #include "kernels/cpu/avx512_lanes.h"
 #include "kernels/cpu/depthwise_conv_kxk.h"
-#include "kernels/cpu/depthwise_conv_s2.h"
+#include "kernels/cpu/depthwise_conv_in_plane.h"
 #include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -301,12 +301,11 @@ bool DepthwiseC16Applies(const ConvGeometry& g, int64_t mg, const ConvEpilogue& 
 }
 
 bool DepthwiseC16Chosen(const ConvGeometry& g, int64_t mg, const ConvEpilogue& act) {
-  // 3x3 at stride 2 with rows of 14 outputs or more: the in-plane stride-2 loop
-  // (depthwise_conv_s2.h), which transposes nothing. Wide planes at stride 2 otherwise
-  // (5x5) keep the row loop: there the transposes of four input pixels per output cost
-  // more than its even / odd split (mobilenet_v2's 96 planes of 112x112, one thread:
-  // 306-354 us against 248-252).
-  return DepthwiseC16Applies(g, mg, act) && !DepthwiseS2Chosen(g, mg, act) &&
+  // 3x3 windows on rows of 28 floats or more: the in-plane loop (depthwise_conv_in_plane.h),
+  // which transposes nothing. Wide planes at stride 2 otherwise (5x5) keep the row loop:
+  // there the transposes of four input pixels per output cost more than its even / odd
+  // split (mobilenet_v2's 96 planes of 112x112, one thread: 306-354 us against 248-252).
+  return DepthwiseC16Applies(g, mg, act) && !DepthwiseInPlaneChosen(g, mg, act) &&
          !(g.stride_w == 2 && g.in_w > kMaxStride2Width);
 }
 
