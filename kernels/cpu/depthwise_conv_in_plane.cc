@@ -28,7 +28,8 @@ namespace ndserve::kernels::cpu {
 namespace {
 
 constexpr int64_t kLanes = 16;
-// A plane is at least this many multiply-adds per ParallelFor chunk (about 5 us).
+// A ParallelFor chunk of planes holds at least this many multiply-adds (about a
+// microsecond here); ParallelFor makes at most four chunks per thread anyway.
 constexpr int64_t kMinChunkMacs = int64_t{1} << 14;
 
 #if defined(__x86_64__)
