@@ -127,8 +127,8 @@ mark "after tests"
   [[ ${SKIP_POOLS:-0} != 1 ]] && has_time manager_benchmark &&
     NDSERVE_BENCH_DEVICE=cuda:0 timeout "$(cap 60)" "$G/bin/manager_benchmark" \
       --benchmark_min_time=0.1
-  for run in $([[ ${SKIP_ENGINE_BENCH:-0} != 1 ]] && echo "1,1,1 1,1,0 1,0,1 ${BENCH_INSTANCES:-4},1,1"); do
-    run=${run//,/ }
+  for run in "1 1 1" "1 1 0" "1 0 1" "${BENCH_INSTANCES:-4} 1 1"; do
+    [[ ${SKIP_ENGINE_BENCH:-0} == 1 ]] && break
     read -r n graphs lt <<<"$run"
     has_time "engine_benchmark $run" || continue
     echo "== engine on cuda:0, $n predictor(s) per model, CUDA graphs $([[ $graphs == 1 ]] && echo on || echo off), cuBLASLt epilogue $([[ $lt == 1 ]] && echo on || echo off)"
