@@ -26,8 +26,8 @@
 
 #include "base/status_macros.h"
 #include "kernels/cpu/avx512_lanes.h"
-#include "kernels/cpu/depthwise_conv_kxk.h"
 #include "kernels/cpu/depthwise_conv_in_plane.h"
+#include "kernels/cpu/depthwise_conv_kxk.h"
 #include "kernels/cpu/late_activation.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -102,15 +102,13 @@ Task TaskAt(const Args& a, const Plan& p, int64_t task) {
 
 #if defined(__x86_64__)
 
-#define NDS_C16_INLINE NDS_AVX512_INLINE
-
 using avx512::Act;
 using avx512::Activate;
 using avx512::FirstLanes;
 
 // r[i][j] <-> r[j][i]: within each 128-bit lane, 2x2 then 4x4 blocks (unpack, shuffle);
 // then the four lanes of four registers at a time (shuffle_f32x4, twice). 64 shuffles.
-NDS_C16_INLINE void Transpose16(__m512* r) {
+NDS_AVX512_INLINE void Transpose16(__m512* r) {
   __m512 t[16], u[16];
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -137,7 +135,7 @@ NDS_C16_INLINE void Transpose16(__m512* r) {
 
 // T's padding for the band whose row 0 is image row row0: rows outside the image and the
 // columns left and right of it. The image's pixels are all rewritten by LoadBand.
-NDS_C16_INLINE void ZeroPadding(const ConvGeometry& g, const Plan& p, int64_t row0,
+NDS_AVX512_INLINE void ZeroPadding(const ConvGeometry& g, const Plan& p, int64_t row0,
                                 int64_t rows, float* t) {
   const __m512 zero = _mm512_setzero_ps();
   const int64_t right = std::min(p.wp, g.pad_left + g.in_w);
@@ -155,7 +153,7 @@ NDS_C16_INLINE void ZeroPadding(const ConvGeometry& g, const Plan& p, int64_t ro
 
 // Image rows [ih_lo, ih_hi) of the block's planes into T (row 0 = image row row0), as one
 // flat run per plane: sixteen pixels of every plane per transpose, whatever the width.
-NDS_C16_INLINE void LoadBand(const ConvGeometry& g, const Plan& p, const float* const* planes,
+NDS_AVX512_INLINE void LoadBand(const ConvGeometry& g, const Plan& p, const float* const* planes,
                              int64_t lanes, int64_t ih_lo, int64_t ih_hi, int64_t row0,
                              float* t) {
   int64_t ih = ih_lo, iw = 0;
@@ -181,7 +179,7 @@ NDS_C16_INLINE void LoadBand(const ConvGeometry& g, const Plan& p, const float* 
 
 // kG consecutive output pixels of one row (tr: T's first row of their window) into o.
 template <int kK, int kS, int kG, Act kAct>
-NDS_C16_INLINE void SumPixels(const float* tr, int64_t t_row, const __m512* wv, __m512 bias,
+NDS_AVX512_INLINE void SumPixels(const float* tr, int64_t t_row, const __m512* wv, __m512 bias,
                               __m512 lo, __m512 hi, float* o) {
   constexpr int kSpan = (kG - 1) * kS + kK;  // T pixels a kernel row reads for kG outputs
   __m512 acc[kG];
