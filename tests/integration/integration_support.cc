@@ -352,4 +352,29 @@ inference::ModelInferRequest RequestFor(const std::string& model, const Referenc
   return request;
 }
 
+TempModelRepository::TempModelRepository() {
+  char dir[] = "/tmp/ndserve-repo-XXXXXX";
+  if (mkdtemp(dir) != nullptr) path_ = dir;
+}
+
+TempModelRepository::~TempModelRepository() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+void TempModelRepository::AddModel(const std::string& name, const std::filesystem::path& onnx,
+                                   const std::string& config) {
+  std::filesystem::create_directories(path_ / name / "1");
+  std::filesystem::create_symlink(onnx, path_ / name / "1" / "model.onnx");
+  std::ofstream(path_ / name / "config.pbtxt") << "name: \"" << name << "\"\n" << config;
+}
+
+void TempModelRepository::AddExample(const std::string& name) {
+  const std::filesystem::path example =
+      std::filesystem::path(SourceDir()) / "examples/models" / name;
+  std::filesystem::create_directories(path_ / name / "1");
+  std::filesystem::create_symlink(example / "1/model.onnx", path_ / name / "1" / "model.onnx");
+  std::filesystem::copy_file(example / "config.pbtxt", path_ / name / "config.pbtxt");
+}
+
 }  // namespace ndserve::testing

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -125,6 +126,27 @@ absl::StatusOr<ReferenceCase> ReadReferenceCaseAt(const std::string& dir);
 
 // A ModelInferRequest for `model` with the case's inputs as raw contents.
 inference::ModelInferRequest RequestFor(const std::string& model, const ReferenceCase& c);
+
+// A model repository in a fresh folder under /tmp, removed with the object: for daemons
+// that serve the examples' ONNX files under configs of a test's own.
+class TempModelRepository {
+ public:
+  TempModelRepository();  // the folder, or an empty path() when it cannot be made
+  ~TempModelRepository();
+  TempModelRepository(const TempModelRepository&) = delete;
+  TempModelRepository& operator=(const TempModelRepository&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  // Model `name`, version 1: a link to `onnx` and a config.pbtxt of
+  // `name: "<name>"` followed by `config`.
+  void AddModel(const std::string& name, const std::filesystem::path& onnx,
+                const std::string& config);
+  // examples/models/<name> as it is: its version 1's ONNX file and its config.pbtxt.
+  void AddExample(const std::string& name);
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace ndserve::testing
 

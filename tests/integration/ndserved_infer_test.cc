@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -413,31 +412,19 @@ TEST(NdservedRepositoryTest, ControlModeNoneRefusesLoadAndUnload) {
 // batch for kHeldDelay, signalled only once the daemon counts it in flight.
 TEST(NdservedShutdownTest, InFlightRequestsFinishAndReadinessDrops) {
   constexpr auto kHeldDelay = std::chrono::seconds(2);
-  char dir[] = "/tmp/ndserve-shutdown-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::filesystem::path repo = dir, examples = std::filesystem::path(SourceDir()) / "examples/models";
-  for (const char* model : {"recsys", "mlp"}) {
-    const std::string name = std::string(model) == "mlp" ? "held" : model;
-    std::filesystem::create_directories(repo / name / "1");
-    std::filesystem::create_symlink(examples / model / "1/model.onnx",
-                                    repo / name / "1/model.onnx");
-  }
-  std::filesystem::copy_file(examples / "recsys/config.pbtxt", repo / "recsys/config.pbtxt");
-  std::ofstream(repo / "held/config.pbtxt") << absl::StrCat(
-      R"(name: "held" max_batch_size: 64
+  TempModelRepository repo;
+  ASSERT_FALSE(repo.path().empty());
+  repo.AddExample("recsys");
+  repo.AddModel(
+      "held", std::filesystem::path(SourceDir()) / "examples/models/mlp/1/model.onnx",
+      absl::StrCat(R"(max_batch_size: 64
 input [ { name: "input" data_type: TYPE_FP32 dims: [ 64 ] } ]
 output [ { name: "probabilities" data_type: TYPE_FP32 dims: [ 10 ] } ]
 dynamic_batching { max_queue_delay_microseconds: )",
-      std::chrono::duration_cast<std::chrono::microseconds>(kHeldDelay).count(), " }\n");
-  struct RemoveRepo {
-    std::filesystem::path path;
-    ~RemoveRepo() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } remove_repo{repo};
-  absl::StatusOr<std::unique_ptr<DaemonProcess>> started =
-      DaemonProcess::Start({"--exit_timeout_seconds=30", "--model_repository=" + repo.string()});
+                   std::chrono::duration_cast<std::chrono::microseconds>(kHeldDelay).count(),
+                   " }\n"));
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> started = DaemonProcess::Start(
+      {"--exit_timeout_seconds=30", "--model_repository=" + repo.path().string()});
   ASSERT_TRUE(started.ok()) << started.status();
   DaemonProcess& daemon = **started;
   absl::StatusOr<ReferenceCase> c = ReadReferenceCase("recsys");

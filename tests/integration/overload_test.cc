@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -76,9 +75,7 @@ class OverloadDaemonTest : public ::testing::Test {
   static constexpr auto kSlowDelay = std::chrono::seconds(4);
 
   void SetUp() override {
-    char dir[] = "/tmp/ndserve-overload-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    repo_ = dir;
+    ASSERT_FALSE(repo_.path().empty());
     const fs::path examples = fs::path(SourceDir()) / "examples/models";
     const fs::path mlp = examples / "mlp/1/model.onnx";
     const std::string io = R"(
@@ -87,35 +84,27 @@ output [ { name: "probabilities" data_type: TYPE_FP32 dims: [ 10 ] } ]
 )";
     const std::string slow_us = absl::StrCat(
         std::chrono::duration_cast<std::chrono::microseconds>(kSlowDelay).count());
-    AddModel("fast", mlp, "max_batch_size: 64\n" + io);
-    AddModel("slow", mlp,
-             "max_batch_size: 64\n" + io + "dynamic_batching { max_queue_delay_microseconds: " +
-                 slow_us + " }\n");
-    AddModel("bounded", mlp,
-             "max_batch_size: 64\n" + io + "dynamic_batching { max_queue_delay_microseconds: " +
-                 slow_us + " default_queue_policy { max_queue_size: 2 } }\n");
-    AddModel("recsys", examples / "recsys/1/model.onnx", R"(max_batch_size: 64
+    repo_.AddModel("fast", mlp, "max_batch_size: 64\n" + io);
+    repo_.AddModel("slow", mlp,
+                   "max_batch_size: 64\n" + io +
+                       "dynamic_batching { max_queue_delay_microseconds: " + slow_us + " }\n");
+    repo_.AddModel("bounded", mlp,
+                   "max_batch_size: 64\n" + io +
+                       "dynamic_batching { max_queue_delay_microseconds: " + slow_us +
+                       " default_queue_policy { max_queue_size: 2 } }\n");
+    repo_.AddModel("recsys", examples / "recsys/1/model.onnx", R"(max_batch_size: 64
 input [ { name: "sparse_ids" data_type: TYPE_INT64 dims: [ 4, 8 ] },
         { name: "dense" data_type: TYPE_FP32 dims: [ 13 ] } ]
 output [ { name: "score" data_type: TYPE_FP32 dims: [ 1 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 2000 }
 )");
-    auto d = DaemonProcess::Start({"--model_repository=" + repo_.string()});
+    auto d = DaemonProcess::Start({"--model_repository=" + repo_.path().string()});
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = *std::move(d);
   }
 
-  void TearDown() override {
-    daemon_.reset();
-    std::error_code ec;
-    fs::remove_all(repo_, ec);
-  }
-
-  void AddModel(const std::string& name, const fs::path& onnx, const std::string& config) {
-    fs::create_directories(repo_ / name / "1");
-    fs::create_symlink(onnx, repo_ / name / "1" / "model.onnx");
-    std::ofstream(repo_ / name / "config.pbtxt") << "name: \"" << name << "\"\n" << config;
-  }
+  // The daemon stops before the repository it serves is removed.
+  void TearDown() override { daemon_.reset(); }
 
   std::string Metrics() {
     absl::StatusOr<std::string> text = HttpGet(daemon_->metrics_port(), "/metrics");
@@ -132,7 +121,7 @@ dynamic_batching { max_queue_delay_microseconds: 2000 }
     return false;
   }
 
-  fs::path repo_;
+  TempModelRepository repo_;  // declared first: destroyed after the daemon
   std::unique_ptr<DaemonProcess> daemon_;
 };
 

@@ -101,24 +101,15 @@ TEST_F(DepthwiseC16Test, TheCpuConvTakesItWhereItApplies) {
     const DepthwiseShape k{1,      24,          1, cs.h, cs.h, 3, 3, {cs.stride, cs.stride},
                            {1, 1}, {1, 1, 1, 1}};
     const std::string name = absl::StrCat(cs.h, "x", cs.h, " stride ", cs.stride);
-    const HostTensor x = RandomTensor({1, k.c, k.h, k.w}, 51);
-    const HostTensor wt = RandomTensor({k.c, 1, 3, 3}, 52, -1.0f, 1.0f);
-    const HostTensor b = RandomTensor({k.c}, 53);
-    ConvAttrs a;
-    a.group = k.c;
-    a.strides = k.strides;
-    a.pads = k.pads;
-    a.activation = {ConvActivation::kRelu};
-    DeviceRunner runner(Device::Cpu());
-    const absl::StatusOr<std::vector<HostTensor>> conv =
-        runner.Run(OpKind::kConv, {x, wt, b}, a, 1);
-    ASSERT_TRUE(conv.ok()) << name << ": " << conv.status();
-    const absl::StatusOr<std::vector<float>> c16 =
-        RunC16(k, a.activation, x.Values<float>(), wt.Values<float>(), b.Values<float>());
+    const ConvEpilogue act{ConvActivation::kRelu};
+    const CpuConvRun conv = RunCpuConv(k, act);
+    ASSERT_TRUE(conv.outputs.ok()) << name << ": " << conv.outputs.status();
+    const absl::StatusOr<std::vector<float>> c16 = RunC16(
+        k, act, conv.x.Values<float>(), conv.w.Values<float>(), conv.bias.Values<float>());
     ASSERT_TRUE(c16.ok()) << name << ": " << c16.status();
-    EXPECT_EQ((*conv)[0].Values<float>() == *c16, cs.c16) << name;
-    EXPECT_EQ(cpu::DepthwiseC16Chosen(GeometryOf(k), 1, a.activation), cs.c16) << name;
-    EXPECT_TRUE(cpu::DepthwiseC16Applies(GeometryOf(k), 1, a.activation)) << name;
+    EXPECT_EQ((*conv.outputs)[0].Values<float>() == *c16, cs.c16) << name;
+    EXPECT_EQ(cpu::DepthwiseC16Chosen(GeometryOf(k), 1, act), cs.c16) << name;
+    EXPECT_TRUE(cpu::DepthwiseC16Applies(GeometryOf(k), 1, act)) << name;
   }
 }
 

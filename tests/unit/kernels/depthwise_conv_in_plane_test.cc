@@ -100,25 +100,16 @@ TEST_F(DepthwiseInPlaneTest, TheCpuConvTakesItWhereChosen) {
         Case{112, 1, true}, Case{56, 1, true}, Case{28, 1, true}, Case{14, 1, false}}) {
     const DepthwiseShape k = Shape3x3(1, 24, cs.h, cs.h, cs.stride, {1, 1, 1, 1});
     const std::string name = absl::StrCat(cs.h, "x", cs.h, " stride ", cs.stride);
-    const HostTensor x = RandomTensor({1, k.c, k.h, k.w}, 51);
-    const HostTensor wt = RandomTensor({k.c, 1, 3, 3}, 52, -1.0f, 1.0f);
-    const HostTensor b = RandomTensor({k.c}, 53);
-    ConvAttrs a;
-    a.group = k.c;
-    a.strides = k.strides;
-    a.pads = k.pads;
-    a.activation = {ConvActivation::kClip, 0.0f, 6.0f};
-    DeviceRunner runner(Device::Cpu());
-    const absl::StatusOr<std::vector<HostTensor>> conv =
-        runner.Run(OpKind::kConv, {x, wt, b}, a, 1);
-    ASSERT_TRUE(conv.ok()) << name << ": " << conv.status();
-    EXPECT_EQ(cpu::DepthwiseInPlaneChosen(GeometryOf(k), 1, a.activation), cs.in_plane) << name;
-    EXPECT_EQ(cpu::DepthwiseC16Chosen(GeometryOf(k), 1, a.activation), !cs.in_plane) << name;
+    const ConvEpilogue act{ConvActivation::kClip, 0.0f, 6.0f};
+    const CpuConvRun conv = RunCpuConv(k, act);
+    ASSERT_TRUE(conv.outputs.ok()) << name << ": " << conv.outputs.status();
+    EXPECT_EQ(cpu::DepthwiseInPlaneChosen(GeometryOf(k), 1, act), cs.in_plane) << name;
+    EXPECT_EQ(cpu::DepthwiseC16Chosen(GeometryOf(k), 1, act), !cs.in_plane) << name;
     if (!cs.in_plane) continue;
-    const absl::StatusOr<std::vector<float>> direct =
-        RunInPlane(k, a.activation, x.Values<float>(), wt.Values<float>(), b.Values<float>());
+    const absl::StatusOr<std::vector<float>> direct = RunInPlane(
+        k, act, conv.x.Values<float>(), conv.w.Values<float>(), conv.bias.Values<float>());
     ASSERT_TRUE(direct.ok()) << name << ": " << direct.status();
-    EXPECT_EQ((*conv)[0].Values<float>(), *direct) << name;
+    EXPECT_EQ((*conv.outputs)[0].Values<float>(), *direct) << name;
   }
 }
 

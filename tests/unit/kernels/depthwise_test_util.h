@@ -56,6 +56,27 @@ inline ConvGeometry GeometryOf(const DepthwiseShape& k) {
   return g.ok() ? *g : ConvGeometry{};
 }
 
+// The CPU Conv op on shape `k` with `act`, on random x, w and bias (seeds 51, 52, 53),
+// as the graph would run it: what a test compares a loop's own outputs with.
+struct CpuConvRun {
+  HostTensor x, w, bias;
+  absl::StatusOr<std::vector<HostTensor>> outputs;
+};
+inline CpuConvRun RunCpuConv(const DepthwiseShape& k, const ConvEpilogue& act) {
+  CpuConvRun run{RandomTensor({k.n, k.c, k.h, k.w}, 51),
+                 RandomTensor({k.c * k.mult, 1, k.kh, k.kw}, 52, -1.0f, 1.0f),
+                 RandomTensor({k.c * k.mult}, 53), absl::UnknownError("not run")};
+  ConvAttrs a;
+  a.group = k.c;
+  a.strides = k.strides;
+  a.dilations = k.dilations;
+  a.pads = k.pads;
+  a.activation = act;
+  DeviceRunner runner(Device::Cpu());
+  run.outputs = runner.Run(OpKind::kConv, {run.x, run.w, run.bias}, a, 1);
+  return run;
+}
+
 // `loop` on random inputs of shape `k` (seeded by `seed`) against NaiveDepthwise; the
 // products are summed in another order, so within atol 1e-5 and rtol 1e-4.
 inline void ExpectMatchesNaive(const DepthwiseLoop& loop, const DepthwiseShape& k,
