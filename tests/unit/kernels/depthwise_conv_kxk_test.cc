@@ -33,16 +33,11 @@ absl::StatusOr<Outcome> RunCase(const DepthwiseShape& k, const ConvEpilogue& act
   const HostTensor x = RandomTensor({k.n, k.c, k.h, k.w}, seed);
   const HostTensor w = RandomTensor({m, 1, k.kh, k.kw}, seed + 1, -1.0f, 1.0f);
   const HostTensor b = RandomTensor({m}, seed + 2);
-  ConvAttrs a;
-  a.group = k.c;
-  a.strides = k.strides;
-  a.dilations = k.dilations;
-  a.pads = k.pads;
-  a.activation = act;
   DeviceRunner runner(Device::Cpu());
   std::vector<HostTensor> in = {x, w};
   if (bias) in.push_back(b);
-  NDS_ASSIGN_OR_RETURN(std::vector<HostTensor> got, runner.Run(OpKind::kConv, in, a, 1));
+  NDS_ASSIGN_OR_RETURN(std::vector<HostTensor> got,
+                       runner.Run(OpKind::kConv, in, AttrsOf(k, act), 1));
   Outcome r;
   r.got = got[0];
   r.want = HostTensor::Of<float>(

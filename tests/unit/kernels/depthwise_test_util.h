@@ -45,13 +45,8 @@ using DepthwiseLoop = std::function<absl::StatusOr<std::vector<float>>(
     const std::vector<float>& w, const std::vector<float>& bias)>;
 
 inline ConvGeometry GeometryOf(const DepthwiseShape& k) {
-  ConvAttrs a;
-  a.group = k.c;
-  a.strides = k.strides;
-  a.dilations = k.dilations;
-  a.pads = k.pads;
   const int64_t xs[] = {k.h, k.w}, ks[] = {k.kh, k.kw};
-  absl::StatusOr<ConvGeometry> g = MakeConvGeometry("Conv", a, xs, ks, false);
+  absl::StatusOr<ConvGeometry> g = MakeConvGeometry("Conv", AttrsOf(k), xs, ks, false);
   EXPECT_TRUE(g.ok()) << g.status();
   return g.ok() ? *g : ConvGeometry{};
 }
@@ -66,14 +61,8 @@ inline CpuConvRun RunCpuConv(const DepthwiseShape& k, const ConvEpilogue& act) {
   CpuConvRun run{RandomTensor({k.n, k.c, k.h, k.w}, 51),
                  RandomTensor({k.c * k.mult, 1, k.kh, k.kw}, 52, -1.0f, 1.0f),
                  RandomTensor({k.c * k.mult}, 53), absl::UnknownError("not run")};
-  ConvAttrs a;
-  a.group = k.c;
-  a.strides = k.strides;
-  a.dilations = k.dilations;
-  a.pads = k.pads;
-  a.activation = act;
   DeviceRunner runner(Device::Cpu());
-  run.outputs = runner.Run(OpKind::kConv, {run.x, run.w, run.bias}, a, 1);
+  run.outputs = runner.Run(OpKind::kConv, {run.x, run.w, run.bias}, AttrsOf(k, act), 1);
   return run;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/conv_activation.h"
+#include "kernels/node_attrs.h"
 
 namespace ndserve::kernels::testing {
 
@@ -23,6 +24,17 @@ struct DepthwiseShape {
     return (w + pads[1] + pads[3] - (kw - 1) * dilations[1] - 1) / strides[1] + 1;
   }
 };
+
+// The Conv node attributes of shape `k` (groups, strides, dilations, pads) with `act`.
+inline ConvAttrs AttrsOf(const DepthwiseShape& k, const ConvEpilogue& act = {}) {
+  ConvAttrs a;
+  a.group = k.c;
+  a.strides = k.strides;
+  a.dilations = k.dilations;
+  a.pads = k.pads;
+  a.activation = act;
+  return a;
+}
 
 // x [n, c, h, w], wt [c * mult, 1, kh, kw], bias [c * mult] or empty (no bias).
 inline std::vector<float> NaiveDepthwise(const DepthwiseShape& k, const ConvEpilogue& act,
