@@ -9,9 +9,8 @@
 // (docs/design.md §4.4).
 // Only for functions compiled with target("arch=x86-64-v4"), which their callers pick
 // when PackedGemmUsesAvx512(); elsewhere the 64-byte vectors would be split. (The
-// Winograd conv keeps the 6 x 16 kernel: at batch 1 its GEMMs stream the transformed
-// weights with little reuse, and 12-row tiles made resnet18's 3x3 stride-1 convs 2-9 %
-// slower there; docs/design.md §4.4.)
+// Winograd conv takes it except on Zen 4, where 12-row tiles made resnet18's 3x3
+// stride-1 convs 2-9 % slower at batch 1; docs/design.md §4.4.)
 
 #include <cstdint>
 

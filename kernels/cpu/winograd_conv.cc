@@ -1,6 +1,11 @@
 #include "kernels/cpu/winograd_conv.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -8,6 +13,7 @@
 #include "kernels/conv_activation.h"
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/late_activation.h"
+#include "kernels/cpu/micro_kernel_12x16.h"
 #include "kernels/cpu/micro_kernel_6x16.h"
 #include "kernels/cpu/parallel.h"
 
@@ -220,6 +226,35 @@ void GemmTask(const Layout& l, const PackedMatrix& u, int64_t c, const float* v,
   }
 }
 
+#if defined(__x86_64__)
+// GemmTask with 12 x 16 tiles of 16-wide vectors (micro_kernel_12x16.h): two 6-row panels
+// of U per B panel read. Same sums in the same order as the 6 x 16 kernel, so the same
+// bits.
+__attribute__((target("arch=x86-64-v4"))) void GemmTaskAvx512(const Layout& l,
+                                                              const PackedMatrix& u, int64_t c,
+                                                              const float* v, int64_t p, int64_t i0,
+                                                              int64_t i1, int64_t b0, int64_t b1,
+                                                              float* mbuf) {
+  for (int64_t k0 = 0; k0 < c; k0 += kPackKc) {
+    const int64_t kb = std::min(kPackKc, c - k0);
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* bp = v + ((p * l.cp + b) * c + k0) * kPackNr;
+      const auto brow = [bp](int64_t r) { return bp + r * kPackNr; };
+      float* out = mbuf + (p * l.cp + b) * l.mp * kPackNr;
+      int64_t i = i0;
+      for (; i + 2 * kPackMr <= i1; i += 2 * kPackMr) {
+        const float* a = u.Panel(k0, kb, p * l.mp + i);
+        micro::MicroKernel12<micro::V16>(kb, a, a + kPackMr * kb, brow, out + i * kPackNr, kPackNr,
+                                         k0 > 0);
+      }
+      if (i < i1) {
+        MicroKernel(kb, u.Panel(k0, kb, p * l.mp + i), brow, out + i * kPackNr, kPackNr, k0 > 0);
+      }
+    }
+  }
+}
+#endif
+
 // The 4 x 8 floats of outputs (r, 0..3) of 8 tiles, each column j in one vector over
 // the tiles, as 32 floats in image order: tile l's four at 4 * l.
 __attribute__((always_inline)) inline void InterleaveRow(const V8* ov, int64_t r, float* out) {
@@ -306,6 +341,36 @@ void OutputTransform(const ConvGeometry& g, const Layout& l, int64_t m, const fl
 
 }  // namespace
 
+// Not on AMD's Zen 4 (family 0x19), which runs each 512-bit FMA as two 256-bit halves:
+// there the 12-row tiles made resnet18's 3x3 convs 2-9 % slower at batch 1 (U is streamed
+// with little reuse). On Zen 5 (family 0x1a), whose FMA units are 512 bits wide, they took
+// resnet18 b8 from 38-40 to 44-45 rows/s on one thread and left b1 level
+// (docs/benchmark-history.md, "Zen 5").
+bool WinogradUsesAvx512() {
+#if defined(__x86_64__)
+  static const bool use = [] {
+    if (!PackedGemmUsesAvx512()) return false;
+    unsigned eax, ebx, ecx, edx;
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return true;
+    const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // AuthenticAMD
+    if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return true;
+    const unsigned base = (eax >> 8) & 0xf;
+    const unsigned family = base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+    return family != 0x19;
+  }();
+  return use;
+#else
+  return false;
+#endif
+}
+
+namespace {
+// SetWinogradAvx512ForTesting's choice; -1: none.
+std::atomic<int> winograd_avx512_override{-1};
+}  // namespace
+
+void SetWinogradAvx512ForTesting(int use) { winograd_avx512_override.store(use); }
+
 bool WinogradWeightSuits(const ConvAttrs& attrs, int64_t m, int64_t c, int64_t kh, int64_t kw) {
   const auto all_one = [](const std::vector<int64_t>& v) {
     return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 1; });
@@ -370,6 +435,8 @@ void WinogradConv(const ConvGeometry& g, const PackedMatrix& u, int64_t n, int64
   float* v = xp + l.xp;
   float* mbuf = v + l.v;
   const int threads = IntraOpThreads();
+  const int forced = winograd_avx512_override.load(std::memory_order_relaxed);
+  const bool wide = forced < 0 ? WinogradUsesAvx512() : forced == 1 && PackedGemmUsesAvx512();
 
   ParallelFor(n * c, std::max<int64_t>(1, (int64_t{16} << 10) / l.plane),
               [&](int64_t b, int64_t e) {
@@ -381,7 +448,9 @@ void WinogradConv(const ConvGeometry& g, const PackedMatrix& u, int64_t n, int64
   const int64_t c_tasks = CeilDiv(c, kChannelsPerTask);
   const int64_t panels = CeilDiv(m, kPackMr);
   const int64_t m_tasks = CeilDiv(panels, kMaxTaskPanels);
-  const int64_t mb = CeilDiv(panels, m_tasks) * kPackMr;
+  // An even count of panels per task where the GEMMs take 12-row tiles: no 6-row tail
+  // inside a task.
+  const int64_t mb = RoundUp(CeilDiv(panels, m_tasks), wide ? 2 : 1) * kPackMr;
   const int64_t m_chunks = CeilDiv(m, kChannelsPerTask);
   for (int64_t pb0 = 0; pb0 < l.tb; pb0 += l.cp) {
     const int64_t nb = std::min(l.cp, l.tb - pb0);
@@ -405,7 +474,14 @@ void WinogradConv(const ConvGeometry& g, const PackedMatrix& u, int64_t n, int64
       for (int64_t t = b; t < e; ++t) {
         const int64_t p = t / (m_tasks * b_tasks), r = t % (m_tasks * b_tasks);
         const int64_t i0 = (r / b_tasks) * mb, b0 = (r % b_tasks) * bt;
-        GemmTask(l, u, c, v, p, i0, std::min(l.mp, i0 + mb), b0, std::min(nb, b0 + bt), mbuf);
+        const int64_t i1 = std::min(l.mp, i0 + mb), b1 = std::min(nb, b0 + bt);
+#if defined(__x86_64__)
+        if (wide) {
+          GemmTaskAvx512(l, u, c, v, p, i0, i1, b0, b1, mbuf);
+          continue;
+        }
+#endif
+        GemmTask(l, u, c, v, p, i0, i1, b0, b1, mbuf);
       }
     });
 

@@ -8,9 +8,10 @@
 // GEMM M_p [m x tiles] = U_p [m x c] x V_p [c x tiles]: U is transformed and packed once
 // at load as PackedGemm's A side (36 blocks of round_up(m, 6) rows x c), V is the input
 // transform laid out as 16-tile B panels, and the GEMMs run PackedGemm's micro-kernel
-// (micro_kernel_6x16.h). Bias and the fused activation are applied in the output
-// transform. U is 36/9 = 4x W's floats, so the direct conv keeps its own packing and
-// takes the calls with too few tiles to pay for reading U (docs/design.md §4.4.2).
+// (micro_kernel_6x16.h, or its 12 x 16 AVX-512 form where WinogradUsesAvx512). Bias and
+// the fused activation are applied in the output transform. U is 36/9 = 4x W's floats, so
+// the direct conv keeps its own packing and takes the calls with too few tiles to pay for
+// reading U (docs/design.md §4.4.2).
 
 #include <cstdint>
 #include <memory>
@@ -45,6 +46,15 @@ int64_t WinogradConvScratchFloats(const ConvGeometry& g, int64_t n, int64_t c, i
 void WinogradConv(const ConvGeometry& g, const PackedMatrix& u, int64_t n, int64_t c, int64_t m,
                   const float* x, const float* bias, const ConvEpilogue& act, float* scratch,
                   float* y);
+
+// Whether WinogradConv's GEMMs take 12 x 16 tiles of 16-wide vectors: on AVX-512 CPUs
+// other than AMD's Zen 4, whose 512-bit FMAs run as two halves (docs/design.md §4.4).
+bool WinogradUsesAvx512();
+
+// Tests: 1 or 0 makes WinogradConv take the 12 x 16 (if the CPU has AVX-512) or the
+// 6 x 16 kernel whatever the CPU; -1 goes back to WinogradUsesAvx512. Not thread-safe
+// against running convs.
+void SetWinogradAvx512ForTesting(int use);
 
 }  // namespace ndserve::kernels::cpu
 

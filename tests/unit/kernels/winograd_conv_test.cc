@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "kernels/conv_geometry.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/node_attrs.h"
 #include "tests/unit/kernels/kernel_test_util.h"
@@ -131,6 +133,30 @@ TEST(WinogradConvTest, ReadsNoScratchItDidNotWrite) {
         NaiveConv2d(x, w, k.bias ? bf : std::vector<float>{}, {1, 1}, {1, 1}, k.pads, k.act);
     EXPECT_TRUE(
         AllClose(HostTensor::Of<float>(want.shape, y), want, kAtolScale * MaxAbs(want), kRtol))
+        << k.name;
+  }
+}
+
+// The GEMMs' 12 x 16 AVX-512 tiles sum in the 6 x 16 kernel's order: both give the same
+// bits, whichever the CPU would pick.
+TEST(WinogradConvTest, AvxWidthsGiveTheSameBits) {
+  if (!cpu::PackedGemmUsesAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  uint32_t seed = 6100;
+  for (const Case& k : Cases()) {
+    const Inputs in = MakeInputs(k, seed += 3);
+    const std::vector<float> wf = in.w.Values<float>(), xf = in.x.Values<float>(),
+                             bf = in.b.Values<float>();
+    const auto u = cpu::PackWinogradWeight(wf.data(), k.m, k.c);
+    std::vector<float> got[2];
+    for (int wide : {0, 1}) {
+      std::vector<float> scratch(cpu::WinogradConvScratchFloats(in.g, k.n, k.c, k.m));
+      got[wide].assign(k.n * k.m * in.g.out_plane(), 0.0f);
+      cpu::SetWinogradAvx512ForTesting(wide);
+      cpu::WinogradConv(in.g, *u, k.n, k.c, k.m, xf.data(), k.bias ? bf.data() : nullptr, k.act,
+                        scratch.data(), got[wide].data());
+    }
+    cpu::SetWinogradAvx512ForTesting(-1);
+    ASSERT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)), 0)
         << k.name;
   }
 }
