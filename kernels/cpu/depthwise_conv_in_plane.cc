@@ -29,7 +29,7 @@ namespace {
 
 constexpr int64_t kLanes = 16;
 // A ParallelFor chunk of planes holds at least this many multiply-adds (about a
-// microsecond here); ParallelFor makes at most one chunk per thread anyway.
+// microsecond here); ParallelFor makes at most four chunks per thread anyway.
 constexpr int64_t kMinChunkMacs = int64_t{1} << 14;
 
 #if defined(__x86_64__)

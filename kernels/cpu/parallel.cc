@@ -136,17 +136,14 @@ void ParallelFor(int64_t n, int64_t min_chunk, absl::FunctionRef<void(int64_t, i
     fn(0, n);
     return;
   }
-  // One even chunk per thread (no more than n / min_chunk, so each holds at least
-  // min_chunk). The caller claims chunk 0 and a worker the next, so a thread mostly gets
-  // the same slice of consecutive nodes' outputs: on a VM whose two vCPUs read each
-  // other's caches at about a quarter of their own speed, that kept more of each read
-  // local than four smaller chunks per thread did, and cost fewer claims (mobilenet_v2
-  // b1 4-8 % faster on two threads, resnet18 b8 1-7 %, efficientnet_b0 2-6 %, bert
-  // seq32 b8 about 8 %; docs/benchmark-history.md, "Zen 5"). A chunk a busy worker has
-  // not claimed is still the caller's to run.
+  // A few chunks per thread, so a thread slowed by other work on the core (another
+  // request, another process, the daemon's own threads) hands its share to the others.
+  // One chunk per thread ran mobilenet_v2 b1 4-12 % faster in the engine alone but 1-4 %
+  // slower through the daemon (docs/benchmark-history.md, "Zen 5").
+  // Even chunks, no more than n / min_chunk of them, so each holds at least min_chunk.
   Job job{fn};
   job.n = n;
-  job.chunks = static_cast<int>(std::min<int64_t>(n / min_chunk, threads));
+  job.chunks = static_cast<int>(std::min<int64_t>(n / min_chunk, int64_t{4} * threads));
   ThePool().Run(job);
 }
 
