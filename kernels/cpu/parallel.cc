@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "base/spin_until.h"
+#include "kernels/cpu/chunk_deal.h"
 #include "kernels/cpu/parallel_spin.h"
 
 namespace ndserve::kernels::cpu {
@@ -23,10 +24,13 @@ thread_local bool in_parallel_region = false;
 // counters are guarded by the pool's mutex: the caller may return (and destroy it) as
 // soon as `done` reaches `chunks`, so no thread touches it after that update.
 struct Job {
+  Job(absl::FunctionRef<void(int64_t, int64_t)> f, int64_t items, int pieces, int threads)
+      : fn(f), n(items), chunks(pieces), deal(pieces, threads) {}
+
   absl::FunctionRef<void(int64_t, int64_t)> fn;
-  int64_t n = 0;
-  int chunks = 0;  // chunk i is [i * n / chunks, (i + 1) * n / chunks)
-  int next = 0;    // the first chunk nobody has claimed
+  int64_t n;
+  int chunks;      // chunk i is [i * n / chunks, (i + 1) * n / chunks)
+  ChunkDeal deal;  // who takes which chunk (chunk_deal.h)
   int done = 0;    // chunks finished
   // `done == chunks`, readable without the mutex: the caller polls it before blocking.
   std::atomic<bool> finished{false};
@@ -49,7 +53,8 @@ bool SpinUntil(F ready) {
 class Pool {
  public:
   explicit Pool(int workers) {
-    for (int i = 0; i < workers; ++i) std::thread([this] { WorkerLoop(); }).detach();
+    // Worker i + 1 owns home range i + 1 of every job; the caller owns range 0.
+    for (int i = 0; i < workers; ++i) std::thread([this, i] { WorkerLoop(i + 1); }).detach();
   }
 
   void Run(Job& job) {
@@ -61,7 +66,7 @@ class Pool {
     const bool was_nested = in_parallel_region;
     in_parallel_region = true;
     int chunk;
-    while (ClaimFrom(&job, &chunk)) RunChunk(&job, chunk);
+    while (ClaimFrom(&job, /*home=*/0, &chunk)) RunChunk(&job, chunk);
     in_parallel_region = was_nested;
     SpinUntil([&job] { return job.finished.load(std::memory_order_acquire); });
     absl::MutexLock lock(&mu_);
@@ -70,7 +75,7 @@ class Pool {
   }
 
  private:
-  void WorkerLoop() {
+  void WorkerLoop(int home) {
     in_parallel_region = true;
     for (;;) {
       Job* job;
@@ -81,26 +86,27 @@ class Pool {
         mu_.Await(absl::Condition(
             +[](std::deque<Job*>* q) { return !q->empty(); }, &queue_));
         job = queue_.front();
-        chunk = ClaimLocked(job);
+        chunk = ClaimLocked(job, home);
       }
       RunChunk(job, chunk);
     }
   }
 
-  // Takes `job`'s next chunk (it has one); drops the job from the queue with its last.
-  int ClaimLocked(Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const int chunk = job->next++;
-    if (job->next == job->chunks) {
+  // Takes a chunk of `job` (it has one) for thread `home`; drops the job from the queue
+  // with its last.
+  int ClaimLocked(Job* job, int home) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int chunk = job->deal.Take(home);
+    if (job->deal.left() == 0) {
       queue_.erase(std::find(queue_.begin(), queue_.end(), job));
       queued_.store(static_cast<int>(queue_.size()), std::memory_order_release);
     }
     return chunk;
   }
 
-  bool ClaimFrom(Job* job, int* chunk) {
+  bool ClaimFrom(Job* job, int home, int* chunk) {
     absl::MutexLock lock(&mu_);
-    if (job->next == job->chunks) return false;
-    *chunk = ClaimLocked(job);
+    if (job->deal.left() == 0) return false;
+    *chunk = ClaimLocked(job, home);
     return true;
   }
 
@@ -137,13 +143,14 @@ void ParallelFor(int64_t n, int64_t min_chunk, absl::FunctionRef<void(int64_t, i
     return;
   }
   // A few chunks per thread, so a thread slowed by other work on the core (another
-  // request, another process, the daemon's own threads) hands its share to the others.
-  // One chunk per thread ran mobilenet_v2 b1 4-12 % faster in the engine alone but 1-4 %
-  // slower through the daemon (docs/benchmark-history.md, "Zen 5").
+  // request, another process, the daemon's own threads) hands its share to the others;
+  // dealt as home ranges (chunk_deal.h), so on an idle machine each thread still runs
+  // the same part in every call. One chunk per thread had run mobilenet_v2 b1 4-12 %
+  // faster in the engine alone but 1-4 % slower through the daemon; the home ranges made
+  // it faster through both (docs/benchmark-history.md, "Zen 4 again").
   // Even chunks, no more than n / min_chunk of them, so each holds at least min_chunk.
-  Job job{fn};
-  job.n = n;
-  job.chunks = static_cast<int>(std::min<int64_t>(n / min_chunk, int64_t{4} * threads));
+  Job job(fn, n, static_cast<int>(std::min<int64_t>(n / min_chunk, int64_t{4} * threads)),
+          threads);
   ThePool().Run(job);
 }
 
