@@ -209,32 +209,14 @@ void InputTransform(const Layout& l, int64_t c, const float* xp, int64_t g, int6
 }
 
 // The GEMMs of positions x M blocks: M_p [mp x 16 per panel] for panels [b0, b1).
-NDS_CPU_CLONES
-void GemmTask(const Layout& l, const PackedMatrix& u, int64_t c, const float* v, int64_t p,
-              int64_t i0, int64_t i1, int64_t b0, int64_t b1, float* mbuf) {
-  for (int64_t k0 = 0; k0 < c; k0 += kPackKc) {
-    const int64_t kb = std::min(kPackKc, c - k0);
-    for (int64_t b = b0; b < b1; ++b) {
-      const float* bp = v + ((p * l.cp + b) * c + k0) * kPackNr;
-      float* out = mbuf + (p * l.cp + b) * l.mp * kPackNr;
-      for (int64_t i = i0; i < i1; i += kPackMr) {
-        MicroKernel(
-            kb, u.Panel(k0, kb, p * l.mp + i), [&](int64_t r) { return bp + r * kPackNr; },
-            out + i * kPackNr, kPackNr, k0 > 0);
-      }
-    }
-  }
-}
-
-#if defined(__x86_64__)
-// GemmTask with 12 x 16 tiles of 16-wide vectors (micro_kernel_12x16.h): two 6-row panels
-// of U per B panel read. Same sums in the same order as the 6 x 16 kernel, so the same
-// bits.
-__attribute__((target("arch=x86-64-v4"))) void GemmTaskAvx512(const Layout& l,
-                                                              const PackedMatrix& u, int64_t c,
-                                                              const float* v, int64_t p, int64_t i0,
-                                                              int64_t i1, int64_t b0, int64_t b1,
-                                                              float* mbuf) {
+// kWide: 12 x 16 tiles of 16-wide vectors (micro_kernel_12x16.h) while two 6-row panels
+// of U are left, two panels per B panel read; the same sums in the same order as the
+// 6 x 16 kernel, so the same bits. Inlined into each ISA's task below.
+template <bool kWide>
+__attribute__((always_inline)) inline void GemmTaskBody(const Layout& l, const PackedMatrix& u,
+                                                        int64_t c, const float* v, int64_t p,
+                                                        int64_t i0, int64_t i1, int64_t b0,
+                                                        int64_t b1, float* mbuf) {
   for (int64_t k0 = 0; k0 < c; k0 += kPackKc) {
     const int64_t kb = std::min(kPackKc, c - k0);
     for (int64_t b = b0; b < b1; ++b) {
@@ -242,16 +224,33 @@ __attribute__((target("arch=x86-64-v4"))) void GemmTaskAvx512(const Layout& l,
       const auto brow = [bp](int64_t r) { return bp + r * kPackNr; };
       float* out = mbuf + (p * l.cp + b) * l.mp * kPackNr;
       int64_t i = i0;
-      for (; i + 2 * kPackMr <= i1; i += 2 * kPackMr) {
-        const float* a = u.Panel(k0, kb, p * l.mp + i);
-        micro::MicroKernel12<micro::V16>(kb, a, a + kPackMr * kb, brow, out + i * kPackNr, kPackNr,
-                                         k0 > 0);
+      if constexpr (kWide) {
+        for (; i + 2 * kPackMr <= i1; i += 2 * kPackMr) {
+          const float* a = u.Panel(k0, kb, p * l.mp + i);
+          micro::MicroKernel12<micro::V16>(kb, a, a + kPackMr * kb, brow, out + i * kPackNr,
+                                           kPackNr, k0 > 0);
+        }
       }
-      if (i < i1) {
+      for (; i < i1; i += kPackMr) {
         MicroKernel(kb, u.Panel(k0, kb, p * l.mp + i), brow, out + i * kPackNr, kPackNr, k0 > 0);
       }
     }
   }
+}
+
+NDS_CPU_CLONES
+void GemmTask(const Layout& l, const PackedMatrix& u, int64_t c, const float* v, int64_t p,
+              int64_t i0, int64_t i1, int64_t b0, int64_t b1, float* mbuf) {
+  GemmTaskBody<false>(l, u, c, v, p, i0, i1, b0, b1, mbuf);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("arch=x86-64-v4"))) void GemmTaskAvx512(const Layout& l,
+                                                              const PackedMatrix& u, int64_t c,
+                                                              const float* v, int64_t p, int64_t i0,
+                                                              int64_t i1, int64_t b0, int64_t b1,
+                                                              float* mbuf) {
+  GemmTaskBody<true>(l, u, c, v, p, i0, i1, b0, b1, mbuf);
 }
 #endif
 
