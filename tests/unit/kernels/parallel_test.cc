@@ -1,9 +1,12 @@
 // kernels/cpu/parallel.h: ParallelFor covers its range exactly once in chunks of at least
 // min_chunk, from one caller or many at once, and a nested call runs inline instead of
-// waiting on the pool it is already part of.
+// waiting on the pool it is already part of; each thread starts at the front of its home
+// range, and a held-up worker's range is taken over by the others.
 #include "kernels/cpu/parallel.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -107,6 +110,63 @@ TEST(ParallelForTest, CoversRangesWithSpinningOffAndChangingUnderway) {
   }
   EXPECT_EQ(sum.load(), 6400);
   SetParallelSpinMicros(saved);
+}
+
+// Home ranges (chunk_deal.h): a pool worker's first chunk is the front of its own range,
+// not the next one after the caller's. Each chunk takes 20 ms, so the caller could only
+// lose its front chunk to a worker that had already run its own range (80 ms or more).
+TEST(ParallelForTest, EachThreadStartsAtTheFrontOfItsHomeRange) {
+  const int threads = IntraOpThreads();
+  if (threads < 2) GTEST_SKIP() << "one intra-op thread: no pool";
+  const int chunks = 4 * threads;
+  const std::thread::id caller = std::this_thread::get_id();
+  absl::Mutex mu;
+  std::vector<int64_t> caller_chunks;
+  std::vector<std::pair<std::thread::id, int64_t>> firsts;  // each worker's first chunk
+  ParallelFor(chunks, 1, [&](int64_t b, int64_t e) {
+    {
+      absl::MutexLock lock(&mu);
+      const std::thread::id me = std::this_thread::get_id();
+      if (me == caller) {
+        caller_chunks.push_back(b);
+      } else if (std::none_of(firsts.begin(), firsts.end(),
+                              [&](const auto& f) { return f.first == me; })) {
+        firsts.emplace_back(me, b);
+      }
+    }
+    EXPECT_EQ(e, b + 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  ASSERT_FALSE(caller_chunks.empty());
+  EXPECT_EQ(caller_chunks[0], 0);
+  // Range h starts at h * chunks / threads = 4 * h.
+  for (const auto& [worker, first] : firsts) {
+    EXPECT_EQ(first % 4, 0) << "a worker began at chunk " << first;
+    EXPECT_GT(first, 0);
+  }
+}
+
+// A worker held up inside its first chunk (its core taken by other work) does not hold
+// up the rest of its range: the caller takes the range over, chunk by chunk.
+TEST(ParallelForTest, AHeldUpWorkersRangeIsTakenOver) {
+  const int threads = IntraOpThreads();
+  if (threads < 2) GTEST_SKIP() << "one intra-op thread: no pool";
+  const int chunks = 4 * threads;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> done{0};
+  std::atomic<bool> held{false};
+  ParallelFor(chunks, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller && !held.exchange(true)) {
+      // Until every other chunk is done, or 10 s (then the others waited for this one).
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (done.load() < chunks - 1 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      EXPECT_EQ(done.load(), chunks - 1) << "the other chunks waited for a held-up worker";
+    }
+    done.fetch_add(1);
+  });
+  EXPECT_EQ(done.load(), chunks);
 }
 
 }  // namespace
