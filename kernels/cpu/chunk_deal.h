@@ -49,9 +49,10 @@ class ChunkDeal {
  private:
   int homes_;
   int left_;
-  // Range h's chunks not yet taken: [head_[h], tail_[h]).
-  int head_[kMaxHomes] = {};
-  int tail_[kMaxHomes] = {};
+  // Range h's chunks not yet taken: [head_[h], tail_[h]). Only the first homes_ entries
+  // are set or read: left unzeroed, since a deal is made on every ParallelFor call.
+  int head_[kMaxHomes];
+  int tail_[kMaxHomes];
 };
 
 }  // namespace ndserve::kernels::cpu

@@ -11,36 +11,33 @@
 namespace ndserve::kernels::cpu {
 namespace {
 
+// The chunks `deal` hands out when the threads `homes` ask for one each, in that order.
+std::vector<int> Takes(ChunkDeal& deal, const std::vector<int>& homes) {
+  std::vector<int> chunks;
+  for (int home : homes) chunks.push_back(deal.Take(home));
+  return chunks;
+}
+
 TEST(ChunkDealTest, EachThreadTakesItsOwnRangeFrontToBack) {
   ChunkDeal deal(8, 2);  // ranges [0, 4) and [4, 8)
-  EXPECT_EQ(deal.Take(1), 4);
-  EXPECT_EQ(deal.Take(0), 0);
-  EXPECT_EQ(deal.Take(0), 1);
-  EXPECT_EQ(deal.Take(1), 5);
-  EXPECT_EQ(deal.Take(0), 2);
-  EXPECT_EQ(deal.Take(0), 3);
+  EXPECT_EQ(Takes(deal, {1, 0, 0, 1, 0, 0}), (std::vector<int>{4, 0, 1, 5, 2, 3}));
   EXPECT_EQ(deal.left(), 2);
 }
 
 TEST(ChunkDealTest, AThreadDoneWithItsRangeTakesTheFullestRangesLastChunk) {
   ChunkDeal deal(12, 3);  // ranges [0, 4), [4, 8), [8, 12)
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(deal.Take(0), i);
-  EXPECT_EQ(deal.Take(2), 8);
-  EXPECT_EQ(deal.Take(0), 7);  // range 1 holds four, range 2 three
-  EXPECT_EQ(deal.Take(0), 6);  // three each: the first of them
-  EXPECT_EQ(deal.Take(0), 11);
+  EXPECT_EQ(Takes(deal, {0, 0, 0, 0, 2}), (std::vector<int>{0, 1, 2, 3, 8}));
+  // Range 1 holds four, range 2 three; then three each (the first of them); then range
+  // 2 holds three, range 1 two.
+  EXPECT_EQ(Takes(deal, {0, 0, 0}), (std::vector<int>{7, 6, 11}));
   // The owners carry on from where they were.
-  EXPECT_EQ(deal.Take(1), 4);
-  EXPECT_EQ(deal.Take(2), 9);
+  EXPECT_EQ(Takes(deal, {1, 2}), (std::vector<int>{4, 9}));
   EXPECT_EQ(deal.left(), 2);
 }
 
 TEST(ChunkDealTest, ThreadsPastTheRangesOnlyTakeWhatIsLeft) {
   ChunkDeal deal(4, 2);  // ranges [0, 2) and [2, 4)
-  EXPECT_EQ(deal.Take(5), 1);
-  EXPECT_EQ(deal.Take(5), 3);
-  EXPECT_EQ(deal.Take(1), 2);
-  EXPECT_EQ(deal.Take(0), 0);
+  EXPECT_EQ(Takes(deal, {5, 5, 1, 0}), (std::vector<int>{1, 3, 2, 0}));
   EXPECT_EQ(deal.left(), 0);
 }
 
@@ -67,11 +64,7 @@ TEST(ChunkDealTest, EveryChunkIsTakenOnceInAnyOrderOfTakers) {
 TEST(ChunkDealTest, HomeRangesSplitTheChunksEvenly) {
   // Thread h alone takes range h: 10 chunks over 4 threads are 2, 3, 2, 3.
   ChunkDeal deal(10, 4);
-  std::vector<int> mine;
-  for (int h = 0; h < 4; ++h) {
-    mine.push_back(deal.Take(h));
-  }
-  EXPECT_EQ(mine, (std::vector<int>{0, 2, 5, 7}));
+  EXPECT_EQ(Takes(deal, {0, 1, 2, 3}), (std::vector<int>{0, 2, 5, 7}));
 }
 
 }  // namespace
