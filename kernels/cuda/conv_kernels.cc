@@ -201,6 +201,18 @@ absl::Status BatchNormalization(const KernelContext& ctx, absl::Span<const Tenso
       "BatchNormalization launch");
 }
 
+absl::Status InstanceNormalization(const KernelContext& ctx, absl::Span<const TensorView> in,
+                                   absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const int64_t n = in[0].shape[0], c = in[0].shape[1];
+  const int64_t inner = n * c == 0 ? 0 : in[0].numel() / (n * c);
+  return CudaStatus(
+      LaunchInstanceNorm(in[0].as<const float>(), in[1].as<const float>(),
+                         in[2].as<const float>(), out[0].as<float>(), n, c, inner,
+                         std::get<BatchNormAttrs>(attrs).epsilon, StreamOf(ctx)),
+      "InstanceNormalization launch");
+}
+
 absl::Status Resize(const KernelContext& ctx, absl::Span<const TensorView> in,
                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const ResizeAttrs& a = std::get<ResizeAttrs>(attrs);

@@ -59,6 +59,11 @@ cudaError_t LaunchGlobalPool(const float* x, float* y, int64_t planes, int64_t p
 cudaError_t LaunchBatchNorm(const float* x, const float* scale, const float* bias,
                             const float* mean, const float* var, float* y, int64_t n, int64_t c,
                             int64_t inner, float epsilon, cudaStream_t stream);
+// y = (x - mean_p) / sqrt(var_p + epsilon) * scale[c] + bias[c], each (n, c) plane p of
+// `inner` values with its own mean and variance.
+cudaError_t LaunchInstanceNorm(const float* x, const float* scale, const float* bias, float* y,
+                               int64_t n, int64_t c, int64_t inner, float epsilon,
+                               cudaStream_t stream);
 
 // Resize of `planes` planes from in_h x in_w to out_h x out_w; coord and nearest are the
 // ResizeCoord / ResizeNearest codes (kernels/resize_coord.h).

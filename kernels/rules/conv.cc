@@ -1,6 +1,6 @@
-// Rules of Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and
-// BatchNormalization: NCHW (or NCW) FP32 tensors; the spatial arithmetic is
-// kernels/conv_geometry.h's.
+// Rules of Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool,
+// BatchNormalization and InstanceNormalization: NCHW (or NCW) FP32 tensors; the spatial
+// arithmetic is kernels/conv_geometry.h's.
 #include <cmath>
 #include <string>
 
@@ -233,6 +233,38 @@ absl::StatusOr<Descs> InferBatchNorm(OpKind op, absl::Span<const TensorDesc> in,
     if (in[i].shape.size() != 1 || in[i].shape[0] != x[1]) {
       return Invalid(op, absl::StrCat(kNames[i], " has shape ", ShapeToString(in[i].shape),
                                       ", expected [", x[1], "] (X ", ShapeToString(x), ")"));
+    }
+  }
+  return Descs{in[0]};
+}
+
+// InstanceNormalization carries only epsilon, as BatchNormalization does, so it shares
+// that struct. PyTorch exports GroupNorm as Reshape -> InstanceNormalization (unit scale,
+// zero bias) -> Reshape -> Mul -> Add, and InstanceNorm1d/2d/3d directly.
+absl::StatusOr<OpAttrs> BuildInstanceNorm(OpKind op, int, const AttrMap& attrs,
+                                          const HostInputs&) {
+  BatchNormAttrs a;
+  NDS_ASSIGN_OR_RETURN(a.epsilon, GetAttr<float>(op, attrs, "epsilon", 1e-5f));
+  return a;
+}
+
+// X (N, C, D1, ...), scale and B (C): Y like X, each (n, c) plane normalized by its own
+// statistics.
+absl::StatusOr<Descs> InferInstanceNorm(OpKind op, absl::Span<const TensorDesc> in,
+                                        const OpAttrs& attrs) {
+  const BatchNormAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 3, 3));
+  NDS_RETURN_IF_ERROR(CheckAllFp32(op, in));
+  const ShapeSpan x = in[0].shape;
+  if (x.size() < 3) {
+    return Invalid(op, absl::StrCat("X must be (N, C, D1, ...), got ", ShapeToString(x)));
+  }
+  static constexpr const char* kNames[] = {"input", "scale", "B"};
+  for (int i = 1; i < 3; ++i) {
+    if (in[i].shape.size() != 1 || in[i].shape[0] != x[1]) {
+      return Invalid(op, absl::StrCat(kNames[i], " has shape ", ShapeToString(in[i].shape),
+                                      ", expected [", x[1], "] (input ", ShapeToString(x), ")"));
     }
   }
   return Descs{in[0]};

@@ -1,7 +1,7 @@
 """Per-op fixture cases of the conv family (see OP_CASE_FAMILIES in tools/gen_models.py).
 
-Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool and
-BatchNormalization, with float64 numpy references written from the ONNX definitions.
+Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool,
+BatchNormalization and InstanceNormalization, with float64 numpy references written from the ONNX definitions.
 Each case seeds its own generator, so adding cases here never changes another family's.
 """
 import numpy as np
@@ -188,6 +188,16 @@ def batchnorm_ref(x, scale, b, mean, var, eps):
     shape = (1, -1) + (1,) * (x.ndim - 2)
     xd = x.astype(np.float64)
     y = (xd - mean.reshape(shape)) / np.sqrt(var.astype(np.float64).reshape(shape) + eps)
+    return (y * scale.reshape(shape) + b.reshape(shape)).astype(np.float32)
+
+
+def instancenorm_ref(x, scale, b, eps):
+    axes = tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    xd = x.astype(np.float64)
+    mean = xd.mean(axis=axes, keepdims=True)
+    var = ((xd - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (xd - mean) / np.sqrt(var + eps)
     return (y * scale.reshape(shape) + b.reshape(shape)).astype(np.float32)
 
 
@@ -441,3 +451,23 @@ def cases(add, rng):
         if nearest is not None:
             attrs["nearest_mode"] = ("string", nearest)
         add(name, "Resize", 13, inputs, [("Y", y)], attrs=attrs, tol=RESIZE_TOL)
+
+    # InstanceNormalization (PyTorch's GroupNorm and InstanceNorm*d) ----------------------
+    # "offset": every plane around 500 with a spread of 0.05, which FP32 sums of the raw
+    # values would blur; "wide": planes longer than a CUDA block, constant scale and bias.
+    for name, xs, eps, offset in [("instancenorm_4d", (2, 3, 4, 5), 1e-5, 0.0),
+                                  ("instancenorm_3d_eps", (2, 4, 40), 1e-3, 0.0),
+                                  ("instancenorm_offset", (1, 2, 3, 300), 1e-5, 500.0),
+                                  ("instancenorm_wide_5d", (1, 2, 3, 10, 33), 1e-5, 0.0)]:
+        r = gen()
+        c = xs[1]
+        if offset:
+            x = (offset + r.normal(0.0, 0.05, size=xs)).astype(np.float32)
+        else:
+            x = float_data(r, xs)
+        scale, b = float_data(r, (c,)), float_data(r, (c,))
+        attrs = {} if eps == 1e-5 else {"epsilon": ("float", eps)}
+        kind = "input" if name == "instancenorm_4d" else "const"
+        add(name, "InstanceNormalization", 17 if name == "instancenorm_3d_eps" else 13,
+            [("input", "input", x), (kind, "scale", scale), (kind, "B", b)],
+            [("output", instancenorm_ref(x, scale, b, eps))], attrs=attrs, tol=NORM_TOL)

@@ -104,6 +104,7 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"Conv", {1e-5, 1e-4}},
       {"ConvTranspose", {1e-5, 1e-4}},
       {"BatchNormalization", {1e-5, 1e-4}},
+      {"InstanceNormalization", {1e-5, 1e-4}},
       {"GlobalAveragePool", {1e-5, 1e-5}},
       {"GlobalMaxPool", {0, 0}},
       {"MaxPool", {0, 0}},
