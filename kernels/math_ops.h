@@ -100,6 +100,29 @@ struct PowOp {
     return static_cast<float>(pow(static_cast<double>(base), static_cast<double>(exponent)));
   }
 };
+// Mod with fmod 0 (integers only): the remainder takes the divisor's sign, as Python's %
+// does. x % 0 is 0 and x % -1 is 0 (MIN % -1 traps in C), so bad input cannot raise
+// SIGFPE, nor differ between devices.
+struct ModOp {
+  template <typename T>
+  NDS_HD_OP T operator()(T a, T b) const {
+    if (b == 0 || b == T(-1)) return T(0);
+    const T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? static_cast<T>(r + b) : r;
+  }
+};
+// Mod with fmod 1: the remainder takes the dividend's sign (C's fmod; for floats
+// fmod(x, 0) is NaN, as IEEE and numpy give).
+struct FmodOp {
+  template <typename T>
+  NDS_HD_OP T operator()(T a, T b) const {
+    if constexpr (std::is_integral<T>::value) {
+      return (b == 0 || b == T(-1)) ? T(0) : static_cast<T>(a % b);
+    } else {
+      return fmodf(a, b);
+    }
+  }
+};
 // Min and Max propagate NaN (numpy's minimum/maximum).
 struct MinOp {
   template <typename T>

@@ -111,6 +111,7 @@ using OpAttrs = std::variant<
     // kernels/attrs/math.h
     ActivationAttrs,
     ClipAttrs,
+    ModAttrs,
     ArgMaxAttrs,
     TopKAttrs,
     CumSumAttrs,
@@ -124,6 +125,7 @@ using OpAttrs = std::variant<
     SplitAttrs,
     PadAttrs,
     TriluAttrs,
+    DepthSpaceAttrs,
     ShapeAttrs,
 
     // kernels/attrs/conv.h

@@ -135,6 +135,20 @@ absl::InlinedVector<int64_t, 6> ResolvePerm(const TransposeAttrs& attrs, int64_t
   return perm;
 }
 
+DepthSpaceView MakeDepthSpaceView(const DepthSpaceAttrs& a, ShapeSpan x) {
+  const int64_t n = x[0], c = x[1], h = x[2], w = x[3], b = a.blocksize;
+  if (!a.to_space) {
+    // [N, C, H/b, b, W/b, b] -> [N, b, b, C, H/b, W/b]
+    return {Shape{n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4}};
+  }
+  if (a.crd) {
+    // [N, C/b^2, b, b, H, W] -> [N, C/b^2, H, b, W, b]
+    return {Shape{n, c / (b * b), b, b, h, w}, {0, 1, 4, 2, 5, 3}};
+  }
+  // DCR: [N, b, b, C/b^2, H, W] -> [N, C/b^2, H, b, W, b]
+  return {Shape{n, b, b, c / (b * b), h, w}, {0, 3, 4, 1, 5, 2}};
+}
+
 TransposePlan MakeTransposePlan(ShapeSpan in, absl::Span<const int64_t> perm) {
   TransposePlan plan;
   const Shape in_strides = ContiguousStrides(in);

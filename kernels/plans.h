@@ -75,6 +75,14 @@ struct TransposePlan {
 };
 TransposePlan MakeTransposePlan(ShapeSpan in, absl::Span<const int64_t> perm);  // perm valid
 
+// DepthToSpace and SpaceToDepth as one transpose of a rank-6 view of X (N, C, H, W),
+// whose output bytes are Y's (validated attributes and shape).
+struct DepthSpaceView {
+  Shape dims;  // X viewed as this
+  absl::InlinedVector<int64_t, 6> perm;
+};
+DepthSpaceView MakeDepthSpaceView(const DepthSpaceAttrs& attrs, ShapeSpan x);
+
 // Normalized Transpose perm (empty = reverse).
 absl::InlinedVector<int64_t, 6> ResolvePerm(const TransposeAttrs& attrs, int64_t rank);
 

@@ -76,6 +76,14 @@ struct TriluAttrs {
   int64_t k = 0;
 };
 
+// DepthToSpace (mode DCR or CRD) and SpaceToDepth: blocks of blocksize x blocksize pixels
+// to and from channels.
+struct DepthSpaceAttrs {
+  int64_t blocksize = 1;
+  bool crd = false;       // DepthToSpace mode CRD (PyTorch's PixelShuffle), else DCR
+  bool to_space = true;   // DepthToSpace; false: SpaceToDepth
+};
+
 }  // namespace ndserve::kernels
 
 #endif  // NDSERVE_KERNELS_ATTRS_DATA_H_

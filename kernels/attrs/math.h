@@ -21,6 +21,12 @@ struct ActivationAttrs {
   float beta = 0.0f;
 };
 
+// Mod: fmod 0 is the integer remainder with the divisor's sign (Python's %, PyTorch's
+// remainder); fmod 1 truncates, the remainder with the dividend's sign (C's fmod).
+struct ModAttrs {
+  bool fmod = false;
+};
+
 // Clip's bounds, folded from its optional host inputs 1 (min) and 2 (max); an absent
 // bound is infinite. min > max gives max everywhere, as ONNX's reference does.
 struct ClipAttrs {

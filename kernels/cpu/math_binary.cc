@@ -1,4 +1,4 @@
-// The math family's broadcasting ops on the CPU: Pow, the variadic Min and Max, the
+// The math family's broadcasting ops on the CPU: Pow, Mod, the variadic Min and Max, the
 // comparisons Equal/Less/Greater (BOOL out), And/Or and Where. All walk BroadcastPlans
 // (plans.h) with the loops of broadcast_loop.h over the functors of kernels/math_ops.h.
 #include <cstdint>
@@ -75,6 +75,19 @@ absl::Status Pow(const KernelContext&, absl::Span<const TensorView> in,
     default:
       return absl::InternalError("Pow: unexpected exponent dtype");
   }
+}
+
+absl::Status Mod(const KernelContext&, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const bool fmod = std::get<ModAttrs>(attrs).fmod;
+  return ForNumeric(out[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (fmod) {
+      Broadcast2<T, T, T>(in[0], in[1], out[0], FmodOp());
+    } else if constexpr (std::is_integral_v<T>) {
+      Broadcast2<T, T, T>(in[0], in[1], out[0], ModOp());
+    }
+  });
 }
 
 absl::Status Min(const KernelContext&, absl::Span<const TensorView> in,

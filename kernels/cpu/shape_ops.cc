@@ -1,5 +1,5 @@
-// Data movement: Concat, Transpose, and the byte copy behind Reshape, Flatten, Squeeze,
-// Unsqueeze and Identity. All work on element sizes, so every fixed-size dtype is covered.
+// Data movement: Concat, Transpose, DepthToSpace / SpaceToDepth (a transpose of a rank-6
+// view), and the byte copy behind Reshape, Flatten, Squeeze, Unsqueeze and Identity. All work on element sizes, so every fixed-size dtype is covered.
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -43,6 +43,17 @@ absl::Status Transpose(const KernelContext&, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const auto perm = ResolvePerm(std::get<TransposeAttrs>(attrs), in[0].shape.size());
   const TransposePlan p = MakeTransposePlan(in[0].shape, perm);
+  ForElementSize(in[0].dtype, [&](auto e) {
+    using E = decltype(e);
+    StridedGather(in[0].as<const E>(), out[0].as<E>(), p);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status DepthSpace(const KernelContext&, absl::Span<const TensorView> in,
+                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const DepthSpaceView v = MakeDepthSpaceView(std::get<DepthSpaceAttrs>(attrs), in[0].shape);
+  const TransposePlan p = MakeTransposePlan(v.dims, v.perm);
   ForElementSize(in[0].dtype, [&](auto e) {
     using E = decltype(e);
     StridedGather(in[0].as<const E>(), out[0].as<E>(), p);

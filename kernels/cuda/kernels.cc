@@ -204,6 +204,18 @@ absl::Status Transpose(const KernelContext& ctx, absl::Span<const TensorView> in
       "Transpose launch");
 }
 
+absl::Status DepthSpace(const KernelContext& ctx, absl::Span<const TensorView> in,
+                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const DepthSpaceView v = MakeDepthSpaceView(std::get<DepthSpaceAttrs>(attrs), in[0].shape);
+  const TransposePlan p = MakeTransposePlan(v.dims, v.perm);
+  NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("DepthToSpace/SpaceToDepth", p.out_dims, p.in_strides));
+  return CudaStatus(
+      LaunchTranspose(in[0].data, out[0].data, static_cast<int>(DTypeSize(in[0].dtype)), map,
+                      p.numel, StreamOf(ctx)),
+      "DepthToSpace/SpaceToDepth launch");
+}
+
 absl::Status CopyInput(const KernelContext& ctx, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs&) {
   if (out[0].data == in[0].data || in[0].nbytes() == 0) return absl::OkStatus();

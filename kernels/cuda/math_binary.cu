@@ -84,6 +84,17 @@ cudaError_t LaunchMathBinary(MathBinaryCode op, ScalarType a_type, ScalarType b_
         default:
           return cudaErrorInvalidValue;
       }
+    case MathBinaryCode::kMod:
+      switch (a_type) {
+        case ScalarType::kInt32:
+          return Launch<int32_t, int32_t, int32_t>(a, b, out, map, n, ModOp(), stream);
+        case ScalarType::kInt64:
+          return Launch<int64_t, int64_t, int64_t>(a, b, out, map, n, ModOp(), stream);
+        default:
+          return cudaErrorInvalidValue;
+      }
+    case MathBinaryCode::kFmod:
+      return LaunchNumeric<void, FmodOp>(a_type, a, b, out, map, n, stream);
     case MathBinaryCode::kMin:
       return LaunchNumeric<void, MinOp>(a_type, a, b, out, map, n, stream);
     case MathBinaryCode::kMax:

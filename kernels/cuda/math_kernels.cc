@@ -149,6 +149,14 @@ absl::Status Pow(const KernelContext& ctx, absl::Span<const TensorView> in,
   return Binary(ctx, MathBinaryCode::kPow, OpKind::kPow, in[0], in[1], out[0]);
 }
 
+absl::Status Mod(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const MathBinaryCode code =
+      std::get<ModAttrs>(attrs).fmod ? MathBinaryCode::kFmod : MathBinaryCode::kMod;
+  return Binary(ctx, code, OpKind::kMod, in[0], in[1], out[0]);
+}
+
 absl::Status Min(const KernelContext& ctx, absl::Span<const TensorView> in,
                  absl::Span<const TensorView> out, const OpAttrs&) {
   return Variadic(ctx, MathBinaryCode::kMin, OpKind::kMin, in, out);

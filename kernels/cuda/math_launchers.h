@@ -38,6 +38,8 @@ cudaError_t LaunchMathUnary(MathUnaryCode op, ScalarType type, const void* x, vo
 enum class MathBinaryCode : int {
   kPRelu,  // FP32 x, FP32 slope
   kPow,    // FP32 base; b_type FP32, INT32 or INT64; FP32 out
+  kMod,    // INT32 or INT64 for both operands and the output (the divisor's sign)
+  kFmod,   // FP32, INT32 or INT64 (the dividend's sign)
   kMin,    // a_type FP32, INT32 or INT64 for both operands and the output
   kMax,
   kEqual,  // a_type FP32, INT32, INT64 or BOOL for both operands; BOOL out

@@ -1,4 +1,4 @@
-// Rules of the math family's broadcasting ops: Pow, the variadic Min and Max, the
+// Rules of the math family's broadcasting ops: Pow, Mod, the variadic Min and Max, the
 // comparisons Equal/Less/Greater (BOOL out), And/Or (BOOL) and Where (three-way
 // broadcasting). Broadcasting is numpy's (multidirectional).
 #include <cstddef>
@@ -46,6 +46,27 @@ absl::StatusOr<Descs> InferPow(OpKind op, absl::Span<const TensorDesc> in, const
   NDS_RETURN_IF_ERROR(CheckDType(op, in[1], "Y", {DType::kFp32, DType::kInt32, DType::kInt64}));
   NDS_ASSIGN_OR_RETURN(Shape out, BroadcastAll(op, in));
   return Descs{{DType::kFp32, std::move(out)}};
+}
+
+absl::StatusOr<OpAttrs> BuildMod(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
+  ModAttrs a;
+  NDS_ASSIGN_OR_RETURN(a.fmod, GetBoolAttr(op, attrs, "fmod", false));
+  return a;
+}
+
+// A and B of one numeric type, broadcast; floats need fmod 1 (ONNX leaves a float
+// remainder with fmod 0 undefined, and onnxruntime refuses it too).
+absl::StatusOr<Descs> InferMod(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs& attrs) {
+  const ModAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "A", {DType::kFp32, DType::kInt32, DType::kInt64}));
+  NDS_RETURN_IF_ERROR(CheckSameDType(op, in, 0));
+  if (in[0].dtype == DType::kFp32 && !a->fmod) {
+    return Invalid(op, "a FLOAT remainder needs fmod=1 (fmod=0 is defined for integers only)");
+  }
+  NDS_ASSIGN_OR_RETURN(Shape out, BroadcastAll(op, in));
+  return Descs{{in[0].dtype, std::move(out)}};
 }
 
 absl::StatusOr<OpAttrs> BuildMinMax(OpKind op, int opset, const AttrMap& attrs,

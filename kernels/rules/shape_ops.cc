@@ -1,6 +1,6 @@
-// Rules of the data-movement ops: Concat, Transpose, Cast, and the aliasing ones
-// (Reshape, Flatten, Squeeze, Unsqueeze, Identity), whose shape-deciding inputs are host
-// inputs.
+// Rules of the data-movement ops: Concat, Transpose, DepthToSpace, SpaceToDepth, Cast,
+// and the aliasing ones (Reshape, Flatten, Squeeze, Unsqueeze, Identity), whose
+// shape-deciding inputs are host inputs.
 #include <string>
 #include <vector>
 
@@ -242,6 +242,62 @@ absl::StatusOr<Descs> InferCast(OpKind op, absl::Span<const TensorDesc> in,
         absl::StrCat("Cast: cannot cast to ", DTypeName(a->to), ", which has no fixed size"));
   }
   return Descs{{a->to, in[0].shape}};
+}
+
+// DepthToSpace (mode DCR, ONNX's default, or CRD, which PyTorch's PixelShuffle exports)
+// and SpaceToDepth (PixelUnshuffle's inverse move).
+absl::StatusOr<OpAttrs> BuildDepthSpace(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
+  DepthSpaceAttrs a;
+  a.to_space = op == OpKind::kDepthToSpace;
+  NDS_ASSIGN_OR_RETURN(a.blocksize, RequireAttr<int64_t>(op, attrs, "blocksize"));
+  if (a.blocksize < 1) {
+    return Invalid(op, absl::StrCat("blocksize must be at least 1, got ", a.blocksize));
+  }
+  if (a.to_space) {
+    NDS_ASSIGN_OR_RETURN(const std::string mode, GetAttr<std::string>(op, attrs, "mode", "DCR"));
+    if (mode != "DCR" && mode != "CRD") {
+      return Invalid(op, absl::StrCat("mode must be DCR or CRD, got '", mode, "'"));
+    }
+    a.crd = mode == "CRD";
+  }
+  return a;
+}
+
+// X (N, C, H, W). DepthToSpace: C divisible by blocksize^2, Y (N, C/b^2, H*b, W*b).
+// SpaceToDepth: H and W divisible by blocksize, Y (N, C*b^2, H/b, W/b).
+absl::StatusOr<Descs> InferDepthSpace(OpKind op, absl::Span<const TensorDesc> in,
+                                      const OpAttrs& attrs) {
+  const DepthSpaceAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "input"));
+  const ShapeSpan x = in[0].shape;
+  if (x.size() != 4) {
+    return Invalid(op, absl::StrCat("input must be (N, C, H, W), got ", ShapeToString(x)));
+  }
+  const int64_t b = a->blocksize;
+  int64_t bb = 0;
+  if (__builtin_mul_overflow(b, b, &bb)) bb = 0;
+  if (a->to_space) {
+    if (bb == 0 || x[1] % bb != 0) {
+      return Invalid(op, absl::StrCat("the channels of ", ShapeToString(x),
+                                      " are not a multiple of blocksize^2 (blocksize ", b, ")"));
+    }
+    int64_t h = 0, w = 0;
+    if (__builtin_mul_overflow(x[2], b, &h) || __builtin_mul_overflow(x[3], b, &w)) {
+      return Invalid(op, absl::StrCat("blocksize ", b, " is too large for ", ShapeToString(x)));
+    }
+    return Descs{{in[0].dtype, Shape{x[0], x[1] / bb, h, w}}};
+  }
+  int64_t c = 0;
+  if (x[2] % b != 0 || x[3] % b != 0) {
+    return Invalid(op, absl::StrCat("the height and width of ", ShapeToString(x),
+                                    " are not multiples of blocksize ", b));
+  }
+  if (bb == 0 || __builtin_mul_overflow(x[1], bb, &c)) {
+    return Invalid(op, absl::StrCat("blocksize ", b, " is too large for ", ShapeToString(x)));
+  }
+  return Descs{{in[0].dtype, Shape{x[0], c, x[2] / b, x[3] / b}}};
 }
 
 }  // namespace ndserve::kernels::rules

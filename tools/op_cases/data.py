@@ -177,3 +177,32 @@ def cases(add, _shared_rng):
     xi = np.arange(1, 13, dtype=np.int32).reshape(4, 3)
     add("trilu_upper_negative_k_int32", "Trilu", 14,
         [("input", "input", xi), ("const", "k", np.array(-1, np.int64))], [("output", np.triu(xi, -1))])
+
+    # DepthToSpace / SpaceToDepth: the ONNX definitions' reshape-transpose-reshape ------
+    def depth_to_space(x, b, mode):
+        n, c, h, w = x.shape
+        if mode == "DCR":
+            t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+        else:
+            t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return t.reshape(n, c // (b * b), h * b, w * b)
+
+    def space_to_depth(x, b):
+        n, c, h, w = x.shape
+        t = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+        return t.reshape(n, c * b * b, h // b, w // b)
+
+    x = float_data(rng(), (1, 8, 2, 3))
+    add("depthtospace_dcr_default", "DepthToSpace", 13, [("input", "input", x)],
+        [("output", depth_to_space(x, 2, "DCR"))], attrs={"blocksize": ("int", 2)})
+    x = float_data(rng(), (2, 12, 3, 2))
+    add("depthtospace_crd", "DepthToSpace", 13, [("input", "input", x)],
+        [("output", depth_to_space(x, 2, "CRD"))],
+        attrs={"blocksize": ("int", 2), "mode": ("string", "CRD")})
+    xi = np.arange(2 * 18 * 2 * 1, dtype=np.int64).reshape(2, 18, 2, 1)
+    add("depthtospace_crd_b3_int64", "DepthToSpace", 13, [("input", "input", xi)],
+        [("output", depth_to_space(xi, 3, "CRD"))],
+        attrs={"blocksize": ("int", 3), "mode": ("string", "CRD")})
+    x = float_data(rng(), (2, 3, 4, 6))
+    add("spacetodepth", "SpaceToDepth", 13, [("input", "input", x)],
+        [("output", space_to_depth(x, 2))], attrs={"blocksize": ("int", 2)})

@@ -301,3 +301,30 @@ def cases(add, rng):
     _activation_cases(add, gen)
     _binary_cases(add, gen)
     _reduce_cases(add, gen)
+    _mod_cases(add, gen)
+
+
+def _mod_cases(add, gen):
+    """Mod: fmod 0 takes the divisor's sign (numpy's mod), fmod 1 the dividend's (fmod).
+
+    Integer division by 0 (and by -1) is 0 here, as in kernels/math_ops.h; numpy agrees
+    on x % 0 for integers.
+    """
+    r = gen()
+    a = r.integers(-50, 50, size=(2, 3, 4)).astype(np.int64)
+    b = np.array([7, -7, 3, -2], np.int64)
+    add("mod_int64_bcast", "Mod", 13, [("input", "A", a), ("input", "B", b)],
+        [("C", np.mod(a, b))])
+    a = np.array([[-7, 7, -7, 7, 5, -(1 << 31)], [9, -9, 0, 4, 6, -(1 << 31)]], np.int32)
+    b = np.array([3, 3, -3, -3, 0, -1], np.int32)
+    with np.errstate(divide="ignore"):
+        add("mod_int32_zero_and_minus_one", "Mod", 13, [("input", "A", a), ("input", "B", b)],
+            [("C", np.where(b == -1, 0, np.mod(a, np.where(b == 0, 1, b)) * (b != 0))
+              .astype(np.int32))])
+        add("mod_int32_fmod", "Mod", 13, [("input", "A", a), ("input", "B", b)],
+            [("C", np.where(b == -1, 0, np.fmod(a, np.where(b == 0, 1, b)) * (b != 0))
+              .astype(np.int32))], attrs={"fmod": ("int", 1)})
+    x = float_data(r, (3, 5), -10.0, 10.0)
+    y = (r.uniform(0.5, 3.0, size=(5,)) * r.choice([-1.0, 1.0], size=(5,))).astype(np.float32)
+    add("mod_fp32_fmod", "Mod", 13, [("input", "A", x), ("input", "B", y)],
+        [("C", np.fmod(x, y))], attrs={"fmod": ("int", 1)})
