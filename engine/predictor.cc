@@ -273,40 +273,62 @@ absl::Status Predictor::LaunchAndFetch(CapturedRun& run, const ValidatedRequest&
 
 absl::Status Predictor::WarmUp(const std::atomic<bool>* cancel) {
   const ModelSignature& sig = model_->signature();
-  {
-    NDS_ASSIGN_OR_RETURN(
-        std::shared_ptr<NDManager> ctx_manager,
-        manager_->NewSubManager(ManagerLevel::kContext,
-                                absl::StrCat("ctx/", manager_->name(), "/warmup")));
-    PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), std::move(ctx_manager),
-                         pinned_);
-    bool runnable = true;
-    for (int i = 0; i < static_cast<int>(sig.inputs.size()); ++i) {
-      const TensorSpec& spec = sig.inputs[i];
-      if (spec.any_rank) {
-        runnable = false;  // no shape to make up; the first request checks the graph
-        break;
-      }
-      std::vector<int64_t> shape = spec.dims;
-      for (int64_t& d : shape) {
-        if (d == kAnyDim) d = 1;
-      }
-      NDS_RETURN_IF_ERROR(ctx.SetZeroInput(i, shape));
+  bool guessed = false;  // some variable dim was made up
+  for (const TensorSpec& spec : sig.inputs) {
+    if (spec.any_rank) {
+      // No shape to make up; the first request checks the graph.
+      manager_->Cap();
+      return absl::OkStatus();
     }
-    if (runnable) {
-      absl::Status status = ctx.Run(cancel);
-      if (!status.ok()) {
-        return absl::Status(status.code(), absl::StrCat("warm-up with zero-filled inputs failed: ",
-                                                        status.message()));
-      }
-      std::vector<int> outputs(sig.outputs.size());
-      for (int o = 0; o < static_cast<int>(outputs.size()); ++o) outputs[o] = o;
-      NDS_RETURN_IF_ERROR(ctx.FetchOutputs(outputs).status());
-    }
-    NDS_RETURN_IF_ERROR(ctx.Close());
+    for (int64_t d : spec.dims) guessed = guessed || d == kAnyDim;
   }
+  // Variable dims as 1 first (the cheapest run). A graph may refuse that on its shapes
+  // alone: a strided conv's output concatenated with an upsampled one needs an even
+  // height, so the second try gives every variable dim but the first (the batch) 64,
+  // which strided CNNs and sequence models accept.
+  absl::Status status = WarmUpWith(1, 1, cancel);
+  if (guessed && status.code() == absl::StatusCode::kInvalidArgument) {
+    status = WarmUpWith(1, 64, cancel);
+    if (status.code() == absl::StatusCode::kInvalidArgument) {
+      // Only made-up shapes were refused; the model may well serve the shapes its clients
+      // send, so it loads, and the first request is its check.
+      LOG(WARNING) << "model '" << model_->name() << "' version " << model_->version()
+                   << ": warm-up skipped, the zero-filled inputs with made-up dims do not fit "
+                      "the graph: "
+                   << status.message();
+      status = absl::OkStatus();
+    }
+  }
+  NDS_RETURN_IF_ERROR(status);
   manager_->Cap();
   return absl::OkStatus();
+}
+
+absl::Status Predictor::WarmUpWith(int64_t first_dim, int64_t other_dims,
+                                   const std::atomic<bool>* cancel) {
+  const ModelSignature& sig = model_->signature();
+  NDS_ASSIGN_OR_RETURN(
+      std::shared_ptr<NDManager> ctx_manager,
+      manager_->NewSubManager(ManagerLevel::kContext,
+                              absl::StrCat("ctx/", manager_->name(), "/warmup")));
+  PredictorContext ctx(*model_, kernels_, kernel_context_, gpu_.get(), std::move(ctx_manager),
+                       pinned_);
+  for (int i = 0; i < static_cast<int>(sig.inputs.size()); ++i) {
+    std::vector<int64_t> shape = sig.inputs[i].dims;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == kAnyDim) shape[d] = d == 0 ? first_dim : other_dims;
+    }
+    NDS_RETURN_IF_ERROR(ctx.SetZeroInput(i, shape));
+  }
+  absl::Status status = ctx.Run(cancel);
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("warm-up with zero-filled inputs failed: ", status.message()));
+  }
+  std::vector<int> outputs(sig.outputs.size());
+  for (int o = 0; o < static_cast<int>(outputs.size()); ++o) outputs[o] = o;
+  NDS_RETURN_IF_ERROR(ctx.FetchOutputs(outputs).status());
+  return ctx.Close();
 }
 
 absl::Status Predictor::Close() {

@@ -57,9 +57,11 @@ class Predictor {
   absl::StatusOr<InferenceResponse> Predict(const InferenceRequest& request,
                                             const ValidatedRequest& plan);
 
-  // Runs one zero-filled request with the declared shapes (variable dims as 1), then
-  // caps the predictor manager. Errors make the model fail to load; `cancel` (optional)
-  // stops it before its next node with CANCELLED.
+  // Runs one zero-filled request with the declared shapes (variable dims as 1; where the
+  // graph refuses those shapes, the batch as 1 and the other variable dims as 64), then
+  // caps the predictor manager. Errors make the model fail to load, except a graph that
+  // refuses both made-up shapes (INVALID_ARGUMENT): it loads with a warning and no
+  // warm-up. `cancel` (optional) stops it before its next node with CANCELLED.
   absl::Status WarmUp(const std::atomic<bool>* cancel = nullptr);
 
   // cuBLAS's working space per GPU predictor: cuBLAS's own default on GPUs before
@@ -81,6 +83,9 @@ class Predictor {
   absl::Status Close();
 
  private:
+  // One zero-filled run with variable dims as `first_dim` (dim 0) and `other_dims`.
+  absl::Status WarmUpWith(int64_t first_dim, int64_t other_dims,
+                          const std::atomic<bool>* cancel);
   Predictor(std::shared_ptr<const Model> model, int index)
       : model_(std::move(model)), index_(index) {}
 

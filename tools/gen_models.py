@@ -1035,6 +1035,21 @@ def write_graph_models(w):
 
     w.write_model(f"{base}/value_dependent_shape/model.onnx", build_value_dependent_shape())
 
+    # Graphs that refuse the warm-up's made-up dims (engine/predictor.h WarmUp): pairs of
+    # values need an even length, so ones fail and the second try's 64 fits; a fixed
+    # length of 5 fits neither, and the model must load anyway.
+    rw = np.random.default_rng(112)
+    for name, shape, length in (("warmup_even_length", [0, -1, 2], 6),
+                                ("warmup_fixed_length", [0, 5], 5)):
+        xv = value_info("x", TensorProto.FLOAT, ["batch", "length"])
+        yv = value_info("y", TensorProto.FLOAT, None)
+        w.write_model(f"{base}/{name}/model.onnx", make_model(helper.make_graph(
+            [helper.make_node("Reshape", ["x", "shape"], ["y"], name="pairs")], name, [xv], [yv],
+            initializer=[init("shape", np.array(shape, np.int64))]), 13))
+        x = rw.standard_normal((3, length)).astype(np.float32)
+        write_graph_case(w, name, "reference", [("x", x)],
+                         [("y", x.reshape([3] + [d if d else 3 for d in shape[1:]]))])
+
     # Constant kinds that cannot be served, and a Dropout whose mask is used.
     xv, yv = value_info("x", TensorProto.FLOAT, [2]), value_info("y", TensorProto.FLOAT, [2])
     sparse = helper.make_sparse_tensor(

@@ -252,6 +252,28 @@ class ConvAutoencoder(nn.Module):
         return mask, up_nearest
 
 
+class GroupNormUNet(nn.Module):
+    """A diffusion-style UNet block: GroupNorm + SiLU, a strided conv down, PixelShuffle back
+    up, a skip concatenation and an InstanceNorm2d head (InstanceNormalization, DepthToSpace
+    CRD in the export)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.norm1 = nn.GroupNorm(4, 16)
+        self.down = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.norm2 = nn.GroupNorm(8, 32, eps=1e-6)
+        self.up = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.PixelShuffle(2))
+        self.head_norm = nn.InstanceNorm2d(32, affine=True)
+        self.head = nn.Conv2d(32, 3, 1)
+
+    def forward(self, image):
+        skip = F.silu(self.norm1(self.stem(image)))
+        x = F.silu(self.norm2(self.down(skip)))
+        x = torch.cat([self.up(x), skip], dim=1)
+        return self.head(F.silu(self.head_norm(x)))
+
+
 # ---------------------------------------------------------------------------------------
 # The model table
 
@@ -348,6 +370,10 @@ MODELS = [
     Spec("conv_autoencoder", ConvAutoencoder, ["image"], ["mask", "downsampled"],
          {"image": {0: "batch"}, "mask": {0: "batch"}, "downsampled": {0: "batch"}},
          [("b1", image_set(1, 64)), ("b2", image_set(2, 64))], calibrate=image_set(8, 64)),
+    Spec("groupnorm_unet", GroupNormUNet, ["image"], ["denoised"],
+         {"image": {0: "batch", 2: "height", 3: "width"},
+          "denoised": {0: "batch", 2: "height", 3: "width"}},
+         [("b1_32", image_set(1, 32)), ("b2_48", image_set(2, 48))]),
 ]
 
 

@@ -1,7 +1,8 @@
 // The graph handling PyTorch exporters rely on (tests/fixtures/graphs, written by
 // tools/gen_models.py): Constant nodes of every kind, Identity and Dropout removal,
 // constant folding, shape arithmetic evaluated on the host per request with the
-// request's own batch and sequence length, and metadata with dynamic dims.
+// request's own batch and sequence length, metadata with dynamic dims, and the load's
+// warm-up of graphs that refuse its made-up dims.
 
 #include <filesystem>
 #include <memory>
@@ -263,6 +264,21 @@ TEST(MetadataTest, DynamicAxesAreMinusOneUnderTheExportersNames) {
   EXPECT_EQ(config->inputs[0].name, "x");
   EXPECT_THAT(config->inputs[0].dims, ElementsAre(-1, -1, 8));
   EXPECT_THAT(config->outputs[1].dims, ElementsAre(-1, 8));
+}
+
+// The load's warm-up makes up the variable dims. A graph that refuses ones (it reshapes
+// into pairs) is warmed with longer dims instead; one that refuses every made-up length
+// (a fixed 5) still loads, and serves the shapes it accepts.
+TEST(WarmUpTest, AGraphRefusingUnitDimsWarmsUpWithLongerOnes) {
+  std::shared_ptr<ServedModel> model = LoadGraphModel("warmup_even_length");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(ExpectReferenceOutputs(*model, "warmup_even_length"), 1);
+}
+
+TEST(WarmUpTest, AGraphRefusingEveryMadeUpShapeLoadsAndServesItsOwn) {
+  std::shared_ptr<ServedModel> model = LoadGraphModel("warmup_fixed_length");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(ExpectReferenceOutputs(*model, "warmup_fixed_length"), 1);
 }
 
 }  // namespace
