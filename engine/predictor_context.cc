@@ -360,7 +360,8 @@ absl::Status PredictorContext::DeviceError(const Model& model, int slot) {
   const Node& node = model.graph().nodes()[slot];
   return absl::InvalidArgumentError(absl::StrCat(
       "node '", node.name, "' (", kernels::OpKindName(node.op), "): ", kernels::OpKindName(node.op),
-      ": an index is out of range (rows read as zeros)"));
+      node.op == kernels::OpKind::kScatterND ? ": an index is out of range (its update dropped)"
+                                             : ": an index is out of range (rows read as zeros)"));
 }
 
 absl::StatusOr<std::vector<InferOutputTensor>> PredictorContext::FetchOutputs(

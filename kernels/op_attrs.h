@@ -126,6 +126,7 @@ using OpAttrs = std::variant<
     PadAttrs,
     TriluAttrs,
     DepthSpaceAttrs,
+    ScatterNDAttrs,
     ShapeAttrs,
 
     // kernels/attrs/conv.h

@@ -135,6 +135,21 @@ absl::InlinedVector<int64_t, 6> ResolvePerm(const TransposeAttrs& attrs, int64_t
   return perm;
 }
 
+ScatterNDPlan MakeScatterNDPlan(ShapeSpan data, ShapeSpan indices) {
+  ScatterNDPlan p;
+  p.k = indices.back();
+  p.tuples = NumElements(indices.subspan(0, indices.size() - 1));
+  p.slice = NumElements(data.subspan(p.k));
+  p.dims.assign(data.begin(), data.begin() + p.k);
+  p.slice_strides.resize(p.k);
+  int64_t stride = 1;
+  for (int64_t i = p.k - 1; i >= 0; --i) {
+    p.slice_strides[i] = stride;
+    stride *= data[i];
+  }
+  return p;
+}
+
 DepthSpaceView MakeDepthSpaceView(const DepthSpaceAttrs& a, ShapeSpan x) {
   const int64_t n = x[0], c = x[1], h = x[2], w = x[3], b = a.blocksize;
   if (!a.to_space) {

@@ -75,6 +75,18 @@ struct TransposePlan {
 };
 TransposePlan MakeTransposePlan(ShapeSpan in, absl::Span<const int64_t> perm);  // perm valid
 
+// ScatterND over data [d0, ..., dr-1] with indices [..., k]: `tuples` index tuples of k
+// coordinates, each naming a slice of `slice` elements; slice_strides[i] is how many
+// slices coordinate i steps over.
+struct ScatterNDPlan {
+  int64_t tuples = 0;
+  int64_t k = 0;
+  int64_t slice = 1;
+  absl::InlinedVector<int64_t, 6> dims;           // d0 .. dk-1
+  absl::InlinedVector<int64_t, 6> slice_strides;  // per coordinate
+};
+ScatterNDPlan MakeScatterNDPlan(ShapeSpan data, ShapeSpan indices);  // validated shapes
+
 // DepthToSpace and SpaceToDepth as one transpose of a rank-6 view of X (N, C, H, W),
 // whose output bytes are Y's (validated attributes and shape).
 struct DepthSpaceView {

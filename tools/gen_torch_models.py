@@ -331,6 +331,15 @@ def torchvision_model(name):
 CNN_DYNAMIC = {"images": {0: "batch"}, "logits": {0: "batch"}}
 
 
+def tiny_swin():
+    """torchvision's Swin Transformer code at a tenth of swin_t's width, for 32 x 32
+    images: shifted-window masks built by indexed assignment (ScatterND in the export),
+    Mod in the window arithmetic, relative position bias gathers."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[4, 4], embed_dim=24, depths=[2, 2], num_heads=[2, 4],
+                           window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10)
+
+
 def cnn(name, sets, fp16=False):
     return Spec(name, torchvision_model(name), ["images"], ["logits"], CNN_DYNAMIC, sets,
                 calibrate=image_set(2), fp16=fp16)
@@ -370,6 +379,8 @@ MODELS = [
     Spec("conv_autoencoder", ConvAutoencoder, ["image"], ["mask", "downsampled"],
          {"image": {0: "batch"}, "mask": {0: "batch"}, "downsampled": {0: "batch"}},
          [("b1", image_set(1, 64)), ("b2", image_set(2, 64))], calibrate=image_set(8, 64)),
+    Spec("swin_tiny", tiny_swin, ["images"], ["logits"], CNN_DYNAMIC,
+         [("b1", image_set(1, 32)), ("b2", image_set(2, 32))]),
     Spec("groupnorm_unet", GroupNormUNet, ["image"], ["denoised"],
          {"image": {0: "batch", 2: "height", 3: "width"},
           "denoised": {0: "batch", 2: "height", 3: "width"}},

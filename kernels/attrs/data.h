@@ -76,6 +76,13 @@ struct TriluAttrs {
   int64_t k = 0;
 };
 
+// ScatterND's reduction: how an update meets the element it lands on (opset 16; before
+// it, always kNone).
+enum class ScatterReduction { kNone = 0, kAdd = 1, kMul = 2 };  // the CUDA launcher's codes
+struct ScatterNDAttrs {
+  ScatterReduction reduction = ScatterReduction::kNone;
+};
+
 // DepthToSpace (mode DCR or CRD) and SpaceToDepth: blocks of blocksize x blocksize pixels
 // to and from channels.
 struct DepthSpaceAttrs {

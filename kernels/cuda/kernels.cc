@@ -158,6 +158,50 @@ absl::Status Gather(const KernelContext& ctx, absl::Span<const TensorView> in,
   return absl::OkStatus();
 }
 
+absl::Status ScatterND(const KernelContext& ctx, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  if (ctx.error_flag == nullptr) {
+    return absl::FailedPreconditionError(
+        "ScatterND: the CUDA context has no error flag (use GpuResources)");
+  }
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const ScatterNDPlan p = MakeScatterNDPlan(in[0].shape, in[1].shape);
+  if (p.k > kMaxRank) {
+    return absl::UnimplementedError(absl::StrCat("ScatterND: CUDA kernel supports index tuples of "
+                                                 "up to ", kMaxRank, " coordinates, got ", p.k));
+  }
+  ScatterNDArgs args;
+  args.tuples = p.tuples;
+  args.slice = p.slice;
+  args.k = static_cast<int>(p.k);
+  for (int64_t i = 0; i < p.k; ++i) {
+    args.dims[i] = p.dims[i];
+    args.slice_strides[i] = p.slice_strides[i];
+  }
+  if (out[0].data != in[0].data && in[0].nbytes() > 0) {
+    NDS_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(out[0].data, in[0].data, in[0].nbytes(),
+                                                   cudaMemcpyDeviceToDevice, StreamOf(ctx)),
+                                   "ScatterND cudaMemcpyAsync"));
+  }
+  // As Gather: the stream is idle after each check below, so the flag is ours to clear.
+  if (!ctx.defer_error_check) *ctx.error_flag = 0;
+  NDS_RETURN_IF_ERROR(CudaStatus(
+      LaunchScatterND(static_cast<int>(std::get<ScatterNDAttrs>(attrs).reduction),
+                      ToScalarType(in[0].dtype), static_cast<int>(DTypeSize(in[0].dtype)),
+                      in[1].as<const int64_t>(), in[2].data, out[0].data, args, ctx.error_flag,
+                      StreamOf(ctx)),
+      "ScatterND launch"));
+  if (ctx.defer_error_check) return absl::OkStatus();
+  NDS_RETURN_IF_ERROR(
+      CudaStatus(cudaStreamSynchronize(StreamOf(ctx)), "ScatterND cudaStreamSynchronize"));
+  if (*static_cast<volatile int32_t*>(ctx.error_flag) != 0) {
+    *ctx.error_flag = 0;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ScatterND: an index is out of range for data ", ShapeToString(in[0].shape)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReduceSum(const KernelContext& ctx, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
   return Reduce(ctx, OpKind::kReduceSum, in, out, attrs);

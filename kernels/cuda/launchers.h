@@ -57,6 +57,19 @@ cudaError_t LaunchSoftmax(const float* x, float* y, int64_t outer, int64_t axis_
 cudaError_t LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y,
                             float* mean, float* inv_std, int64_t rows, int64_t cols, float epsilon,
                             cudaStream_t stream);
+// ScatterND into `out` (already a copy of data): `tuples` INT64 index tuples of k
+// coordinates (negative ones count from the end), each naming `slice` elements.
+struct ScatterNDArgs {
+  int64_t tuples = 0, slice = 1;
+  int k = 0;
+  int64_t dims[kMaxRank] = {};           // data's first k dims
+  int64_t slice_strides[kMaxRank] = {};  // slices per step of each coordinate
+};
+// reduction: 0 none (any fixed-size element, by elem_bytes), 1 add, 2 mul (FP32, INT32,
+// INT64 by type). An out-of-range tuple sets *error_flag = 1 and is skipped.
+cudaError_t LaunchScatterND(int reduction, ScalarType type, int elem_bytes, const int64_t* indices,
+                            const void* updates, void* out, const ScatterNDArgs& a,
+                            int32_t* error_flag, cudaStream_t stream);
 // Out-of-range indices set *error_flag = 1 and give zero rows (no out-of-bounds read).
 cudaError_t LaunchGather(const void* data, int elem_bytes, const void* indices, bool int64_indices,
                          void* out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t count,

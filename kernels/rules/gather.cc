@@ -1,4 +1,5 @@
-// Rules of Gather.
+// Rules of Gather and ScatterND.
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,58 @@ absl::StatusOr<Descs> InferGather(OpKind op, absl::Span<const TensorDesc> in,
   out.insert(out.end(), data.begin() + axis + 1, data.end());
   NDS_RETURN_IF_ERROR(ValidateShape(out, "Gather output"));
   return Descs{{in[0].dtype, out}};
+}
+
+// ScatterND: data with the slices that INT64 index tuples name replaced (or, opset 16's
+// reduction, added to or multiplied by) updates; PyTorch exports indexed assignment
+// (x[:, i] = v) as it.
+absl::StatusOr<OpAttrs> BuildScatterND(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
+  ScatterNDAttrs a;
+  NDS_ASSIGN_OR_RETURN(const std::string r, GetAttr<std::string>(op, attrs, "reduction", "none"));
+  if (r == "add") {
+    a.reduction = ScatterReduction::kAdd;
+  } else if (r == "mul") {
+    a.reduction = ScatterReduction::kMul;
+  } else if (r != "none") {
+    return absl::UnimplementedError(absl::StrCat(
+        "ScatterND: reduction '", r, "' is not supported (none, add and mul are)"));
+  }
+  return a;
+}
+
+// data (rank r), indices INT64 [..., k] with 1 <= k <= r, updates
+// indices.shape[:-1] + data.shape[k:] of data's type; the output is data's.
+absl::StatusOr<Descs> InferScatterND(OpKind op, absl::Span<const TensorDesc> in,
+                                     const OpAttrs& attrs) {
+  const ScatterNDAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 3, 3));
+  if (a->reduction == ScatterReduction::kNone) {
+    NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
+  } else {
+    NDS_RETURN_IF_ERROR(
+        CheckDType(op, in[0], "data", {DType::kFp32, DType::kInt32, DType::kInt64}));
+  }
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[1], "indices", {DType::kInt64}));
+  if (in[2].dtype != in[0].dtype) {
+    return Invalid(op, absl::StrCat("updates are ", DTypeName(in[2].dtype), ", data ",
+                                    DTypeName(in[0].dtype)));
+  }
+  const ShapeSpan data = in[0].shape, indices = in[1].shape, updates = in[2].shape;
+  const int64_t k = indices.empty() ? 0 : indices.back();
+  if (indices.empty() || k < 1 || k > static_cast<int64_t>(data.size())) {
+    return Invalid(op, absl::StrCat("indices ", ShapeToString(indices),
+                                    " must end in a dim of 1 to the rank of data ",
+                                    ShapeToString(data)));
+  }
+  Shape want(indices.begin(), indices.end() - 1);
+  want.insert(want.end(), data.begin() + k, data.end());
+  if (!std::equal(want.begin(), want.end(), updates.begin(), updates.end())) {
+    return Invalid(op, absl::StrCat("updates have shape ", ShapeToString(updates), ", expected ",
+                                    ShapeToString(want), " (data ", ShapeToString(data),
+                                    ", indices ", ShapeToString(indices), ")"));
+  }
+  return Descs{in[0]};
 }
 
 }  // namespace ndserve::kernels::rules

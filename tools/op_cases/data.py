@@ -206,3 +206,44 @@ def cases(add, _shared_rng):
     x = float_data(rng(), (2, 3, 4, 6))
     add("spacetodepth", "SpaceToDepth", 13, [("input", "input", x)],
         [("output", space_to_depth(x, 2))], attrs={"blocksize": ("int", 2)})
+
+    # ScatterND: numpy's indexed assignment, tuples applied in order ----------------------
+    def scatter_nd(data, indices, updates, reduction="none"):
+        out = data.copy()
+        k = indices.shape[-1]
+        flat = indices.reshape(-1, k)
+        ups = updates.reshape((flat.shape[0],) + data.shape[k:])
+        for t, tup in enumerate(flat):
+            key = tuple(int(v) for v in tup)
+            if reduction == "add":
+                out[key] = out[key] + ups[t]
+            elif reduction == "mul":
+                out[key] = out[key] * ups[t]
+            else:
+                out[key] = ups[t]
+        return out
+
+    x = float_data(rng(), (4, 3))
+    ind = np.array([[1], [3]], np.int64)
+    upd = float_data(rng(), (2, 3))
+    add("scatternd_rows", "ScatterND", 13,
+        [("input", "data", x), ("input", "indices", ind), ("input", "updates", upd)],
+        [("output", scatter_nd(x, ind, upd))])
+    x = float_data(rng(), (2, 3, 4))
+    ind = np.array([[[0, 1, 2], [1, -1, 0]], [[0, 0, -1], [1, 2, 3]]], np.int64)
+    upd = float_data(rng(), (2, 2))
+    add("scatternd_elements_negative", "ScatterND", 13,
+        [("input", "data", x), ("const", "indices", ind), ("input", "updates", upd)],
+        [("output", scatter_nd(x, ind, upd))])
+    x = float_data(rng(), (3, 2))
+    ind = np.array([[0], [2], [0]], np.int64)
+    upd = float_data(rng(), (3, 2))
+    add("scatternd_add_repeated", "ScatterND", 16,
+        [("input", "data", x), ("input", "indices", ind), ("input", "updates", upd)],
+        [("output", scatter_nd(x, ind, upd, "add"))], attrs={"reduction": ("string", "add")})
+    xi = np.arange(1, 13, dtype=np.int64).reshape(2, 6)
+    ind = np.array([[1, 4], [0, 0], [1, 4]], np.int64)
+    upd = np.array([3, -2, 5], np.int64)
+    add("scatternd_mul_int64", "ScatterND", 16,
+        [("input", "data", xi), ("input", "indices", ind), ("input", "updates", upd)],
+        [("output", scatter_nd(xi, ind, upd, "mul"))], attrs={"reduction": ("string", "mul")})

@@ -108,6 +108,7 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"DepthToSpace", {0, 0}},
       {"SpaceToDepth", {0, 0}},
       {"Mod", {0, 0}},
+      {"ScatterND", {0, 0}},
       {"GlobalAveragePool", {1e-5, 1e-5}},
       {"GlobalMaxPool", {0, 0}},
       {"MaxPool", {0, 0}},

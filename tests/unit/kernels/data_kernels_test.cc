@@ -1,4 +1,4 @@
-// Data-movement kernels (Gather, Transpose, Concat, the shape-only copies) and Cast on
+// Data-movement kernels (Gather, ScatterND, Transpose, Concat, the shape-only copies) and Cast on
 // every device present, against naive references; on a GPU each result is also compared
 // with the CPU kernel's. All of these move or convert bits, so every comparison is exact.
 #include <cmath>
@@ -79,6 +79,37 @@ TEST_P(DataKernelsTest, GatherOutOfRangeIsInvalidArgument) {
   }
   // The context stays usable after the error.
   auto ok = TryRun(OpKind::kGather, {table, HostTensor::Of<int64_t>({1}, {9})}, GatherAttrs{0});
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+// PyTorch's indexed assignment on a batch of images: rows 1 and 3 of every image in
+// [2, 5, 8] replaced, tuples of two coordinates, one negative.
+TEST_P(DataKernelsTest, ScatterNDReplacesTheSlicesOfEachTuple) {
+  const HostTensor data = RandomTensor({2, 5, 8}, 3);
+  const std::vector<int64_t> tuples = {0, 1, 0, -2, 1, 1, 1, 3};
+  const HostTensor idx = HostTensor::Of<int64_t>({2, 2, 2}, tuples);
+  const HostTensor updates = RandomTensor({2, 2, 8}, 4);
+  const HostTensor got = Run(OpKind::kScatterND, {data, idx, updates}, ScatterNDAttrs{});
+  std::vector<float> want = data.Values<float>();
+  const std::vector<float> uv = updates.Values<float>();
+  for (int t = 0; t < 4; ++t) {
+    const int64_t row = tuples[2 * t + 1] < 0 ? tuples[2 * t + 1] + 5 : tuples[2 * t + 1];
+    for (int j = 0; j < 8; ++j) want[(tuples[2 * t] * 5 + row) * 8 + j] = uv[t * 8 + j];
+  }
+  EXPECT_TRUE(AllClose(got, HostTensor::Of<float>({2, 5, 8}, want), 0, 0));
+}
+
+TEST_P(DataKernelsTest, ScatterNDOutOfRangeIsInvalidArgument) {
+  const HostTensor data = RandomTensor({4, 3}, 5);
+  const HostTensor updates = RandomTensor({2, 3}, 6);
+  for (int64_t bad : {int64_t{4}, int64_t{-5}, std::numeric_limits<int64_t>::min()}) {
+    auto got = TryRun(OpKind::kScatterND,
+                      {data, HostTensor::Of<int64_t>({2, 1}, {1, bad}), updates}, ScatterNDAttrs{});
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(got.status().message(), HasSubstr("out of range"));
+  }
+  auto ok = TryRun(OpKind::kScatterND, {data, HostTensor::Of<int64_t>({2, 1}, {3, -4}), updates},
+                   ScatterNDAttrs{});
   EXPECT_TRUE(ok.ok()) << ok.status();
 }
 
