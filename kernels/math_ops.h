@@ -34,6 +34,35 @@ struct FloorOp {
 struct CeilOp {
   NDS_HD_OP float operator()(float x) const { return ceilf(x); }
 };
+struct SinOp {
+  NDS_HD_OP float operator()(float x) const { return sinf(x); }
+};
+struct CosOp {
+  NDS_HD_OP float operator()(float x) const { return cosf(x); }
+};
+// ONNX's Round: halves to even (rintf in the default rounding mode, as numpy's round).
+struct RoundOp {
+  NDS_HD_OP float operator()(float x) const { return rintf(x); }
+};
+// log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): no overflow for large x, and the
+// small tail keeps its precision (PyTorch's Softplus with beta 1 exports to it; Mish is
+// x * tanh(Softplus(x))).
+struct SoftplusOp {
+  NDS_HD_OP float operator()(float x) const {
+    return (x > 0.0f ? x : 0.0f) + log1pf(expf(-fabsf(x)));
+  }
+};
+// -1, 0 or 1; NaN stays NaN.
+struct SignOp {
+  template <typename T>
+  NDS_HD_OP T operator()(T x) const {
+    if constexpr (std::is_integral<T>::value) {
+      return static_cast<T>((x > 0) - (x < 0));
+    } else {
+      return x > 0 ? T(1) : (x < 0 ? T(-1) : x);
+    }
+  }
+};
 // Integer negation and absolute value wrap at the type's minimum (as two's complement
 // hardware does) instead of being undefined.
 struct NegOp {

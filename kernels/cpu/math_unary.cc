@@ -1,5 +1,5 @@
 // The math family's unary ops on the CPU: FP32 math (Sqrt, Exp, Log, Reciprocal, Floor,
-// Ceil), Neg and Abs (FP32, INT32, INT64), the activations with attributes (LeakyRelu,
+// Ceil, Sin, Cos, Round, Softplus), Neg, Abs and Sign (FP32, INT32, INT64), the activations with attributes (LeakyRelu,
 // Elu, HardSigmoid, HardSwish, Clip), PRelu (slope broadcast to X) and Not (BOOL). One
 // contiguous loop per tensor over the shared functors of kernels/math_ops.h.
 #include <cstdint>
@@ -45,6 +45,26 @@ absl::Status MapSigned(absl::Span<const TensorView> in, absl::Span<const TensorV
 
 }  // namespace
 
+absl::Status Sin(const KernelContext&, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return MapFloat<SinOp>(in, out);
+}
+absl::Status Cos(const KernelContext&, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return MapFloat<CosOp>(in, out);
+}
+absl::Status Round(const KernelContext&, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs&) {
+  return MapFloat<RoundOp>(in, out);
+}
+absl::Status Softplus(const KernelContext&, absl::Span<const TensorView> in,
+                      absl::Span<const TensorView> out, const OpAttrs&) {
+  return MapFloat<SoftplusOp>(in, out);
+}
+absl::Status Sign(const KernelContext&, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return MapSigned<SignOp>(in, out);
+}
 absl::Status Sqrt(const KernelContext&, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs&) {
   return MapFloat<SqrtOp>(in, out);

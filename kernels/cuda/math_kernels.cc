@@ -105,6 +105,26 @@ absl::Status Ceil(const KernelContext& ctx, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs&) {
   return Unary(ctx, MathUnaryCode::kCeil, OpKind::kCeil, in, out);
 }
+absl::Status Sin(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kSin, OpKind::kSin, in, out);
+}
+absl::Status Cos(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kCos, OpKind::kCos, in, out);
+}
+absl::Status Round(const KernelContext& ctx, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kRound, OpKind::kRound, in, out);
+}
+absl::Status Softplus(const KernelContext& ctx, absl::Span<const TensorView> in,
+                      absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kSoftplus, OpKind::kSoftplus, in, out);
+}
+absl::Status Sign(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kSign, OpKind::kSign, in, out);
+}
 absl::Status Neg(const KernelContext& ctx, absl::Span<const TensorView> in,
                  absl::Span<const TensorView> out, const OpAttrs&) {
   return Unary(ctx, MathUnaryCode::kNeg, OpKind::kNeg, in, out);

@@ -21,6 +21,11 @@ enum class MathUnaryCode : int {
   kReciprocal,
   kFloor,
   kCeil,
+  kSin,
+  kCos,
+  kRound,
+  kSoftplus,
+  kSign,  // FP32, INT32, INT64
   kNeg,  // FP32, INT32, INT64
   kAbs,  // FP32, INT32, INT64
   kLeakyRelu,

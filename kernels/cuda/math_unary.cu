@@ -51,6 +51,16 @@ cudaError_t LaunchMathUnary(MathUnaryCode op, ScalarType type, const void* x, vo
       return Map<float>(x, y, n, FloorOp(), stream);
     case MathUnaryCode::kCeil:
       return Map<float>(x, y, n, CeilOp(), stream);
+    case MathUnaryCode::kSin:
+      return Map<float>(x, y, n, SinOp(), stream);
+    case MathUnaryCode::kCos:
+      return Map<float>(x, y, n, CosOp(), stream);
+    case MathUnaryCode::kRound:
+      return Map<float>(x, y, n, RoundOp(), stream);
+    case MathUnaryCode::kSoftplus:
+      return Map<float>(x, y, n, SoftplusOp(), stream);
+    case MathUnaryCode::kSign:
+      return MapSigned<SignOp>(type, x, y, n, stream);
     case MathUnaryCode::kNeg:
       return MapSigned<NegOp>(type, x, y, n, stream);
     case MathUnaryCode::kAbs:

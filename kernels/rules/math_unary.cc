@@ -1,7 +1,8 @@
-// Rules of the math family's unary ops: Neg and Abs (FP32, INT32, INT64), the activations
-// with attributes (LeakyRelu, Elu, HardSigmoid, HardSwish), Clip (bounds from host
-// inputs), PRelu (slope broadcast to X) and Not (BOOL). The FP32-only unary math (Sqrt,
-// Exp, Log, Reciprocal, Floor, Ceil) shares the Unary rules of rules/elementwise.cc.
+// Rules of the math family's unary ops: Neg, Abs and Sign (FP32, INT32, INT64), the
+// activations with attributes (LeakyRelu, Elu, HardSigmoid, HardSwish), Clip (bounds from
+// host inputs), PRelu (slope broadcast to X) and Not (BOOL). The FP32-only unary math
+// (Sqrt, Exp, Log, Reciprocal, Floor, Ceil, Sin, Cos, Round, Softplus) shares the Unary
+// rules of rules/elementwise.cc.
 #include <cmath>
 #include <limits>
 

@@ -328,3 +328,28 @@ def _mod_cases(add, gen):
     y = (r.uniform(0.5, 3.0, size=(5,)) * r.choice([-1.0, 1.0], size=(5,))).astype(np.float32)
     add("mod_fp32_fmod", "Mod", 13, [("input", "A", x), ("input", "B", y)],
         [("C", np.fmod(x, y))], attrs={"fmod": ("int", 1)})
+    _trig_round_softplus_sign_cases(add, gen)
+
+
+def _trig_round_softplus_sign_cases(add, gen):
+    """Sin and Cos (positional and rotary embeddings computed in the graph), Round (halves
+    to even), Softplus (Mish's inner op) and Sign."""
+    r = gen()
+    x = float_data(r, (3, 7), -20.0, 20.0)
+    x.flat[:3] = [0.0, 3.14159265, -1.5707963]
+    add("sin", "Sin", 13, [("input", "input", x)],
+        [("output", np.sin(_f64(x)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    add("cos", "Cos", 13, [("input", "input", x)],
+        [("output", np.cos(_f64(x)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    h = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 1e7 + 1.0, -3.7, 2.2],
+                 np.float32)
+    add("round_halves_to_even", "Round", 13, [("input", "X", h)], [("Y", np.round(h))])
+    s = float_data(r, (2, 8), -30.0, 30.0)
+    s.flat[:4] = [0.0, 100.0, -100.0, 1e-3]
+    add("softplus", "Softplus", 13, [("input", "X", s)],
+        [("Y", np.logaddexp(0.0, _f64(s)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    g = x.copy()
+    g.flat[3] = 0.0
+    add("sign_fp32", "Sign", 13, [("input", "input", g)], [("output", np.sign(g))])
+    gi = np.array([[-7, 0, 3], [1 << 40, -(1 << 40), -1]], np.int64)
+    add("sign_int64", "Sign", 13, [("input", "input", gi)], [("output", np.sign(gi))])
