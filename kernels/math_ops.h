@@ -197,6 +197,34 @@ struct BoolEqualOp {
   NDS_HD_OP uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) == (b != 0); }
 };
 
+// ReduceL2, ReduceSumSquare, ReduceLogSumExp and ReduceProd of one output: its n values
+// get(0) .. get(n - 1), folded in that order on both devices so they round alike.
+// LogSumExp subtracts the values' max before exp (no overflow) and gives the max itself
+// when that is infinite or NaN; an empty reduction gives 0, 0, -inf and 1.
+enum class FoldReduce : int { kL2, kSumSquare, kLogSumExp, kProd };
+template <typename Get>
+NDS_HD_OP float FoldReduceValues(FoldReduce kind, int64_t n, const Get& get) {
+  if (kind == FoldReduce::kProd) {
+    float p = 1.0f;
+    for (int64_t r = 0; r < n; ++r) p *= get(r);
+    return p;
+  }
+  if (kind == FoldReduce::kLogSumExp) {
+    float m = -INFINITY;
+    for (int64_t r = 0; r < n; ++r) m = MaxOp()(m, get(r));
+    if (!(m > -INFINITY && m < INFINITY)) return m;
+    float s = 0.0f;
+    for (int64_t r = 0; r < n; ++r) s += expf(get(r) - m);
+    return m + logf(s);
+  }
+  float s = 0.0f;
+  for (int64_t r = 0; r < n; ++r) {
+    const float v = get(r);
+    s += v * v;
+  }
+  return kind == FoldReduce::kL2 ? sqrtf(s) : s;
+}
+
 }  // namespace ndserve::kernels
 
 #endif  // NDSERVE_KERNELS_MATH_OPS_H_

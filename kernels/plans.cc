@@ -135,6 +135,15 @@ absl::InlinedVector<int64_t, 6> ResolvePerm(const TransposeAttrs& attrs, int64_t
   return perm;
 }
 
+ReduceSplit SplitReducePlan(const ReducePlan& p) {
+  ReduceSplit s;
+  for (std::size_t d = 0; d < p.dims.size(); ++d) {
+    (p.reduced[d] ? s.reduced_dims : s.kept_dims).push_back(p.dims[d]);
+    (p.reduced[d] ? s.reduced_strides : s.kept_strides).push_back(p.in_strides[d]);
+  }
+  return s;
+}
+
 ScatterNDPlan MakeScatterNDPlan(ShapeSpan data, ShapeSpan indices) {
   ScatterNDPlan p;
   p.k = indices.back();

@@ -66,6 +66,14 @@ struct ReducePlan {
 // `axes` normalized and unique; empty means no reduction (identity).
 ReducePlan MakeReducePlan(ShapeSpan in, absl::Span<const int64_t> axes);
 
+// A ReducePlan's merged dims split into the kept ones (in output order) and the reduced
+// ones, each with its input strides: output o reads x[kept(o) + reduced(r)] for r <
+// reduce_numel, both offsets from a multi-index over their dims.
+struct ReduceSplit {
+  Shape kept_dims, kept_strides, reduced_dims, reduced_strides;
+};
+ReduceSplit SplitReducePlan(const ReducePlan& p);
+
 // Output element with multi-index (i0..in) over `out_dims` reads input element
 // sum(ik * in_strides[k]).
 struct TransposePlan {

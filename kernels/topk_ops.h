@@ -111,11 +111,12 @@ class TopKRow {
   int64_t s_;
 };
 
-// Index of the largest of x[0], x[stride], ..., x[(n-1) * stride] (n >= 1): the first
-// one among equals, or the last with select_last.
+// Index of the largest (smallest with largest false: ArgMin) of x[0], x[stride], ...,
+// x[(n-1) * stride] (n >= 1): the first one among equals, or the last with select_last.
 template <typename T>
-NDS_HD_OP int64_t ArgMaxRow(const T* x, int64_t n, int64_t stride, bool select_last) {
-  const RankOrder<T> order{true};
+NDS_HD_OP int64_t ArgMaxRow(const T* x, int64_t n, int64_t stride, bool select_last,
+                            bool largest = true) {
+  const RankOrder<T> order{largest};
   int64_t best = 0;
   T bv = x[0];
   for (int64_t j = 1; j < n; ++j) {

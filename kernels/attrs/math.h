@@ -35,10 +35,12 @@ struct ClipAttrs {
 };
 
 // ArgMax along `axis`; ties go to the first occurrence unless select_last_index.
+// ArgMax, and ArgMin with largest false.
 struct ArgMaxAttrs {
   int64_t axis = 0;
   bool keepdims = true;
   bool select_last_index = false;
+  bool largest = true;
 };
 
 // TopK's K (host input 1) and attributes. The kernels always return the K elements sorted

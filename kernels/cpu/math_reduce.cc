@@ -99,10 +99,16 @@ absl::Status ArgMax(const KernelContext&, absl::Span<const TensorView> in,
     for (int64_t o = 0; o < p.outer; ++o) {
       for (int64_t j = 0; j < p.inner; ++j) {
         y[o * p.inner + j] =
-            ArgMaxRow(x + o * p.axis_dim * p.inner + j, p.axis_dim, p.inner, a.select_last_index);
+            ArgMaxRow(x + o * p.axis_dim * p.inner + j, p.axis_dim, p.inner, a.select_last_index,
+                      a.largest);
       }
     }
   });
+}
+
+absl::Status ArgMin(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return ArgMax(ctx, in, out, attrs);  // the rule set largest = false
 }
 
 absl::Status TopK(const KernelContext&, absl::Span<const TensorView> in,

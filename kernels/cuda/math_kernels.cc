@@ -79,7 +79,41 @@ absl::Status ReduceMinMax(const KernelContext& ctx, OpKind op, absl::Span<const 
       absl::StrCat(OpKindName(op), " launch"));
 }
 
+absl::Status Fold(const KernelContext& ctx, OpKind op, FoldReduce kind,
+                  absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                  const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const std::vector<int64_t> axes =
+      *ResolveReduceAxes(std::get<ReduceAttrs>(attrs), in[0].shape.size(), OpKindName(op));
+  const ReducePlan p = MakeReducePlan(in[0].shape, axes);
+  const ReduceSplit s = SplitReducePlan(p);
+  NDS_ASSIGN_OR_RETURN(IndexMap kept, MakeIndexMap(OpKindName(op), s.kept_dims, s.kept_strides));
+  NDS_ASSIGN_OR_RETURN(IndexMap reduced,
+                       MakeIndexMap(OpKindName(op), s.reduced_dims, s.reduced_strides));
+  const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
+  return CudaStatus(LaunchFoldReduce(kind, in[0].as<const float>(), out[0].as<float>(), kept,
+                                     reduced, p.out_numel, reduce_n, StreamOf(ctx)),
+                    absl::StrCat(OpKindName(op), " launch"));
+}
+
 }  // namespace
+
+absl::Status ReduceL2(const KernelContext& ctx, absl::Span<const TensorView> in,
+                      absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Fold(ctx, OpKind::kReduceL2, FoldReduce::kL2, in, out, attrs);
+}
+absl::Status ReduceSumSquare(const KernelContext& ctx, absl::Span<const TensorView> in,
+                             absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Fold(ctx, OpKind::kReduceSumSquare, FoldReduce::kSumSquare, in, out, attrs);
+}
+absl::Status ReduceLogSumExp(const KernelContext& ctx, absl::Span<const TensorView> in,
+                             absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Fold(ctx, OpKind::kReduceLogSumExp, FoldReduce::kLogSumExp, in, out, attrs);
+}
+absl::Status ReduceProd(const KernelContext& ctx, absl::Span<const TensorView> in,
+                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Fold(ctx, OpKind::kReduceProd, FoldReduce::kProd, in, out, attrs);
+}
 
 absl::Status Sqrt(const KernelContext& ctx, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs&) {
@@ -255,8 +289,14 @@ absl::Status ArgMax(const KernelContext& ctx, absl::Span<const TensorView> in,
   const int64_t axis = *NormalizeAxis(a.axis, in[0].shape.size(), "ArgMax");
   const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
   return CudaStatus(LaunchArgMax(ToScalarType(in[0].dtype), in[0].data, out[0].as<int64_t>(),
-                                 p.outer, p.axis_dim, p.inner, a.select_last_index, StreamOf(ctx)),
-                    "ArgMax launch");
+                                 p.outer, p.axis_dim, p.inner, a.select_last_index, a.largest,
+                                 StreamOf(ctx)),
+                    a.largest ? "ArgMax launch" : "ArgMin launch");
+}
+
+absl::Status ArgMin(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return ArgMax(ctx, in, out, attrs);  // the rule set largest = false
 }
 
 absl::Status TopK(const KernelContext& ctx, absl::Span<const TensorView> in,

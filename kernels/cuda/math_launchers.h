@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/launchers.h"
+#include "kernels/math_ops.h"
 
 namespace ndserve::kernels::gpu {
 
@@ -70,8 +71,15 @@ cudaError_t LaunchReduceMinMax(bool is_max, ScalarType type, const void* x, void
                                const IndexMap& kept, const IndexMap& reduced, int64_t out_n,
                                int64_t reduce_n, cudaStream_t stream);
 // Along the middle dim of [outer, axis_dim, inner] (AxisPlan), FP32, INT32 or INT64.
+// ReduceL2, ReduceSumSquare, ReduceLogSumExp or ReduceProd (FP32): y[o] folds
+// x[kept(o) + reduced(r)] for r < reduce_n (kernels/math_ops.h FoldReduceValues).
+cudaError_t LaunchFoldReduce(FoldReduce kind, const float* x, float* y, const IndexMap& kept,
+                             const IndexMap& reduced, int64_t out_n, int64_t reduce_n,
+                             cudaStream_t stream);
+// ArgMin with largest false.
 cudaError_t LaunchArgMax(ScalarType type, const void* x, int64_t* y, int64_t outer,
-                         int64_t axis_dim, int64_t inner, bool select_last, cudaStream_t stream);
+                         int64_t axis_dim, int64_t inner, bool select_last, bool largest,
+                         cudaStream_t stream);
 // Values and indices are [outer, k, inner], best first.
 cudaError_t LaunchTopK(ScalarType type, const void* x, void* values, int64_t* indices,
                        int64_t outer, int64_t axis_dim, int64_t inner, int64_t k, bool largest,

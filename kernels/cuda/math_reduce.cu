@@ -1,4 +1,5 @@
-// The math family's reductions and axis ops: ReduceMax/ReduceMin (one thread per output),
+// The math family's reductions and axis ops: ReduceMax/ReduceMin and ReduceL2,
+// ReduceSumSquare, ReduceLogSumExp, ReduceProd (one thread per output),
 // ArgMax, TopK and CumSum (one thread per (outer, inner) row along the axis, sharing the
 // row code of kernels/topk_ops.h with the CPU), LogSoftmax (one warp per row for the last
 // axis, else one thread per column).
@@ -39,6 +40,21 @@ cudaError_t Reduce(const void* x, void* y, const IndexMap& kept, const IndexMap&
   return cudaGetLastError();
 }
 
+struct ReducedValues {
+  const float* base;
+  const IndexMap* reduced;
+  __device__ float operator()(int64_t r) const { return base[MapOffset0(*reduced, r)]; }
+};
+
+// One thread per output, folding its values in order as the CPU does (math_ops.h).
+__global__ void FoldReduceKernel(const float* x, float* y, IndexMap kept, IndexMap reduced,
+                                 int64_t out_n, int64_t reduce_n, FoldReduce kind) {
+  for (int64_t o = GlobalThread(); o < out_n; o += GridThreads()) {
+    const ReducedValues values{x + (reduce_n == 0 ? 0 : MapOffset0(kept, o)), &reduced};
+    y[o] = FoldReduceValues(kind, reduce_n, values);
+  }
+}
+
 template <typename T>
 cudaError_t ReduceTyped(bool is_max, const void* x, void* y, const IndexMap& kept,
                         const IndexMap& reduced, int64_t out_n, int64_t reduce_n,
@@ -58,10 +74,10 @@ cudaError_t ReduceTyped(bool is_max, const void* x, void* y, const IndexMap& kep
 
 template <typename T>
 __global__ void ArgMaxKernel(const T* x, int64_t* y, int64_t outer, int64_t n, int64_t inner,
-                             bool select_last) {
+                             bool select_last, bool largest) {
   for (int64_t c = GlobalThread(); c < outer * inner; c += GridThreads()) {
     const int64_t o = c / inner, j = c - o * inner;
-    y[c] = ArgMaxRow(x + o * n * inner + j, n, inner, select_last);
+    y[c] = ArgMaxRow(x + o * n * inner + j, n, inner, select_last, largest);
   }
 }
 
@@ -146,23 +162,33 @@ cudaError_t LaunchReduceMinMax(bool is_max, ScalarType type, const void* x, void
   }
 }
 
+cudaError_t LaunchFoldReduce(FoldReduce kind, const float* x, float* y, const IndexMap& kept,
+                             const IndexMap& reduced, int64_t out_n, int64_t reduce_n,
+                             cudaStream_t stream) {
+  if (out_n == 0) return cudaSuccess;
+  FoldReduceKernel<<<GridFor(out_n), kBlock, 0, stream>>>(x, y, kept, reduced, out_n, reduce_n,
+                                                          kind);
+  return cudaGetLastError();
+}
+
 cudaError_t LaunchArgMax(ScalarType type, const void* x, int64_t* y, int64_t outer,
-                         int64_t axis_dim, int64_t inner, bool select_last, cudaStream_t stream) {
+                         int64_t axis_dim, int64_t inner, bool select_last, bool largest,
+                         cudaStream_t stream) {
   const int64_t rows = outer * inner;
   if (rows == 0 || axis_dim == 0) return cudaSuccess;
   const unsigned grid = GridFor(rows);
   switch (type) {
     case ScalarType::kFp32:
       ArgMaxKernel<float><<<grid, kBlock, 0, stream>>>(static_cast<const float*>(x), y, outer,
-                                                       axis_dim, inner, select_last);
+                                                       axis_dim, inner, select_last, largest);
       break;
     case ScalarType::kInt32:
       ArgMaxKernel<int32_t><<<grid, kBlock, 0, stream>>>(static_cast<const int32_t*>(x), y, outer,
-                                                         axis_dim, inner, select_last);
+                                                         axis_dim, inner, select_last, largest);
       break;
     case ScalarType::kInt64:
       ArgMaxKernel<int64_t><<<grid, kBlock, 0, stream>>>(static_cast<const int64_t*>(x), y, outer,
-                                                         axis_dim, inner, select_last);
+                                                         axis_dim, inner, select_last, largest);
       break;
     default:
       return cudaErrorInvalidValue;

@@ -49,6 +49,7 @@ absl::StatusOr<OpAttrs> BuildArgMax(OpKind op, int, const AttrMap& attrs, const 
   NDS_ASSIGN_OR_RETURN(a.axis, GetAttr<int64_t>(op, attrs, "axis", 0));
   NDS_ASSIGN_OR_RETURN(a.keepdims, GetBoolAttr(op, attrs, "keepdims", true));
   NDS_ASSIGN_OR_RETURN(a.select_last_index, GetBoolAttr(op, attrs, "select_last_index", false));
+  a.largest = op != OpKind::kArgMin;
   return a;
 }
 

@@ -353,3 +353,38 @@ def _trig_round_softplus_sign_cases(add, gen):
     add("sign_fp32", "Sign", 13, [("input", "input", g)], [("output", np.sign(g))])
     gi = np.array([[-7, 0, 3], [1 << 40, -(1 << 40), -1]], np.int64)
     add("sign_int64", "Sign", 13, [("input", "input", gi)], [("output", np.sign(gi))])
+    _fold_reduce_cases(add, gen)
+
+
+def _fold_reduce_cases(add, gen):
+    """ReduceL2 (F.normalize), ReduceSumSquare, ReduceLogSumExp (torch.logsumexp, here with
+    values whose exp overflows FP32), ReduceProd, and ArgMin with ties."""
+    r = gen()
+    x = float_data(r, (2, 3, 4))
+    add("reducel2_last_axis", "ReduceL2", 13, [("input", "data", x)],
+        [("reduced", np.sqrt((_f64(x) ** 2).sum(axis=-1, keepdims=True)).astype(np.float32))],
+        attrs={"axes": ("ints", [-1])}, tol=REDUCE_TOL)
+    add("reducesumsquare_outer_axes", "ReduceSumSquare", 13, [("input", "data", x)],
+        [("reduced", (_f64(x) ** 2).sum(axis=(0, 2)).astype(np.float32))],
+        attrs={"axes": ("ints", [0, 2]), "keepdims": ("int", 0)}, tol=REDUCE_TOL)
+    big = float_data(r, (3, 5), -5.0, 5.0)
+    big[0] += 100.0
+    big[1, 2] = -np.inf
+    lse = np.log(np.exp(_f64(big) - _f64(big).max(axis=1, keepdims=True)).sum(axis=1)) + \
+        _f64(big).max(axis=1)
+    add("reducelogsumexp_large", "ReduceLogSumExp", 13, [("input", "data", big)],
+        [("reduced", lse.astype(np.float32))], attrs={"axes": ("ints", [1]), "keepdims": ("int", 0)},
+        tol=REDUCE_TOL)
+    p = float_data(r, (2, 6, 3), 0.5, 1.5)
+    add("reduceprod_middle_axis", "ReduceProd", 13, [("input", "data", p)],
+        [("reduced", _f64(p).prod(axis=1, keepdims=True).astype(np.float32))],
+        attrs={"axes": ("ints", [1])}, tol=REDUCE_TOL)
+    a = np.array([[3.0, 1.0, 1.0, 2.0], [0.5, 0.5, -4.0, -4.0]], np.float32)
+    add("argmin_first_of_ties", "ArgMin", 13, [("input", "data", a)],
+        [("reduced", np.argmin(a, axis=1).reshape(2, 1).astype(np.int64))],
+        attrs={"axis": ("int", 1)})
+    ai = np.array([[5, -2, 7, -2], [9, 9, 9, 1]], np.int64)
+    last = ai.shape[1] - 1 - np.argmin(ai[:, ::-1], axis=1)
+    add("argmin_int64_select_last", "ArgMin", 13, [("input", "data", ai)],
+        [("reduced", last.astype(np.int64))],
+        attrs={"axis": ("int", 1), "keepdims": ("int", 0), "select_last_index": ("int", 1)})
