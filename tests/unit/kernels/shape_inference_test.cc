@@ -143,6 +143,52 @@ TEST(ShapeInference, ShapeOps) {
             absl::StatusCode::kUnimplemented);
 }
 
+// The operators PyTorch's GroupNorm, PixelShuffle, indexed assignment and remainder
+// export to: shapes, and INVALID_ARGUMENT naming the op and the shapes when they do not fit.
+TEST(ShapeInference, InstanceNormDepthSpaceScatterNDMod) {
+  EXPECT_THAT(OutShape(OpKind::kInstanceNormalization, {F32({2, 4, 5, 6}), F32({4}), F32({4})},
+                       BatchNormAttrs{}),
+              ElementsAre(2, 4, 5, 6));
+  absl::Status s = Error(OpKind::kInstanceNormalization, {F32({2, 4, 5}), F32({3}), F32({4})},
+                         BatchNormAttrs{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("InstanceNormalization"), HasSubstr("[3]")));
+  EXPECT_EQ(Error(OpKind::kInstanceNormalization, {F32({2, 4}), F32({4}), F32({4})},
+                  BatchNormAttrs{})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
+  DepthSpaceAttrs d2s{2, true, true};
+  EXPECT_THAT(OutShape(OpKind::kDepthToSpace, {F32({1, 8, 3, 5})}, d2s), ElementsAre(1, 2, 6, 10));
+  s = Error(OpKind::kDepthToSpace, {F32({1, 6, 3, 5})}, d2s);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("DepthToSpace"), HasSubstr("[1,6,3,5]")));
+  DepthSpaceAttrs s2d{3, false, false};
+  EXPECT_THAT(OutShape(OpKind::kSpaceToDepth, {F32({2, 2, 6, 9})}, s2d), ElementsAre(2, 18, 2, 3));
+  EXPECT_EQ(Error(OpKind::kSpaceToDepth, {F32({2, 2, 6, 8})}, s2d).code(),
+            absl::StatusCode::kInvalidArgument);
+  // blocksize^2 overflows: refused, not wrapped.
+  EXPECT_EQ(Error(OpKind::kSpaceToDepth, {F32({1, 1, 0, 0})},
+                  DepthSpaceAttrs{int64_t{1} << 40, false, false})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
+  EXPECT_THAT(OutShape(OpKind::kScatterND, {F32({4, 5, 6}), I64({2, 3, 2}), F32({2, 3, 6})},
+                       ScatterNDAttrs{}),
+              ElementsAre(4, 5, 6));
+  s = Error(OpKind::kScatterND, {F32({4, 5, 6}), I64({2, 2}), F32({2, 5})}, ScatterNDAttrs{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("ScatterND"), HasSubstr("[2,6]")));
+  EXPECT_EQ(Error(OpKind::kScatterND, {F32({4}), I64({2, 2}), F32({2})}, ScatterNDAttrs{}).code(),
+            absl::StatusCode::kInvalidArgument);  // tuples longer than data's rank
+
+  EXPECT_THAT(OutShape(OpKind::kMod, {I64({2, 3}), I64({3})}, ModAttrs{}), ElementsAre(2, 3));
+  s = Error(OpKind::kMod, {F32({2}), F32({2})}, ModAttrs{false});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("fmod=1"));
+  EXPECT_THAT(OutShape(OpKind::kMod, {F32({2}), F32({2})}, ModAttrs{true}), ElementsAre(2));
+}
+
 TEST(Plans, BroadcastMergesContiguousDims) {
   // [2,3,4] + [4]: the three output dims collapse to [6,4] with B broadcast on the outer.
   const BroadcastPlan p = MakeBroadcastPlan(Shape{2, 3, 4}, Shape{2, 3, 4}, Shape{4});
