@@ -39,26 +39,29 @@ absl::Status Concat(const KernelContext&, absl::Span<const TensorView> in,
   return absl::OkStatus();
 }
 
+namespace {
+
+// y = x moved as the plan says, whatever x's element type (Transpose, DepthToSpace).
+absl::Status GatherTransposed(const TensorView& x, const TensorView& y, const TransposePlan& p) {
+  ForElementSize(x.dtype, [&](auto e) {
+    using E = decltype(e);
+    StridedGather(x.as<const E>(), y.as<E>(), p);
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Transpose(const KernelContext&, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const auto perm = ResolvePerm(std::get<TransposeAttrs>(attrs), in[0].shape.size());
-  const TransposePlan p = MakeTransposePlan(in[0].shape, perm);
-  ForElementSize(in[0].dtype, [&](auto e) {
-    using E = decltype(e);
-    StridedGather(in[0].as<const E>(), out[0].as<E>(), p);
-  });
-  return absl::OkStatus();
+  return GatherTransposed(in[0], out[0], MakeTransposePlan(in[0].shape, perm));
 }
 
 absl::Status DepthSpace(const KernelContext&, absl::Span<const TensorView> in,
                         absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const DepthSpaceView v = MakeDepthSpaceView(std::get<DepthSpaceAttrs>(attrs), in[0].shape);
-  const TransposePlan p = MakeTransposePlan(v.dims, v.perm);
-  ForElementSize(in[0].dtype, [&](auto e) {
-    using E = decltype(e);
-    StridedGather(in[0].as<const E>(), out[0].as<E>(), p);
-  });
-  return absl::OkStatus();
+  return GatherTransposed(in[0], out[0], MakeTransposePlan(v.dims, v.perm));
 }
 
 }  // namespace ndserve::kernels::cpu

@@ -1,5 +1,6 @@
 // CUDA entry points for everything but GEMM: plan on the host (plans.h, shared with the
 // CPU), then launch the .cu kernels or queue async copies on the context's stream.
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
@@ -50,6 +51,15 @@ absl::Status Reduce(const KernelContext& ctx, OpKind op, absl::Span<const Tensor
   return CudaStatus(LaunchReduce(in[0].as<const float>(), out[0].as<float>(), kept, reduced,
                                  p.out_numel, reduce_n, scale, StreamOf(ctx)),
                     absl::StrCat(OpKindName(op), " launch"));
+}
+
+// y = x moved as the plan says, any element size (Transpose, DepthToSpace, SpaceToDepth).
+absl::Status GatherTransposed(const KernelContext& ctx, absl::string_view op, const TensorView& x,
+                              const TensorView& y, const TransposePlan& p) {
+  NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap(op, p.out_dims, p.in_strides));
+  return CudaStatus(LaunchTranspose(x.data, y.data, static_cast<int>(DTypeSize(x.dtype)), map,
+                                    p.numel, StreamOf(ctx)),
+                    absl::StrCat(op, " launch"));
 }
 
 }  // namespace
@@ -240,24 +250,15 @@ absl::Status Transpose(const KernelContext& ctx, absl::Span<const TensorView> in
                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const auto perm = ResolvePerm(std::get<TransposeAttrs>(attrs), in[0].shape.size());
-  const TransposePlan p = MakeTransposePlan(in[0].shape, perm);
-  NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("Transpose", p.out_dims, p.in_strides));
-  return CudaStatus(
-      LaunchTranspose(in[0].data, out[0].data, static_cast<int>(DTypeSize(in[0].dtype)), map,
-                      p.numel, StreamOf(ctx)),
-      "Transpose launch");
+  return GatherTransposed(ctx, "Transpose", in[0], out[0], MakeTransposePlan(in[0].shape, perm));
 }
 
 absl::Status DepthSpace(const KernelContext& ctx, absl::Span<const TensorView> in,
                         absl::Span<const TensorView> out, const OpAttrs& attrs) {
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const DepthSpaceView v = MakeDepthSpaceView(std::get<DepthSpaceAttrs>(attrs), in[0].shape);
-  const TransposePlan p = MakeTransposePlan(v.dims, v.perm);
-  NDS_ASSIGN_OR_RETURN(IndexMap map, MakeIndexMap("DepthToSpace/SpaceToDepth", p.out_dims, p.in_strides));
-  return CudaStatus(
-      LaunchTranspose(in[0].data, out[0].data, static_cast<int>(DTypeSize(in[0].dtype)), map,
-                      p.numel, StreamOf(ctx)),
-      "DepthToSpace/SpaceToDepth launch");
+  return GatherTransposed(ctx, "DepthToSpace/SpaceToDepth", in[0], out[0],
+                          MakeTransposePlan(v.dims, v.perm));
 }
 
 absl::Status CopyInput(const KernelContext& ctx, absl::Span<const TensorView> in,

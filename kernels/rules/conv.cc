@@ -205,6 +205,21 @@ absl::StatusOr<Descs> InferGlobalPool(OpKind op, absl::Span<const TensorDesc> in
   return Descs{{DType::kFp32, out}};
 }
 
+// Inputs 1.. of a normalization are one value per channel: shape [C] of X (N, C, ...).
+// names[i] is input i's name in the ONNX definition.
+absl::Status CheckPerChannel(OpKind op, absl::Span<const TensorDesc> in,
+                             absl::Span<const char* const> names) {
+  const ShapeSpan x = in[0].shape;
+  for (std::size_t i = 1; i < in.size(); ++i) {
+    if (in[i].shape.size() != 1 || in[i].shape[0] != x[1]) {
+      return Invalid(op, absl::StrCat(names[i], " has shape ", ShapeToString(in[i].shape),
+                                      ", expected [", x[1], "] (", names[0], " ",
+                                      ShapeToString(x), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<OpAttrs> BuildBatchNorm(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
   BatchNormAttrs a;
   NDS_ASSIGN_OR_RETURN(a.epsilon, GetAttr<float>(op, attrs, "epsilon", 1e-5f));
@@ -229,12 +244,7 @@ absl::StatusOr<Descs> InferBatchNorm(OpKind op, absl::Span<const TensorDesc> in,
     return Invalid(op, absl::StrCat("X must be (N, C, ...), got ", ShapeToString(x)));
   }
   static constexpr const char* kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
-  for (int i = 1; i < 5; ++i) {
-    if (in[i].shape.size() != 1 || in[i].shape[0] != x[1]) {
-      return Invalid(op, absl::StrCat(kNames[i], " has shape ", ShapeToString(in[i].shape),
-                                      ", expected [", x[1], "] (X ", ShapeToString(x), ")"));
-    }
-  }
+  NDS_RETURN_IF_ERROR(CheckPerChannel(op, in, kNames));
   return Descs{in[0]};
 }
 
@@ -261,12 +271,7 @@ absl::StatusOr<Descs> InferInstanceNorm(OpKind op, absl::Span<const TensorDesc> 
     return Invalid(op, absl::StrCat("X must be (N, C, D1, ...), got ", ShapeToString(x)));
   }
   static constexpr const char* kNames[] = {"input", "scale", "B"};
-  for (int i = 1; i < 3; ++i) {
-    if (in[i].shape.size() != 1 || in[i].shape[0] != x[1]) {
-      return Invalid(op, absl::StrCat(kNames[i], " has shape ", ShapeToString(in[i].shape),
-                                      ", expected [", x[1], "] (input ", ShapeToString(x), ")"));
-    }
-  }
+  NDS_RETURN_IF_ERROR(CheckPerChannel(op, in, kNames));
   return Descs{in[0]};
 }
 
