@@ -38,13 +38,10 @@ absl::Status Reduce(const KernelContext& ctx, OpKind op, absl::Span<const Tensor
     return CopyInput(ctx, in, out, attrs);
   }
   const ReducePlan p = MakeReducePlan(in[0].shape, axes);
-  Shape kept_dims, kept_strides, red_dims, red_strides;
-  for (std::size_t d = 0; d < p.dims.size(); ++d) {
-    (p.reduced[d] ? red_dims : kept_dims).push_back(p.dims[d]);
-    (p.reduced[d] ? red_strides : kept_strides).push_back(p.in_strides[d]);
-  }
-  NDS_ASSIGN_OR_RETURN(IndexMap kept, MakeIndexMap(OpKindName(op), kept_dims, kept_strides));
-  NDS_ASSIGN_OR_RETURN(IndexMap reduced, MakeIndexMap(OpKindName(op), red_dims, red_strides));
+  const ReduceSplit s = SplitReducePlan(p);
+  NDS_ASSIGN_OR_RETURN(IndexMap kept, MakeIndexMap(OpKindName(op), s.kept_dims, s.kept_strides));
+  NDS_ASSIGN_OR_RETURN(IndexMap reduced,
+                       MakeIndexMap(OpKindName(op), s.reduced_dims, s.reduced_strides));
   const float scale = op == OpKind::kReduceMean ? 1.0f / static_cast<float>(p.reduce_numel) : 1.0f;
   // An empty input reduces to zeros (or NaN means): reduce_numel is then 0.
   const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
