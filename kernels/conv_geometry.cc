@@ -37,9 +37,9 @@ absl::StatusOr<std::vector<Dim>> ReadDims(absl::string_view op, ShapeSpan x_spat
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": X needs at least one spatial dim (N, C, spatial...)"));
   }
-  if (r > 2) {
+  if (r > 3) {
     return absl::UnimplementedError(absl::StrCat(
-        op, ": only 1-D and 2-D spatial inputs are supported, got ", r, " spatial dims"));
+        op, ": only 1-D, 2-D and 3-D spatial inputs are supported, got ", r, " spatial dims"));
   }
   if (k_spatial.size() != r) {
     return absl::InvalidArgumentError(
@@ -145,15 +145,18 @@ ConvGeometry ToGeometry(const std::vector<Dim>& dims) {
   ConvGeometry g;
   g.spatial_rank = static_cast<int>(dims.size());
   const Dim unit{1, 1, 1, 1, 0, 0, 1};
-  const Dim& h = dims.size() == 2 ? dims[0] : unit;
+  const std::size_t r = dims.size();
+  const Dim& d = r == 3 ? dims[0] : unit;
+  const Dim& h = r >= 2 ? dims[r - 2] : unit;
   const Dim& w = dims.back();
-  g.in_h = h.in, g.in_w = w.in;
-  g.k_h = h.k, g.k_w = w.k;
-  g.stride_h = h.stride, g.stride_w = w.stride;
-  g.dil_h = h.dil, g.dil_w = w.dil;
+  g.in_d = d.in, g.in_h = h.in, g.in_w = w.in;
+  g.k_d = d.k, g.k_h = h.k, g.k_w = w.k;
+  g.stride_d = d.stride, g.stride_h = h.stride, g.stride_w = w.stride;
+  g.dil_d = d.dil, g.dil_h = h.dil, g.dil_w = w.dil;
+  g.pad_front = d.pad_begin, g.pad_back = d.pad_end;
   g.pad_top = h.pad_begin, g.pad_bottom = h.pad_end;
   g.pad_left = w.pad_begin, g.pad_right = w.pad_end;
-  g.out_h = h.out, g.out_w = w.out;
+  g.out_d = d.out, g.out_h = h.out, g.out_w = w.out;
   return g;
 }
 

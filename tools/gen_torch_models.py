@@ -274,6 +274,55 @@ class GroupNormUNet(nn.Module):
         return self.head(F.silu(self.head_norm(x)))
 
 
+class TinyVideoResNet(nn.Module):
+    """torchvision's video ResNet blocks (r3d_18's Conv3DSimple, r2plus1d_18's Conv2Plus1D)
+    at a quarter of their width, on 8-frame 32 x 32 clips: 3-D Conv, BatchNorm over 5-D
+    tensors, a 3-D MaxPool and a GlobalAveragePool over a volume in the export."""
+
+    def __init__(self, classes=10):
+        from torchvision.models.video.resnet import BasicBlock, Conv2Plus1D, Conv3DSimple
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv3d(3, 16, (3, 7, 7), stride=(1, 2, 2), padding=(1, 3, 3), bias=False),
+            nn.BatchNorm3d(16), nn.ReLU(inplace=True))
+        self.pool = nn.MaxPool3d((1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
+        self.layer1 = BasicBlock(16, 16, Conv3DSimple)
+        down = nn.Sequential(nn.Conv3d(16, 32, 1, stride=2, bias=False), nn.BatchNorm3d(32))
+        self.layer2 = BasicBlock(16, 32, Conv2Plus1D, stride=2, downsample=down)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(32, classes))
+
+    def forward(self, clips):
+        return self.head(self.layer2(self.layer1(self.pool(self.stem(clips)))))
+
+
+class TinyUNet3d(nn.Module):
+    """A volumetric segmentation UNet (the 3D U-Net / nnU-Net shape): Conv3d +
+    InstanceNorm3d + LeakyReLU blocks, a MaxPool3d down, a ConvTranspose3d up, a skip
+    concatenation and an AvgPool3d smoothing of the logits. Depth, height and width are
+    dynamic."""
+
+    @staticmethod
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv3d(cin, cout, 3, padding=1),
+                             nn.InstanceNorm3d(cout, affine=True), nn.LeakyReLU(0.01))
+
+    def __init__(self):
+        super().__init__()
+        self.enc = self.block(1, 8)
+        self.down = nn.MaxPool3d(2)
+        self.mid = self.block(8, 16)
+        self.up = nn.ConvTranspose3d(16, 8, 2, stride=2)
+        self.dec = self.block(16, 8)
+        self.head = nn.Conv3d(8, 3, 1)
+        self.smooth = nn.AvgPool3d(3, stride=1, padding=1)
+
+    def forward(self, volume):
+        skip = self.enc(volume)
+        x = self.mid(self.down(skip))
+        x = self.dec(torch.cat([self.up(x), skip], dim=1))
+        return self.smooth(self.head(x))
+
+
 # ---------------------------------------------------------------------------------------
 # The model table
 
@@ -295,6 +344,14 @@ class Spec:
 def image_set(batch, size=224):
     def make(rng):
         return [rng.standard_normal((batch, 3, size, size)).astype(np.float32)]
+
+    return make
+
+
+def volume_set(*shape):
+    """One float input of exactly this shape: clips (N, 3, T, H, W), volumes (N, 1, D, H, W)."""
+    def make(rng):
+        return [rng.standard_normal(shape).astype(np.float32)]
 
     return make
 
@@ -385,6 +442,14 @@ MODELS = [
          {"image": {0: "batch", 2: "height", 3: "width"},
           "denoised": {0: "batch", 2: "height", 3: "width"}},
          [("b1_32", image_set(1, 32)), ("b2_48", image_set(2, 48))]),
+    Spec("video_resnet_tiny", TinyVideoResNet, ["clips"], ["logits"],
+         {"clips": {0: "batch"}, "logits": {0: "batch"}},
+         [("b1", volume_set(1, 3, 8, 32, 32)), ("b2", volume_set(2, 3, 8, 32, 32))],
+         calibrate=volume_set(4, 3, 8, 32, 32)),
+    Spec("unet3d_tiny", TinyUNet3d, ["volume"], ["logits"],
+         {"volume": {0: "batch", 2: "depth", 3: "height", 4: "width"},
+          "logits": {0: "batch", 2: "depth", 3: "height", 4: "width"}},
+         [("b1_16", volume_set(1, 1, 16, 16, 16)), ("b2_8x12x16", volume_set(2, 1, 8, 12, 16))]),
 ]
 
 

@@ -40,22 +40,27 @@ constexpr int64_t kIm2ColBandBytes = int64_t{1} << 20;
 // Most bytes of the col matrix of the images that share one GEMM (see FoldedConv).
 constexpr int64_t kFoldedColBytes = int64_t{8} << 20;
 
-// The window walk shared by im2col and col2im: an image of img_h x img_w pixels and a
-// grid of col_h x col_w window positions; position (r, s), tap (ki, kj) reads image pixel
-// (r * sh - pt + ki * dh, s * sw - pl + kj * dw) when it lies inside the image.
+// The window walk shared by im2col and col2im: an image of img_d x img_h x img_w pixels
+// and a grid of col_d x col_h x col_w window positions; position (z, r, s), tap
+// (kz, ki, kj) reads image pixel (z * sd - pf + kz * dd, r * sh - pt + ki * dh,
+// s * sw - pl + kj * dw) when it lies inside the image. A 2-D conv has depth 1. The walks
+// go by "rows": row R is the window positions (R / col_h, R % col_h, *), so a band of
+// rows is a contiguous run of output whatever the rank.
 struct Window {
-  int64_t img_h, img_w, col_h, col_w, kh, kw, sh, sw, dh, dw, pt, pl;
+  int64_t img_d, img_h, img_w, col_d, col_h, col_w, kd, kh, kw, sd, sh, sw, dd, dh, dw, pf, pt, pl;
 
-  int64_t col_plane() const { return col_h * col_w; }
+  int64_t rows() const { return col_d * col_h; }
 };
 
 Window ConvWindow(const ConvGeometry& g) {  // image = X, positions = Y
-  return {g.in_h,     g.in_w,     g.out_h, g.out_w, g.k_h,     g.k_w,
-          g.stride_h, g.stride_w, g.dil_h, g.dil_w, g.pad_top, g.pad_left};
+  return {g.in_d,  g.in_h,  g.in_w,  g.out_d,     g.out_h,    g.out_w,
+          g.k_d,   g.k_h,   g.k_w,   g.stride_d,  g.stride_h, g.stride_w,
+          g.dil_d, g.dil_h, g.dil_w, g.pad_front, g.pad_top,  g.pad_left};
 }
 Window TransposeWindow(const ConvGeometry& g) {  // image = Y, positions = X
-  return {g.out_h,    g.out_w,    g.in_h,  g.in_w,  g.k_h,     g.k_w,
-          g.stride_h, g.stride_w, g.dil_h, g.dil_w, g.pad_top, g.pad_left};
+  return {g.out_d, g.out_h, g.out_w, g.in_d,      g.in_h,     g.in_w,
+          g.k_d,   g.k_h,   g.k_w,   g.stride_d,  g.stride_h, g.stride_w,
+          g.dil_d, g.dil_h, g.dil_w, g.pad_front, g.pad_top,  g.pad_left};
 }
 
 // Positions s in [0, n) with 0 <= s * stride + off < size: [*lo, *hi).
@@ -66,59 +71,98 @@ void ValidRange(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t* l
   *hi = std::clamp<int64_t>(ceil_div(size - off, stride), *lo, n);
 }
 
-// col[(c * kh + ki) * kw + kj][(r - r0) * col_w + s] = image pixel or 0, for `channels`
-// planes and the window rows r in [r0, r1): one tile of the full col matrix, whose rows
-// lie `ld` floats apart.
-void Im2Col(const float* img, int64_t channels, const Window& w, int64_t r0, int64_t r1, int64_t ld,
-            float* col) {
-  const int64_t plane = w.img_h * w.img_w;
+// Walks window rows from `rr` on, and gives the image row (in units of img_w) each one
+// reads at taps (kz, ki), or -1 where that row is in the padding. One division at the
+// start, none per row: im2col's rows are often only a few dozen floats.
+class RowWalk {
+ public:
+  RowWalk(const Window& w, int64_t rr, int64_t kz, int64_t ki)
+      : w_(w),
+        z_(rr / w.col_h),
+        r_(rr % w.col_h),
+        z_off_(kz * w.dd - w.pf),
+        h_off_(ki * w.dh - w.pt) {}
+
+  int64_t ImageRow() const {
+    const int64_t iz = z_ * w_.sd + z_off_, ih = r_ * w_.sh + h_off_;
+    if (iz < 0 || iz >= w_.img_d || ih < 0 || ih >= w_.img_h) return -1;
+    return iz * w_.img_h + ih;
+  }
+  void Next() {
+    if (++r_ == w_.col_h) {
+      r_ = 0;
+      ++z_;
+    }
+  }
+
+ private:
+  const Window& w_;
+  int64_t z_, r_, z_off_, h_off_;
+};
+
+// Calls fn(c, tap, walk, off_w, lo, hi) for each of `channels` planes and each kernel tap
+// (kz, ki, kj), tap = ((c * kd + kz) * kh + ki) * kw + kj being the col matrix's row:
+// `walk` starts at window row r0, and window columns [lo, hi) read image column
+// s * sw + off_w inside the image.
+template <typename Fn>
+void ForEachTap(const Window& w, int64_t channels, int64_t r0, Fn fn) {
   for (int64_t c = 0; c < channels; ++c) {
-    const float* xc = img + c * plane;
-    for (int64_t ki = 0; ki < w.kh; ++ki) {
-      for (int64_t kj = 0; kj < w.kw; ++kj) {
-        const int64_t off_w = kj * w.dw - w.pl;
-        int64_t lo, hi;
-        ValidRange(off_w, w.sw, w.img_w, w.col_w, &lo, &hi);
-        float* row = col + ((c * w.kh + ki) * w.kw + kj) * ld;
-        for (int64_t r = r0; r < r1; ++r, row += w.col_w) {
-          const int64_t ih = r * w.sh - w.pt + ki * w.dh;
-          if (ih < 0 || ih >= w.img_h) {
-            std::fill(row, row + w.col_w, 0.0f);
-            continue;
-          }
-          const float* xr = xc + ih * w.img_w;
-          std::fill(row, row + lo, 0.0f);
-          if (w.sw == 1) {
-            std::memcpy(row + lo, xr + lo + off_w, (hi - lo) * sizeof(float));
-          } else {
-            for (int64_t s = lo; s < hi; ++s) row[s] = xr[s * w.sw + off_w];
-          }
-          std::fill(row + hi, row + w.col_w, 0.0f);
+    for (int64_t kz = 0; kz < w.kd; ++kz) {
+      for (int64_t ki = 0; ki < w.kh; ++ki) {
+        for (int64_t kj = 0; kj < w.kw; ++kj) {
+          const int64_t off_w = kj * w.dw - w.pl;
+          int64_t lo, hi;
+          ValidRange(off_w, w.sw, w.img_w, w.col_w, &lo, &hi);
+          fn(c, ((c * w.kd + kz) * w.kh + ki) * w.kw + kj, RowWalk(w, r0, kz, ki), off_w, lo, hi);
         }
       }
     }
   }
 }
 
-// The adjoint of Im2Col: image pixel += every col entry that reads it.
+// col[tap][(R - r0) * col_w + s] = image pixel or 0, for `channels` planes and the
+// window rows R in [r0, r1): one tile of the full col matrix, whose rows lie `ld` floats
+// apart.
+void Im2Col(const float* img, int64_t channels, const Window& w, int64_t r0, int64_t r1, int64_t ld,
+            float* col) {
+  const int64_t plane = w.img_d * w.img_h * w.img_w;
+  ForEachTap(w, channels, r0,
+             [&](int64_t c, int64_t tap, RowWalk walk, int64_t off_w, int64_t lo, int64_t hi) {
+               const float* xc = img + c * plane;
+               float* row = col + tap * ld;
+               for (int64_t rr = r0; rr < r1; ++rr, row += w.col_w, walk.Next()) {
+                 const int64_t ir = walk.ImageRow();
+                 if (ir < 0) {
+                   std::fill(row, row + w.col_w, 0.0f);
+                   continue;
+                 }
+                 const float* xr = xc + ir * w.img_w;
+                 std::fill(row, row + lo, 0.0f);
+                 if (w.sw == 1) {
+                   std::memcpy(row + lo, xr + lo + off_w, (hi - lo) * sizeof(float));
+                 } else {
+                   for (int64_t s = lo; s < hi; ++s) row[s] = xr[s * w.sw + off_w];
+                 }
+                 std::fill(row + hi, row + w.col_w, 0.0f);
+               }
+             });
+}
+
+// The adjoint of Im2Col over the whole col matrix: image pixel += every col entry that
+// reads it.
 void Col2Im(const float* col, int64_t channels, const Window& w, float* img) {
-  const int64_t plane = w.img_h * w.img_w;
-  for (int64_t c = 0; c < channels; ++c) {
-    float* yc = img + c * plane;
-    for (int64_t ki = 0; ki < w.kh; ++ki) {
-      for (int64_t kj = 0; kj < w.kw; ++kj) {
-        const int64_t off_w = kj * w.dw - w.pl;
-        int64_t lo, hi;
-        ValidRange(off_w, w.sw, w.img_w, w.col_w, &lo, &hi);
-        for (int64_t r = 0; r < w.col_h; ++r, col += w.col_w) {
-          const int64_t ih = r * w.sh - w.pt + ki * w.dh;
-          if (ih < 0 || ih >= w.img_h) continue;
-          float* yr = yc + ih * w.img_w;
-          for (int64_t s = lo; s < hi; ++s) yr[s * w.sw + off_w] += col[s];
-        }
-      }
-    }
-  }
+  const int64_t plane = w.img_d * w.img_h * w.img_w, cols = w.rows() * w.col_w;
+  ForEachTap(w, channels, 0,
+             [&](int64_t c, int64_t tap, RowWalk walk, int64_t off_w, int64_t lo, int64_t hi) {
+               float* yc = img + c * plane;
+               const float* row = col + tap * cols;
+               for (int64_t rr = 0; rr < w.rows(); ++rr, row += w.col_w, walk.Next()) {
+                 const int64_t ir = walk.ImageRow();
+                 if (ir < 0) continue;
+                 float* yr = yc + ir * w.img_w;
+                 for (int64_t s = lo; s < hi; ++s) yr[s * w.sw + off_w] += row[s];
+               }
+             });
 }
 
 // y[m][p] for one image: filled with the bias (or zeros) so the GEMM accumulates onto it.
@@ -161,8 +205,8 @@ void Activate(const ConvEpilogue& e, float* y, int64_t len) {
 // at y, the `len` floats from `offset`. On the calling thread: the band is hot in cache
 // and costs less than waking another thread (a sync point that a loaded machine makes
 // expensive).
-void ActivateBand(const ConvEpilogue& e, float* y, int64_t channels, int64_t plane,
-                  int64_t offset, int64_t len) {
+void ActivateBand(const ConvEpilogue& e, float* y, int64_t channels, int64_t plane, int64_t offset,
+                  int64_t len) {
   if (e.kind == ConvActivation::kNone) return;
   for (int64_t ch = 0; ch < channels; ++ch) Activate(e, y + ch * plane + offset, len);
 }
@@ -240,7 +284,7 @@ absl::Status FoldedConv(const KernelContext& ctx, const ConvGeometry& g, const W
     ParallelFor(imgs * c, MinChannels(k_plane * p), [&](int64_t b, int64_t e) {
       for (int64_t pair = b; pair < e; ++pair) {
         const int64_t j = pair / c, ci = pair % c;
-        Im2Col(x + ((i0 + j) * c + ci) * g.in_plane(), 1, w, 0, w.col_h, ld,
+        Im2Col(x + ((i0 + j) * c + ci) * g.in_plane(), 1, w, 0, w.rows(), ld,
                col + ci * k_plane * ld + j * p);
       }
     });
@@ -284,7 +328,8 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   float* y = out[0].as<float>();
   if (out[0].numel() == 0) return absl::OkStatus();
   const ConvEpilogue& act = a.activation;
-  if (cg == 1 && groups > 1) {
+  // A 3-D depthwise conv takes the generic path below, one group at a time.
+  if (cg == 1 && groups > 1 && g.IsPlanar()) {
     return DepthwiseConv(ctx, g, n, c, mg, x, wt, bias, act, y);
   }
   NDS_RETURN_IF_ERROR(CheckBlasDims("Conv", mg, p, k));
@@ -312,8 +357,7 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
       WinogradConv(g, *u, n, c, m, x, bias, act, scratch, y);
       return absl::OkStatus();
     }
-    NDS_ASSIGN_OR_RETURN(float* scratch,
-                         Scratch("Conv", ctx, DirectConvScratchFloats(g, n, c, m)));
+    NDS_ASSIGN_OR_RETURN(float* scratch, Scratch("Conv", ctx, DirectConvScratchFloats(g, n, c, m)));
     DirectConv(g, *packed, n, c, m, x, bias, act, scratch, y);
     return absl::OkStatus();
   }
@@ -327,7 +371,7 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   // The col matrix is built a band of output rows at a time, so a large image's im2col
   // (resnet's first conv: 7.4 MB at batch 1) never sits in the request's scope whole.
   const int64_t band_rows =
-      std::clamp<int64_t>(kIm2ColBandBytes / std::max<int64_t>(1, k * w.col_w * 4), 1, w.col_h);
+      std::clamp<int64_t>(kIm2ColBandBytes / std::max<int64_t>(1, k * w.col_w * 4), 1, w.rows());
   float* col = nullptr;
   if (!pointwise && k > 0) {
     NDS_ASSIGN_OR_RETURN(col, Scratch("Conv", ctx, k * band_rows * w.col_w));
@@ -336,8 +380,8 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
   float* packed_scratch = nullptr;
   if (packed != nullptr) {
     const int64_t max_cols = pointwise ? p : band_rows * w.col_w;
-    NDS_ASSIGN_OR_RETURN(packed_scratch, Scratch("Conv", ctx, PackedGemmScratchFloats(
-                                                                  *packed, m, max_cols, k)));
+    NDS_ASSIGN_OR_RETURN(packed_scratch,
+                         Scratch("Conv", ctx, PackedGemmScratchFloats(*packed, m, max_cols, k)));
   }
   const int64_t k_plane = g.k_plane();
   for (int64_t i = 0; i < n; ++i) {
@@ -368,8 +412,8 @@ absl::Status Conv(const KernelContext& ctx, absl::Span<const TensorView> in,
         ActivateBand(act, yg, mg, p, 0, p);
         continue;
       }
-      for (int64_t r0 = 0; r0 < w.col_h; r0 += band_rows) {
-        const int64_t r1 = std::min(w.col_h, r0 + band_rows);
+      for (int64_t r0 = 0; r0 < w.rows(); r0 += band_rows) {
+        const int64_t r1 = std::min(w.rows(), r0 + band_rows);
         const int64_t cols = (r1 - r0) * w.col_w;
         ParallelFor(cg, MinChannels(k_plane * cols), [&](int64_t c0, int64_t c1) {
           Im2Col(xg + c0 * g.in_plane(), c1 - c0, w, r0, r1, cols, col + c0 * k_plane * cols);

@@ -336,7 +336,9 @@ int64_t MaxCFloats(int64_t m, int64_t all_tiles) {
 bool DirectConvSuits(const ConvGeometry& g, int64_t c) {
   // Strides past kMaxPhases would make one phase plane per output pixel or worse, and a
   // phase table that large; im2col handles them.
-  if (g.IsPointwise() || c <= 0 || g.stride_h * g.stride_w > kMaxPhases) return false;
+  if (!g.IsPlanar() || g.IsPointwise() || c <= 0 || g.stride_h * g.stride_w > kMaxPhases) {
+    return false;
+  }
   const Layout l = MakeLayout(g, 1, c);
   return l.xp_floats < INT_MAX;
 }

@@ -136,8 +136,8 @@ void Planes(const ConvGeometry& g, const Plan& p, const float* x, const float* n
 }  // namespace
 
 bool MaxPool3x3Applies(const ConvGeometry& g) {
-  return g.k_h == 3 && g.k_w == 3 && g.dil_h == 1 && g.dil_w == 1 && g.stride_h == g.stride_w &&
-         (g.stride_w == 1 || g.stride_w == 2);
+  return g.IsPlanar() && g.k_h == 3 && g.k_w == 3 && g.dil_h == 1 && g.dil_w == 1 &&
+         g.stride_h == g.stride_w && (g.stride_w == 1 || g.stride_w == 2);
 }
 
 absl::Status MaxPool3x3(const KernelContext& ctx, const ConvGeometry& g, int64_t planes,

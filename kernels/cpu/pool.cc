@@ -1,8 +1,8 @@
 // MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on the CPU: a direct walk of
 // each output's window, clipped to the input (the padding contributes nothing to a max,
-// and to an average only through its divisor when count_include_pad). MaxPool without
-// indices takes its window a tap at a time over whole output rows instead (MaxPoolRows),
-// and a 3x3 one at stride 1 or 2 a separable max (max_pool3x3.cc).
+// and to an average only through its divisor when count_include_pad). A 1-D or 2-D
+// MaxPool without indices takes its window a tap at a time over whole output rows
+// instead (MaxPoolRows), and a 3x3 one at stride 1 or 2 a separable max (max_pool3x3.cc).
 // Planes are split over ParallelFor's threads (parallel.h).
 #include <algorithm>
 #include <limits>
@@ -23,8 +23,8 @@ int64_t PlanesPerChunk(int64_t plane) {
   return std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, plane));
 }
 
-// The window of output (r, s): input rows [h0, h1) and cols [w0, w1) stepped by the
-// dilation, with the first tap's index clipped into the input.
+// One dim of an output's window: input indices [first, end) stepped by the dilation,
+// with the first tap's index clipped into the input.
 struct Span1 {
   int64_t first, end, step;  // taps first, first + step, ... < end
   int64_t padded_count;      // taps in the window counting padding (not the ceil overhang)
@@ -41,43 +41,52 @@ Span1 Clip(int64_t start, int64_t k, int64_t dil, int64_t size, int64_t pad_end)
   return s;
 }
 
-// Planes [first, end) of a pooling op.
+// Planes [first, end) of a pooling op (volumes when 3-D; a 2-D op has depth 1).
 template <bool kMax>
 void PoolPlanes(const ConvGeometry& g, const PoolAttrs& a, const float* x, float* y,
                 int64_t* indices, int64_t first, int64_t end) {
+  const int64_t hw = g.in_h * g.in_w;
   for (int64_t pl = first; pl < end; ++pl) {
     const float* xp = x + pl * g.in_plane();
-    for (int64_t r = 0; r < g.out_h; ++r) {
-      const Span1 hs = Clip(r * g.stride_h - g.pad_top, g.k_h, g.dil_h, g.in_h, g.pad_bottom);
-      for (int64_t s = 0; s < g.out_w; ++s) {
-        const Span1 ws = Clip(s * g.stride_w - g.pad_left, g.k_w, g.dil_w, g.in_w, g.pad_right);
-        const int64_t o = (pl * g.out_h + r) * g.out_w + s;
-        if constexpr (kMax) {
-          float best = -std::numeric_limits<float>::infinity();
-          int64_t best_at = -1;
-          for (int64_t h = hs.first; h < hs.end; h += hs.step) {
-            for (int64_t w = ws.first; w < ws.end; w += ws.step) {
-              const float v = xp[h * g.in_w + w];
-              // The first NaN wins and stays, as in a max that propagates NaN.
-              if (best_at < 0 || v > best || (v != v && best == best)) {
-                best = v;
-                best_at = h * g.in_w + w;
+    int64_t o = pl * g.out_plane();
+    for (int64_t z = 0; z < g.out_d; ++z) {
+      const Span1 ds = Clip(z * g.stride_d - g.pad_front, g.k_d, g.dil_d, g.in_d, g.pad_back);
+      for (int64_t r = 0; r < g.out_h; ++r) {
+        const Span1 hs = Clip(r * g.stride_h - g.pad_top, g.k_h, g.dil_h, g.in_h, g.pad_bottom);
+        for (int64_t s = 0; s < g.out_w; ++s, ++o) {
+          const Span1 ws = Clip(s * g.stride_w - g.pad_left, g.k_w, g.dil_w, g.in_w, g.pad_right);
+          if constexpr (kMax) {
+            float best = -std::numeric_limits<float>::infinity();
+            int64_t best_at = -1;
+            for (int64_t d = ds.first; d < ds.end; d += ds.step) {
+              for (int64_t h = hs.first; h < hs.end; h += hs.step) {
+                for (int64_t w = ws.first; w < ws.end; w += ws.step) {
+                  const int64_t at = d * hw + h * g.in_w + w;
+                  const float v = xp[at];
+                  // The first NaN wins and stays, as in a max that propagates NaN.
+                  if (best_at < 0 || v > best || (v != v && best == best)) {
+                    best = v;
+                    best_at = at;
+                  }
+                }
               }
             }
-          }
-          y[o] = best;
-          if (indices != nullptr) indices[o] = best_at < 0 ? -1 : pl * g.in_plane() + best_at;
-        } else {
-          float sum = 0.0f;
-          int64_t count = 0;
-          for (int64_t h = hs.first; h < hs.end; h += hs.step) {
-            for (int64_t w = ws.first; w < ws.end; w += ws.step) {
-              sum += xp[h * g.in_w + w];
-              ++count;
+            y[o] = best;
+            if (indices != nullptr) indices[o] = best_at < 0 ? -1 : pl * g.in_plane() + best_at;
+          } else {
+            float sum = 0.0f;
+            int64_t count = 0;
+            for (int64_t d = ds.first; d < ds.end; d += ds.step) {
+              for (int64_t h = hs.first; h < hs.end; h += hs.step) {
+                for (int64_t w = ws.first; w < ws.end; w += ws.step) {
+                  sum += xp[d * hw + h * g.in_w + w];
+                  ++count;
+                }
+              }
             }
+            if (a.count_include_pad) count = ds.padded_count * hs.padded_count * ws.padded_count;
+            y[o] = count > 0 ? sum / static_cast<float>(count) : 0.0f;
           }
-          if (a.count_include_pad) count = hs.padded_count * ws.padded_count;
-          y[o] = count > 0 ? sum / static_cast<float>(count) : 0.0f;
         }
       }
     }
@@ -134,7 +143,7 @@ absl::Status Pool(absl::string_view name, absl::Span<const TensorView> in,
   // About 16K window taps per chunk at least, so a chunk outweighs handing it over.
   const int64_t taps = std::max<int64_t>(1, g.out_plane() * g.k_plane());
   ParallelFor(xs[0] * xs[1], (int64_t{16} << 10) / taps, [&](int64_t first, int64_t end) {
-    if (kMax && indices == nullptr) {
+    if (kMax && indices == nullptr && g.IsPlanar()) {
       MaxPoolRows(g, x, y, first, end);
     } else {
       PoolPlanes<kMax>(g, a, x, y, indices, first, end);

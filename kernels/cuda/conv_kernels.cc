@@ -34,10 +34,21 @@ absl::StatusOr<float*> Scratch(absl::string_view op, const KernelContext& ctx, i
 ConvWindowArgs ForwardWindow(const ConvGeometry& g, int64_t channels) {
   ConvWindowArgs w;
   w.channels = channels;
-  w.img_h = g.in_h, w.img_w = g.in_w, w.col_h = g.out_h, w.col_w = g.out_w;
-  w.kh = g.k_h, w.kw = g.k_w, w.sh = g.stride_h, w.sw = g.stride_w;
-  w.dh = g.dil_h, w.dw = g.dil_w, w.pt = g.pad_top, w.pl = g.pad_left;
-  w.pb = g.pad_bottom, w.pr = g.pad_right;
+  w.img_d = g.in_d, w.img_h = g.in_h, w.img_w = g.in_w;
+  w.col_d = g.out_d, w.col_h = g.out_h, w.col_w = g.out_w;
+  w.kd = g.k_d, w.kh = g.k_h, w.kw = g.k_w;
+  w.sd = g.stride_d, w.sh = g.stride_h, w.sw = g.stride_w;
+  w.dd = g.dil_d, w.dh = g.dil_h, w.dw = g.dil_w;
+  w.pf = g.pad_front, w.pt = g.pad_top, w.pl = g.pad_left;
+  w.pk = g.pad_back, w.pb = g.pad_bottom, w.pr = g.pad_right;
+  return w;
+}
+
+// Image = Y, window positions = X (ConvTranspose's col2im).
+ConvWindowArgs TransposeWindow(const ConvGeometry& g, int64_t channels) {
+  ConvWindowArgs w = ForwardWindow(g, channels);
+  w.img_d = g.out_d, w.img_h = g.out_h, w.img_w = g.out_w;
+  w.col_d = g.in_d, w.col_h = g.in_h, w.col_w = g.in_w;
   return w;
 }
 
@@ -124,12 +135,7 @@ absl::Status ConvTranspose(const KernelContext& ctx, absl::Span<const TensorView
   NDS_RETURN_IF_ERROR(CheckIntDims("ConvTranspose", k, p, cg));
   NDS_ASSIGN_OR_RETURN(cublasHandle_t handle, HandleOf("ConvTranspose", ctx));
   NDS_ASSIGN_OR_RETURN(float* col, Scratch("ConvTranspose", ctx, k * p));
-  // Col2im's image is the output and its window positions are the input pixels.
-  ConvWindowArgs w;
-  w.channels = mg;
-  w.img_h = g.out_h, w.img_w = g.out_w, w.col_h = g.in_h, w.col_w = g.in_w;
-  w.kh = g.k_h, w.kw = g.k_w, w.sh = g.stride_h, w.sw = g.stride_w;
-  w.dh = g.dil_h, w.dw = g.dil_w, w.pt = g.pad_top, w.pl = g.pad_left;
+  const ConvWindowArgs w = TransposeWindow(g, mg);
   const float one = 1.0f, zero = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t gi = 0; gi < groups; ++gi) {
@@ -206,11 +212,10 @@ absl::Status InstanceNormalization(const KernelContext& ctx, absl::Span<const Te
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const int64_t n = in[0].shape[0], c = in[0].shape[1];
   const int64_t inner = n * c == 0 ? 0 : in[0].numel() / (n * c);
-  return CudaStatus(
-      LaunchInstanceNorm(in[0].as<const float>(), in[1].as<const float>(),
-                         in[2].as<const float>(), out[0].as<float>(), n, c, inner,
-                         std::get<BatchNormAttrs>(attrs).epsilon, StreamOf(ctx)),
-      "InstanceNormalization launch");
+  return CudaStatus(LaunchInstanceNorm(in[0].as<const float>(), in[1].as<const float>(),
+                                       in[2].as<const float>(), out[0].as<float>(), n, c, inner,
+                                       std::get<BatchNormAttrs>(attrs).epsilon, StreamOf(ctx)),
+                    "InstanceNormalization launch");
 }
 
 absl::Status Resize(const KernelContext& ctx, absl::Span<const TensorView> in,

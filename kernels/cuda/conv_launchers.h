@@ -15,17 +15,23 @@
 
 namespace ndserve::kernels::gpu {
 
-// A window walk (see kernels/cpu/conv.cc's Window): `channels` image planes of
-// img_h x img_w and a grid of col_h x col_w window positions; position (r, s), tap
-// (ki, kj) reads pixel (r * sh - pt + ki * dh, s * sw - pl + kj * dw) when it is inside.
+// A window walk (see kernels/cpu/conv.cc's Window): `channels` image volumes of
+// img_d x img_h x img_w and a grid of col_d x col_h x col_w window positions; position
+// (z, r, s), tap (kz, ki, kj) reads pixel (z * sd - pf + kz * dd, r * sh - pt + ki * dh,
+// s * sw - pl + kj * dw) when it is inside. A 2-D walk has depth 1.
 struct ConvWindowArgs {
   int64_t channels = 0;
-  int64_t img_h = 1, img_w = 1, col_h = 1, col_w = 1;
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
-  int64_t pb = 0, pr = 0;  // end padding (pooling's count_include_pad)
+  int64_t img_d = 1, img_h = 1, img_w = 1, col_d = 1, col_h = 1, col_w = 1;
+  int64_t kd = 1, kh = 1, kw = 1, sd = 1, sh = 1, sw = 1, dd = 1, dh = 1, dw = 1;
+  int64_t pf = 0, pt = 0, pl = 0;
+  int64_t pk = 0, pb = 0, pr = 0;  // end padding (pooling's count_include_pad)
+
+  NDS_HD_OP int64_t img_plane() const { return img_d * img_h * img_w; }
+  NDS_HD_OP int64_t col_plane() const { return col_d * col_h * col_w; }
+  NDS_HD_OP int64_t taps() const { return kd * kh * kw; }
 };
 
-// col[(c * kh + ki) * kw + kj][r * col_w + s] = pixel or 0.
+// col[((c * kd + kz) * kh + ki) * kw + kj][(z * col_h + r) * col_w + s] = pixel or 0.
 cudaError_t LaunchIm2Col(const float* img, const ConvWindowArgs& w, float* col,
                          cudaStream_t stream);
 // img[pixel] += the sum of every col entry that reads it (the adjoint of Im2Col). One

@@ -56,15 +56,15 @@ absl::StatusOr<ConvEpilogue> ReadActivation(OpKind op, const AttrMap& attrs) {
   return e;
 }
 
-// X as (N, C, spatial...) with 1 or 2 spatial dims.
+// X as (N, C, spatial...) with 1, 2 or 3 spatial dims.
 absl::Status CheckSpatialInput(OpKind op, const TensorDesc& x) {
   if (x.shape.size() < 3) {
     return Invalid(op, absl::StrCat("X must be (N, C, spatial...), got ", ShapeToString(x.shape)));
   }
-  if (x.shape.size() > 4) {
+  if (x.shape.size() > 5) {
     return absl::UnimplementedError(
-        absl::StrFormat("%s: only 1-D and 2-D inputs are supported, X has shape %s", OpKindName(op),
-                        ShapeToString(x.shape)));
+        absl::StrFormat("%s: only 1-D, 2-D and 3-D inputs are supported, X has shape %s",
+                        OpKindName(op), ShapeToString(x.shape)));
   }
   return absl::OkStatus();
 }
@@ -133,7 +133,8 @@ absl::StatusOr<Descs> InferConv(OpKind op, absl::Span<const TensorDesc> in, cons
   NDS_ASSIGN_OR_RETURN(const ConvGeometry g,
                        MakeConvGeometry(OpKindName(op), *a, x.subspan(2), w.subspan(2), transpose));
   Shape out = {x[0], m};
-  if (g.spatial_rank == 2) out.push_back(g.out_h);
+  if (g.spatial_rank == 3) out.push_back(g.out_d);
+  if (g.spatial_rank >= 2) out.push_back(g.out_h);
   out.push_back(g.out_w);
   return Descs{{DType::kFp32, out}};
 }
@@ -177,7 +178,8 @@ absl::StatusOr<Descs> InferPool(OpKind op, absl::Span<const TensorDesc> in, cons
   const ShapeSpan x = in[0].shape;
   NDS_ASSIGN_OR_RETURN(const ConvGeometry g, MakePoolGeometry(OpKindName(op), *a, x.subspan(2)));
   Shape out = {x[0], x[1]};
-  if (g.spatial_rank == 2) out.push_back(g.out_h);
+  if (g.spatial_rank == 3) out.push_back(g.out_d);
+  if (g.spatial_rank >= 2) out.push_back(g.out_h);
   out.push_back(g.out_w);
   if (op == OpKind::kMaxPool) return Descs{{DType::kFp32, out}, {DType::kInt64, out}};
   return Descs{{DType::kFp32, out}};
@@ -212,9 +214,9 @@ absl::Status CheckPerChannel(OpKind op, absl::Span<const TensorDesc> in,
   const ShapeSpan x = in[0].shape;
   for (std::size_t i = 1; i < in.size(); ++i) {
     if (in[i].shape.size() != 1 || in[i].shape[0] != x[1]) {
-      return Invalid(op, absl::StrCat(names[i], " has shape ", ShapeToString(in[i].shape),
-                                      ", expected [", x[1], "] (", names[0], " ",
-                                      ShapeToString(x), ")"));
+      return Invalid(
+          op, absl::StrCat(names[i], " has shape ", ShapeToString(in[i].shape), ", expected [",
+                           x[1], "] (", names[0], " ", ShapeToString(x), ")"));
     }
   }
   return absl::OkStatus();
@@ -251,8 +253,7 @@ absl::StatusOr<Descs> InferBatchNorm(OpKind op, absl::Span<const TensorDesc> in,
 // InstanceNormalization carries only epsilon, as BatchNormalization does, so it shares
 // that struct. PyTorch exports GroupNorm as Reshape -> InstanceNormalization (unit scale,
 // zero bias) -> Reshape -> Mul -> Add, and InstanceNorm1d/2d/3d directly.
-absl::StatusOr<OpAttrs> BuildInstanceNorm(OpKind op, int, const AttrMap& attrs,
-                                          const HostInputs&) {
+absl::StatusOr<OpAttrs> BuildInstanceNorm(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
   BatchNormAttrs a;
   NDS_ASSIGN_OR_RETURN(a.epsilon, GetAttr<float>(op, attrs, "epsilon", 1e-5f));
   return a;

@@ -4,6 +4,8 @@ Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool,
 BatchNormalization and InstanceNormalization, with float64 numpy references written from the ONNX definitions.
 Each case seeds its own generator, so adding cases here never changes another family's.
 """
+import itertools
+
 import numpy as np
 
 from gen_models import EXACT, GEMM_TOL, NORM_TOL, REDUCE_TOL, float_data  # noqa: F401
@@ -265,6 +267,85 @@ def _ints(v):
     return ("ints", list(v))
 
 
+def _tap_slices(starts, strides, counts):
+    """The strided slice of every spatial dim that one kernel tap reads or writes."""
+    return tuple(slice(b, b + s * (o - 1) + 1, s) for b, s, o in zip(starts, strides, counts))
+
+
+def conv_nd_ref(x, w, b, strides, pads, dilations, group):
+    """Conv of any spatial rank (explicit pads only), one kernel tap at a time."""
+    r = x.ndim - 2
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(pads[i], pads[i + r]) for i in range(r)])
+    k = w.shape[2:]
+    out = [(xp.shape[2 + i] - ((k[i] - 1) * dilations[i] + 1)) // strides[i] + 1 for i in range(r)]
+    m, cg = w.shape[:2]
+    mg = m // group
+    y = np.zeros((x.shape[0], m, *out))
+    for tap in itertools.product(*[range(v) for v in k]):
+        xs = xp[(slice(None), slice(None)) +
+                _tap_slices([t * d for t, d in zip(tap, dilations)], strides, out)]
+        for g in range(group):
+            wg = w[(slice(g * mg, (g + 1) * mg), slice(None)) + tap].astype(np.float64)
+            y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", xs[:, g * cg:(g + 1) * cg], wg)
+    if b is not None:
+        y += b.astype(np.float64).reshape((1, -1) + (1,) * r)
+    return y.astype(np.float32)
+
+
+def conv_transpose_nd_ref(x, w, b, strides, pads, output_padding, group):
+    """ConvTranspose of any spatial rank (explicit pads, dilation 1): each input pixel
+    scatters W over the full output, which the pads then crop."""
+    r = x.ndim - 2
+    k = w.shape[2:]
+    ins = x.shape[2:]
+    full = [strides[i] * (ins[i] - 1) + output_padding[i] + k[i] for i in range(r)]
+    cg, mg = x.shape[1] // group, w.shape[1]
+    yf = np.zeros((x.shape[0], mg * group, *full))
+    for tap in itertools.product(*[range(v) for v in k]):
+        sl = (slice(None), slice(None)) + _tap_slices(tap, strides, ins)
+        for g in range(group):
+            xg = x[:, g * cg:(g + 1) * cg].astype(np.float64)
+            wg = w[(slice(g * cg, (g + 1) * cg), slice(None)) + tap].astype(np.float64)
+            yf[:, g * mg:(g + 1) * mg][sl] += np.einsum("nc...,cm->nm...", xg, wg)
+    y = yf[(slice(None), slice(None)) +
+           tuple(slice(pads[i], full[i] - pads[i + r]) for i in range(r))]
+    if b is not None:
+        y = y + b.astype(np.float64).reshape((1, -1) + (1,) * r)
+    return y.astype(np.float32)
+
+
+def pool_nd_ref(x, kind, kernel, strides, pads, ceil_mode=0, count_include_pad=0):
+    """MaxPool (Y, Indices) or AveragePool (Y) of any spatial rank, explicit pads, output
+    by output."""
+    r = x.ndim - 2
+    dims = [_pool_dim(x.shape[2 + i], kernel[i], strides[i], 1, pads[i], pads[i + r], ceil_mode,
+                      "NOTSET") for i in range(r)]
+    out = [o for o, _ in dims]
+    n, c = x.shape[:2]
+    xd = x.astype(np.float64).reshape(n * c, -1)
+    y = np.zeros((n * c, *out))
+    idx = np.zeros((n * c, *out), np.int64)
+    for pos in itertools.product(*[range(o) for o in out]):
+        taps = [[p * strides[i] - dims[i][1][0] + j for j in range(kernel[i])]
+                for i, p in enumerate(pos)]
+        valid = [[v for v in t if 0 <= v < x.shape[2 + i]] for i, t in enumerate(taps)]
+        flat = np.array([np.ravel_multi_index(t, x.shape[2:])
+                         for t in itertools.product(*valid)], np.int64)
+        win = xd[:, flat]
+        if kind == "max":
+            y[(slice(None),) + pos] = win.max(axis=1)
+            idx[(slice(None),) + pos] = flat[win.argmax(axis=1)] + np.arange(n * c) * xd.shape[1]
+        else:
+            if count_include_pad:
+                cnt = np.prod([len([v for v in t if -dims[i][1][0] <= v < x.shape[2 + i] +
+                                    dims[i][1][1]]) for i, t in enumerate(taps)])
+            else:
+                cnt = len(flat)
+            y[(slice(None),) + pos] = win.sum(axis=1) / cnt
+    y = y.reshape(n, c, *out).astype(np.float32)
+    return (y, idx.reshape(n, c, *out)) if kind == "max" else y
+
+
 def cases(add, rng):
     """Adds this family's OpCases: add(name, op, opset, inputs, outputs, attrs=, tol=)."""
     del rng  # every case seeds its own generator (see the module docstring)
@@ -471,3 +552,70 @@ def cases(add, rng):
         add(name, "InstanceNormalization", 17 if name == "instancenorm_3d_eps" else 13,
             [("input", "input", x), (kind, "scale", scale), (kind, "B", b)],
             [("output", instancenorm_ref(x, scale, b, eps))], attrs=attrs, tol=NORM_TOL)
+
+    # 3-D convolution and pooling (PyTorch's Conv3d, ConvTranspose3d, MaxPool3d, AvgPool3d:
+    # video models and volumetric UNets) ---------------------------------------------------
+    conv3d_cases = [
+        # name, x shape, w shape, bias, strides, pads, dilations, group
+        ("conv3d_strides_pads_bias", (2, 3, 5, 6, 7), (4, 3, 3, 3, 3), True, [1, 2, 2],
+         [1, 1, 1, 1, 1, 1], [1, 1, 1], 1),
+        ("conv3d_group_dilated_asym_pads", (1, 4, 6, 5, 6), (6, 2, 2, 3, 2), False, [2, 1, 1],
+         [0, 1, 1, 1, 0, 2], [2, 1, 2], 2),
+        ("conv3d_depthwise", (1, 3, 4, 5, 5), (3, 1, 3, 3, 3), True, [1, 1, 1],
+         [1, 1, 1, 1, 1, 1], [1, 1, 1], 3),
+        ("conv3d_pointwise", (2, 4, 3, 3, 4), (5, 4, 1, 1, 1), True, [1, 1, 1],
+         [0, 0, 0, 0, 0, 0], [1, 1, 1], 1),
+        ("conv3d_temporal_kernel", (1, 2, 7, 4, 4), (3, 2, 3, 1, 1), True, [2, 1, 1],
+         [1, 0, 0, 1, 0, 0], [1, 1, 1], 1),
+        # A small output volume and a batch: the CPU's images-in-one-GEMM path.
+        ("conv3d_batch_small_volume", (3, 4, 4, 4, 4), (5, 4, 3, 3, 3), True, [1, 1, 1],
+         [0, 0, 0, 0, 0, 0], [1, 1, 1], 1),
+    ]
+    for name, xs, ws, has_b, strides, pads, dilations, group in conv3d_cases:
+        r = gen()
+        x, w = float_data(r, xs), float_data(r, ws, -1.0, 1.0)
+        b = float_data(r, (ws[0],)) if has_b else None
+        attrs = {"strides": _ints(strides), "pads": _ints(pads), "dilations": _ints(dilations),
+                 "group": ("int", group)}
+        inputs = [("input", "X", x), ("const", "W", w)] + ([("const", "B", b)] if has_b else [])
+        add(name, "Conv", 13, inputs, [("Y", conv_nd_ref(x, w, b, strides, pads, dilations, group))],
+            attrs=attrs, tol=CONV_TOL)
+    for name, xs, ws, has_b, strides, pads, out_pad, group in [
+            ("convtranspose3d_stride2_outpad", (1, 3, 3, 4, 3), (3, 2, 3, 3, 2), True, [2, 2, 2],
+             [1, 1, 0, 1, 1, 0], [1, 1, 1], 1),
+            ("convtranspose3d_group", (2, 4, 2, 3, 3), (4, 1, 2, 2, 2), False, [2, 2, 2],
+             [0, 0, 0, 0, 0, 0], [0, 0, 0], 2)]:
+        r = gen()
+        x, w = float_data(r, xs), float_data(r, ws, -1.0, 1.0)
+        b = float_data(r, (ws[1] * group,)) if has_b else None
+        attrs = {"strides": _ints(strides), "pads": _ints(pads),
+                 "output_padding": _ints(out_pad), "group": ("int", group)}
+        inputs = [("input", "X", x), ("const", "W", w)] + ([("const", "B", b)] if has_b else [])
+        add(name, "ConvTranspose", 13, inputs,
+            [("Y", conv_transpose_nd_ref(x, w, b, strides, pads, out_pad, group))], attrs=attrs,
+            tol=CONV_TOL)
+    for name, op, xs, kernel, strides, pads, extra in [
+            ("maxpool3d_k3_s2_p1", "MaxPool", (2, 3, 5, 6, 7), [3, 3, 3], [2, 2, 2],
+             [1, 1, 1, 1, 1, 1], {}),
+            ("maxpool3d_indices_ceil", "MaxPool", (1, 2, 4, 5, 5), [2, 2, 3], [2, 2, 2],
+             [0, 0, 1, 0, 0, 0], {"ceil_mode": 1, "indices": 1}),
+            ("averagepool3d_exclude_pad", "AveragePool", (1, 3, 4, 6, 5), [2, 3, 3], [1, 2, 2],
+             [1, 1, 1, 0, 1, 1], {}),
+            ("averagepool3d_count_include_pad", "AveragePool", (2, 2, 5, 4, 4), [3, 2, 2],
+             [2, 2, 2], [1, 0, 1, 1, 1, 0], {"count_include_pad": 1})]:
+        r = gen()
+        x = float_data(r, xs)
+        attrs = {"kernel_shape": _ints(kernel), "strides": _ints(strides), "pads": _ints(pads)}
+        ceil_mode = extra.get("ceil_mode", 0)
+        if ceil_mode:
+            attrs["ceil_mode"] = ("int", 1)
+        if op == "MaxPool":
+            y, idx = pool_nd_ref(x, "max", kernel, strides, pads, ceil_mode)
+            outputs = [("Y", y)] + ([("Indices", idx)] if extra.get("indices") else [])
+            add(name, op, 13, [("input", "X", x)], outputs, attrs=attrs, tol=EXACT)
+        else:
+            include = extra.get("count_include_pad", 0)
+            if include:
+                attrs["count_include_pad"] = ("int", 1)
+            y = pool_nd_ref(x, "avg", kernel, strides, pads, ceil_mode, include)
+            add(name, op, 13, [("input", "X", x)], [("Y", y)], attrs=attrs, tol=POOL_AVG_TOL)

@@ -54,6 +54,60 @@ HostTensor NaiveConv(const HostTensor& x, const HostTensor& w, const std::vector
   return HostTensor::Of<float>({n, m, oh, ow}, y);
 }
 
+// Naive 3-D conv (NCDHW, OIDHW weights, groups) in double; per dim (d, h, w) the stride,
+// dilation, begin pad and output size.
+struct Dims3 {
+  int64_t d, h, w;
+};
+HostTensor NaiveConv3d(const HostTensor& x, const HostTensor& w, const std::vector<float>* bias,
+                       Dims3 stride, Dims3 dil, Dims3 pad, Dims3 out, int64_t group) {
+  const int64_t n = x.shape[0], c = x.shape[1];
+  const Dims3 in{x.shape[2], x.shape[3], x.shape[4]}, k{w.shape[2], w.shape[3], w.shape[4]};
+  const int64_t m = w.shape[0], cg = w.shape[1];
+  const std::vector<float> xv = x.Values<float>(), wv = w.Values<float>();
+  std::vector<float> y(n * m * out.d * out.h * out.w);
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t o = 0; o < m; ++o) {
+      const int64_t g = o / (m / group);
+      for (int64_t z = 0; z < out.d; ++z) {
+        for (int64_t r = 0; r < out.h; ++r) {
+          for (int64_t s = 0; s < out.w; ++s, ++at) {
+            double acc = bias != nullptr ? (*bias)[o] : 0.0;
+            for (int64_t ci = 0; ci < cg; ++ci) {
+              for (int64_t a = 0; a < k.d; ++a) {
+                for (int64_t b = 0; b < k.h; ++b) {
+                  for (int64_t e = 0; e < k.w; ++e) {
+                    const int64_t iz = z * stride.d - pad.d + a * dil.d;
+                    const int64_t ih = r * stride.h - pad.h + b * dil.h;
+                    const int64_t iw = s * stride.w - pad.w + e * dil.w;
+                    if (iz < 0 || iz >= in.d || ih < 0 || ih >= in.h || iw < 0 || iw >= in.w) {
+                      continue;
+                    }
+                    acc += static_cast<double>(
+                               xv[(((i * c + g * cg + ci) * in.d + iz) * in.h + ih) * in.w + iw]) *
+                           wv[(((o * cg + ci) * k.d + a) * k.h + b) * k.w + e];
+                  }
+                }
+              }
+            }
+            y[at] = static_cast<float>(acc);
+          }
+        }
+      }
+    }
+  }
+  return HostTensor::Of<float>({n, m, out.d, out.h, out.w}, y);
+}
+
+// <a, b> in double over equal-length float tensors.
+double Dot(const HostTensor& a, const HostTensor& b) {
+  const auto av = a.Values<float>(), bv = b.Values<float>();
+  double sum = 0;
+  for (std::size_t i = 0; i < av.size(); ++i) sum += static_cast<double>(av[i]) * bv[i];
+  return sum;
+}
+
 class ConvKernelsTest : public ::testing::TestWithParam<Device> {
  protected:
   std::vector<HostTensor> Run(OpKind op, const std::vector<HostTensor>& inputs,
@@ -118,6 +172,52 @@ TEST_P(ConvKernelsTest, ConvTransposeIsTheAdjointOfConv) {
   const auto xv = x.Values<float>(), tv = ty[0].Values<float>();
   for (std::size_t i = 0; i < cv.size(); ++i) lhs += static_cast<double>(cv[i]) * yv[i];
   for (std::size_t i = 0; i < xv.size(); ++i) rhs += static_cast<double>(xv[i]) * tv[i];
+  EXPECT_NEAR(lhs, rhs, 1e-3 * std::abs(lhs) + 1e-3);
+}
+
+// W fed at run time (no packing at load): im2col over a volume, then the plain GEMM.
+TEST_P(ConvKernelsTest, GroupedStridedDilatedConv3dMatchesNaive) {
+  const HostTensor x = RandomTensor({2, 4, 5, 7, 6}, 21);
+  const HostTensor w = RandomTensor({6, 2, 2, 3, 3}, 22, -1.0f, 1.0f);
+  const std::vector<float> b = RandomFloats(6, 23);
+  ConvAttrs a;
+  a.group = 2;
+  a.strides = {2, 1, 2};
+  a.dilations = {1, 2, 1};
+  a.pads = {1, 2, 1, 0, 1, 1};
+  // Out: (5 + 1 - 2) / 2 + 1 = 3; (7 + 3 - 5) / 1 + 1 = 6; (6 + 2 - 3) / 2 + 1 = 3.
+  const auto got = Run(OpKind::kConv, {x, w, HostTensor::Of<float>({6}, b)}, a);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(AllClose(got[0],
+                       NaiveConv3d(x, w, &b, {2, 1, 2}, {1, 2, 1}, {1, 2, 1}, {3, 6, 3}, 2), kAtol,
+                       kRtol));
+  // Depthwise over a volume: one input channel per group.
+  const HostTensor dw = RandomTensor({8, 1, 3, 3, 3}, 24, -1.0f, 1.0f);
+  ConvAttrs d;
+  d.group = 4;
+  d.pads = {1, 1, 1, 1, 1, 1};
+  const auto got_dw = Run(OpKind::kConv, {x, dw}, d);
+  ASSERT_EQ(got_dw.size(), 1u);
+  EXPECT_TRUE(AllClose(got_dw[0],
+                       NaiveConv3d(x, dw, nullptr, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {5, 7, 6}, 4),
+                       kAtol, kRtol));
+}
+
+TEST_P(ConvKernelsTest, ConvTranspose3dIsTheAdjointOfConv3d) {
+  const HostTensor x = RandomTensor({1, 4, 5, 6, 5}, 25);
+  const HostTensor w = RandomTensor({6, 2, 3, 2, 2}, 26, -1.0f, 1.0f);
+  ConvAttrs a;
+  a.group = 2;
+  a.strides = {2, 1, 2};
+  a.pads = {1, 0, 1, 1, 1, 0};
+  a.dilations = {1, 2, 1};
+  const auto cx = Run(OpKind::kConv, {x, w}, a);
+  ASSERT_EQ(cx.size(), 1u);
+  const HostTensor y = RandomTensor(cx[0].shape, 27);
+  const auto ty = Run(OpKind::kConvTranspose, {y, w}, a);
+  ASSERT_EQ(ty.size(), 1u);
+  ASSERT_EQ(ty[0].shape, x.shape);
+  const double lhs = Dot(cx[0], y), rhs = Dot(x, ty[0]);
   EXPECT_NEAR(lhs, rhs, 1e-3 * std::abs(lhs) + 1e-3);
 }
 
@@ -238,8 +338,13 @@ TEST(ConvRulesTest, ConvShapeErrors) {
   ks.kernel_shape = {2, 2};
   ExpectError(InferError(OpKind::kConv, {F32({1, 3, 5, 5}), F32({2, 3, 3, 3})}, ks), inv,
               "kernel_shape");
-  ExpectError(InferError(OpKind::kConv, {F32({1, 3, 4, 5, 5}), F32({2, 3, 3, 3, 3})}, ConvAttrs{}),
-              absl::StatusCode::kUnimplemented, "Conv");
+  ExpectError(
+      InferError(OpKind::kConv, {F32({1, 3, 4, 5, 5, 5}), F32({2, 3, 3, 3, 3, 3})}, ConvAttrs{}),
+      absl::StatusCode::kUnimplemented, "Conv");
+  ConvAttrs pads4;
+  pads4.pads = {1, 1, 1, 1};
+  ExpectError(InferError(OpKind::kConv, {F32({1, 3, 4, 5, 5}), F32({2, 3, 3, 3, 3})}, pads4), inv,
+              "pads");
   ExpectError(InferError(OpKind::kConv,
                          {{DType::kFp16, {1, 3, 5, 5}}, {DType::kFp16, {2, 3, 3, 3}}}, ConvAttrs{}),
               absl::StatusCode::kUnimplemented, "Conv");
@@ -349,6 +454,25 @@ TEST(ConvRulesTest, GeometryOfAutoPadAndCeilMode) {
   out = InferOutputs(OpKind::kConvTranspose, {F32({1, 2, 3, 4}), F32({2, 3, 3, 3})}, t);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].shape, Shape({1, 3, 6, 8}));
+  // 3-D: depth is the first spatial dim of every attribute list.
+  ConvAttrs v;
+  v.strides = {1, 2, 2};
+  v.pads = {1, 3, 3, 1, 3, 3};
+  out = InferOutputs(OpKind::kConv, {F32({2, 3, 8, 112, 112}), F32({64, 3, 3, 7, 7})}, v);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, Shape({2, 64, 8, 56, 56}));
+  PoolAttrs p3;
+  p3.kernel_shape = {1, 3, 3};
+  p3.strides = {1, 2, 2};
+  p3.pads = {0, 1, 1, 0, 1, 1};
+  out = InferOutputs(OpKind::kMaxPool, {F32({1, 4, 5, 9, 8})}, p3);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, Shape({1, 4, 5, 5, 4}));
+  ConvAttrs up;
+  up.strides = {2, 2, 2};
+  out = InferOutputs(OpKind::kConvTranspose, {F32({1, 16, 4, 5, 6}), F32({16, 8, 2, 2, 2})}, up);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, Shape({1, 8, 8, 10, 12}));
 }
 
 }  // namespace
