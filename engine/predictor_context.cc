@@ -360,8 +360,9 @@ absl::Status PredictorContext::DeviceError(const Model& model, int slot) {
   const Node& node = model.graph().nodes()[slot];
   return absl::InvalidArgumentError(absl::StrCat(
       "node '", node.name, "' (", kernels::OpKindName(node.op), "): ", kernels::OpKindName(node.op),
-      node.op == kernels::OpKind::kScatterND ? ": an index is out of range (its update dropped)"
-                                             : ": an index is out of range (rows read as zeros)"));
+      node.op == kernels::OpKind::kScatterND || node.op == kernels::OpKind::kScatterElements
+          ? ": an index is out of range (its update dropped)"
+          : ": an index is out of range (elements read as zeros)"));
 }
 
 absl::StatusOr<std::vector<InferOutputTensor>> PredictorContext::FetchOutputs(

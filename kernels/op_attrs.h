@@ -127,6 +127,7 @@ using OpAttrs = std::variant<
     TriluAttrs,
     DepthSpaceAttrs,
     ScatterNDAttrs,
+    ElementsAttrs,
     ShapeAttrs,
 
     // kernels/attrs/conv.h

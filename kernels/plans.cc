@@ -159,6 +159,23 @@ ScatterNDPlan MakeScatterNDPlan(ShapeSpan data, ShapeSpan indices) {
   return p;
 }
 
+ElementsPlan MakeElementsPlan(ShapeSpan data, ShapeSpan indices, int64_t axis) {
+  ElementsPlan p;
+  p.axis = axis;
+  p.axis_dim = data[axis];
+  p.count = NumElements(indices);
+  p.index_dims.assign(indices.begin(), indices.end());
+  p.data_strides.resize(data.size());
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(data.size()) - 1; d >= 0; --d) {
+    p.data_strides[d] = stride;
+    stride *= data[d];
+  }
+  p.inner = NumElements(indices.subspan(axis + 1));
+  p.lines = indices[axis] == 0 ? 0 : p.count / indices[axis];
+  return p;
+}
+
 DepthSpaceView MakeDepthSpaceView(const DepthSpaceAttrs& a, ShapeSpan x) {
   const int64_t n = x[0], c = x[1], h = x[2], w = x[3], b = a.blocksize;
   if (!a.to_space) {

@@ -95,6 +95,24 @@ struct ScatterNDPlan {
 };
 ScatterNDPlan MakeScatterNDPlan(ShapeSpan data, ShapeSpan indices);  // validated shapes
 
+// GatherElements / ScatterElements: `count` indices of shape `index_dims` (rank of data,
+// no dim larger than data's but along `axis`), each naming a position along `axis` of
+// data. The index at coordinates c reaches data element
+// sum over d != axis of c[d] * data_strides[d], plus index * data_strides[axis].
+// Indices along one line of the axis (`lines` of them, `index_dims[axis]` long, `inner`
+// apart in the indices) are the only ones that can reach the same element.
+struct ElementsPlan {
+  int64_t axis = 0;
+  int64_t axis_dim = 0;  // data's size along axis
+  int64_t count = 0;
+  int64_t lines = 0;
+  int64_t inner = 1;  // elements of indices per step along axis
+  absl::InlinedVector<int64_t, 6> index_dims;
+  absl::InlinedVector<int64_t, 6> data_strides;
+};
+// Validated shapes; `axis` normalized.
+ElementsPlan MakeElementsPlan(ShapeSpan data, ShapeSpan indices, int64_t axis);
+
 // DepthToSpace and SpaceToDepth as one transpose of a rank-6 view of X (N, C, H, W),
 // whose output bytes are Y's (validated attributes and shape).
 struct DepthSpaceView {

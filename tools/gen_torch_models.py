@@ -323,6 +323,37 @@ class TinyUNet3d(nn.Module):
         return self.smooth(self.head(x))
 
 
+class MessagePassingGnn(nn.Module):
+    """A two-layer graph network as PyTorch Geometric writes one, in plain torch: each
+    edge's message gathered from its source node, summed onto its target with
+    scatter_add (ScatterElements with reduction add in the export), then the top-k nodes
+    by score picked with torch.gather (GatherElements). Nodes and edges are dynamic."""
+
+    def __init__(self, features=16, hidden=32, k=4, classes=3):
+        super().__init__()
+        self.lin1 = nn.Linear(features, hidden)
+        self.lin2 = nn.Linear(hidden, hidden)
+        self.score = nn.Linear(hidden, 1)
+        self.head = nn.Linear(hidden, classes)
+        self.hidden = hidden
+        self.k = k
+
+    def propagate(self, x, edge_index, lin):
+        h = lin(x)
+        msg = h[edge_index[0]]
+        # A constant width: PyTorch 1.13 exports scatter_add only when it can see that
+        # the index and the source have the same dims.
+        target = edge_index[1].unsqueeze(-1).expand(-1, self.hidden)
+        return F.relu(h + torch.zeros_like(h).scatter_add(0, target, msg))
+
+    def forward(self, node_features, edge_index):
+        h = self.propagate(node_features, edge_index, self.lin1)
+        h = self.propagate(h, edge_index, self.lin2)
+        top = torch.topk(self.score(h).squeeze(-1), self.k).indices
+        picked = torch.gather(h, 0, top.unsqueeze(-1).expand(-1, self.hidden))
+        return self.head(picked.mean(0, keepdim=True))
+
+
 # ---------------------------------------------------------------------------------------
 # The model table
 
@@ -352,6 +383,15 @@ def volume_set(*shape):
     """One float input of exactly this shape: clips (N, 3, T, H, W), volumes (N, 1, D, H, W)."""
     def make(rng):
         return [rng.standard_normal(shape).astype(np.float32)]
+
+    return make
+
+
+def graph_set(nodes, edges, features=16):
+    """Node features and an INT64 [2, edges] edge list with every node id in range."""
+    def make(rng):
+        x = rng.standard_normal((nodes, features)).astype(np.float32)
+        return [x, rng.integers(0, nodes, size=(2, edges), dtype=np.int64)]
 
     return make
 
@@ -450,6 +490,9 @@ MODELS = [
          {"volume": {0: "batch", 2: "depth", 3: "height", 4: "width"},
           "logits": {0: "batch", 2: "depth", 3: "height", 4: "width"}},
          [("b1_16", volume_set(1, 1, 16, 16, 16)), ("b2_8x12x16", volume_set(2, 1, 8, 12, 16))]),
+    Spec("gnn_message_passing", MessagePassingGnn, ["node_features", "edge_index"], ["logits"],
+         {"node_features": {0: "nodes"}, "edge_index": {1: "edges"}},
+         [("n10_e30", graph_set(10, 30)), ("n25_e80", graph_set(25, 80))]),
 ]
 
 

@@ -83,6 +83,14 @@ struct ScatterNDAttrs {
   ScatterReduction reduction = ScatterReduction::kNone;
 };
 
+// GatherElements and ScatterElements (PyTorch's torch.gather and Tensor.scatter /
+// scatter_add): the axis the indices run along, and ScatterElements' reduction (opset
+// 16; kNone for GatherElements).
+struct ElementsAttrs {
+  int64_t axis = 0;
+  ScatterReduction reduction = ScatterReduction::kNone;
+};
+
 // DepthToSpace (mode DCR or CRD) and SpaceToDepth: blocks of blocksize x blocksize pixels
 // to and from channels.
 struct DepthSpaceAttrs {

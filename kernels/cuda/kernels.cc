@@ -1,5 +1,7 @@
 // CUDA entry points for everything but GEMM: plan on the host (plans.h, shared with the
 // CPU), then launch the .cu kernels or queue async copies on the context's stream.
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -120,12 +122,61 @@ absl::Status LayerNormalization(const KernelContext& ctx, absl::Span<const Tenso
       "LayerNormalization launch");
 }
 
+namespace {
+
+// After a kernel that raises the context's error flag for bad indices: unless the caller
+// defers the check, waits for the stream and turns a raised flag into INVALID_ARGUMENT
+// with `message`. The stream is idle after each such check, so no earlier kernel can still
+// be writing the flag when the next one clears it.
+absl::Status CheckErrorFlag(const KernelContext& ctx, absl::string_view op,
+                            absl::string_view message) {
+  if (ctx.defer_error_check) return absl::OkStatus();
+  // Synchronous so bad indices come back as INVALID_ARGUMENT for this request; the cost
+  // is one stream sync per such node.
+  NDS_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(StreamOf(ctx)),
+                                 absl::StrCat(op, " cudaStreamSynchronize")));
+  if (*static_cast<volatile int32_t*>(ctx.error_flag) != 0) {
+    *ctx.error_flag = 0;
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", message));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequireErrorFlag(const KernelContext& ctx, absl::string_view op) {
+  if (ctx.error_flag != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(op, ": the CUDA context has no error flag (use GpuResources)"));
+}
+
+// GatherElements' and ScatterElements' walk of the indices (kernels/plans.h).
+absl::StatusOr<ElementsArgs> ElementsArgsFor(absl::string_view op, const ElementsAttrs& a,
+                                             const TensorView& data, const TensorView& indices) {
+  const int64_t axis = *NormalizeAxis(a.axis, data.shape.size(), op);
+  const ElementsPlan p = MakeElementsPlan(data.shape, indices.shape, axis);
+  Shape strides(p.data_strides.begin(), p.data_strides.end());
+  strides[axis] = 0;
+  ElementsArgs args;
+  NDS_ASSIGN_OR_RETURN(args.base, MakeIndexMap(op, p.index_dims, strides));
+  args.count = p.count;
+  args.axis_dim = p.axis_dim;
+  args.axis_stride = p.data_strides[axis];
+  args.lines = p.lines;
+  args.line_len = p.index_dims[axis];
+  args.inner = p.inner;
+  args.int64_indices = indices.dtype == DType::kInt64;
+  return args;
+}
+
+std::string OutOfRange(const ElementsArgs& a, int64_t axis, const TensorView& data) {
+  return absl::StrFormat("an index is out of range for axis %d of size %d (data %s)", axis,
+                         a.axis_dim, ShapeToString(data.shape));
+}
+
+}  // namespace
+
 absl::Status Gather(const KernelContext& ctx, absl::Span<const TensorView> in,
                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  if (ctx.error_flag == nullptr) {
-    return absl::FailedPreconditionError(
-        "Gather: the CUDA context has no error flag (use GpuResources)");
-  }
+  NDS_RETURN_IF_ERROR(RequireErrorFlag(ctx, "Gather"));
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const GatherAttrs& a = std::get<GatherAttrs>(attrs);
   // A fused embedding bag reads rows of a [rows, dim] table: axis 0.
@@ -151,26 +202,14 @@ absl::Status Gather(const KernelContext& ctx, absl::Span<const TensorView> in,
                             ctx.error_flag, StreamOf(ctx));
   }
   NDS_RETURN_IF_ERROR(CudaStatus(launched, "Gather launch"));
-  if (ctx.defer_error_check) return absl::OkStatus();
-  // Synchronous so bad indices come back as INVALID_ARGUMENT for this request; the cost
-  // is one stream sync per Gather node.
-  NDS_RETURN_IF_ERROR(
-      CudaStatus(cudaStreamSynchronize(StreamOf(ctx)), "Gather cudaStreamSynchronize"));
-  if (*static_cast<volatile int32_t*>(ctx.error_flag) != 0) {
-    *ctx.error_flag = 0;
-    return absl::InvalidArgumentError(
-        absl::StrFormat("Gather: an index is out of range for axis %d of size %d (data %s)", axis,
-                        p.axis_dim, ShapeToString(in[0].shape)));
-  }
-  return absl::OkStatus();
+  return CheckErrorFlag(ctx, "Gather",
+                        absl::StrFormat("an index is out of range for axis %d of size %d (data %s)",
+                                        axis, p.axis_dim, ShapeToString(in[0].shape)));
 }
 
 absl::Status ScatterND(const KernelContext& ctx, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  if (ctx.error_flag == nullptr) {
-    return absl::FailedPreconditionError(
-        "ScatterND: the CUDA context has no error flag (use GpuResources)");
-  }
+  NDS_RETURN_IF_ERROR(RequireErrorFlag(ctx, "ScatterND"));
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   const ScatterNDPlan p = MakeScatterNDPlan(in[0].shape, in[1].shape);
   if (p.k > kMaxRank) {
@@ -198,15 +237,49 @@ absl::Status ScatterND(const KernelContext& ctx, absl::Span<const TensorView> in
                       in[1].as<const int64_t>(), in[2].data, out[0].data, args, ctx.error_flag,
                       StreamOf(ctx)),
       "ScatterND launch"));
-  if (ctx.defer_error_check) return absl::OkStatus();
-  NDS_RETURN_IF_ERROR(
-      CudaStatus(cudaStreamSynchronize(StreamOf(ctx)), "ScatterND cudaStreamSynchronize"));
-  if (*static_cast<volatile int32_t*>(ctx.error_flag) != 0) {
-    *ctx.error_flag = 0;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ScatterND: an index is out of range for data ", ShapeToString(in[0].shape)));
+  return CheckErrorFlag(ctx, "ScatterND",
+                        absl::StrCat("an index is out of range for data ",
+                                     ShapeToString(in[0].shape)));
+}
+
+absl::Status GatherElements(const KernelContext& ctx, absl::Span<const TensorView> in,
+                            absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(RequireErrorFlag(ctx, "GatherElements"));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const ElementsAttrs& a = std::get<ElementsAttrs>(attrs);
+  NDS_ASSIGN_OR_RETURN(const ElementsArgs args,
+                       ElementsArgsFor("GatherElements", a, in[0], in[1]));
+  if (!ctx.defer_error_check) *ctx.error_flag = 0;
+  NDS_RETURN_IF_ERROR(CudaStatus(
+      LaunchGatherElements(in[0].data, static_cast<int>(DTypeSize(in[0].dtype)), in[1].data,
+                           out[0].data, args, ctx.error_flag, StreamOf(ctx)),
+      "GatherElements launch"));
+  return CheckErrorFlag(
+      ctx, "GatherElements",
+      OutOfRange(args, *NormalizeAxis(a.axis, in[0].shape.size(), "GatherElements"), in[0]));
+}
+
+absl::Status ScatterElements(const KernelContext& ctx, absl::Span<const TensorView> in,
+                             absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(RequireErrorFlag(ctx, "ScatterElements"));
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const ElementsAttrs& a = std::get<ElementsAttrs>(attrs);
+  NDS_ASSIGN_OR_RETURN(const ElementsArgs args,
+                       ElementsArgsFor("ScatterElements", a, in[0], in[1]));
+  if (out[0].data != in[0].data && in[0].nbytes() > 0) {
+    NDS_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(out[0].data, in[0].data, in[0].nbytes(),
+                                                   cudaMemcpyDeviceToDevice, StreamOf(ctx)),
+                                   "ScatterElements cudaMemcpyAsync"));
   }
-  return absl::OkStatus();
+  if (!ctx.defer_error_check) *ctx.error_flag = 0;
+  NDS_RETURN_IF_ERROR(CudaStatus(
+      LaunchScatterElements(static_cast<int>(a.reduction), ToScalarType(in[0].dtype),
+                            static_cast<int>(DTypeSize(in[0].dtype)), in[1].data, in[2].data,
+                            out[0].data, args, ctx.error_flag, StreamOf(ctx)),
+      "ScatterElements launch"));
+  return CheckErrorFlag(
+      ctx, "ScatterElements",
+      OutOfRange(args, *NormalizeAxis(a.axis, in[0].shape.size(), "ScatterElements"), in[0]));
 }
 
 absl::Status ReduceSum(const KernelContext& ctx, absl::Span<const TensorView> in,

@@ -70,6 +70,29 @@ struct ScatterNDArgs {
 cudaError_t LaunchScatterND(int reduction, ScalarType type, int elem_bytes, const int64_t* indices,
                             const void* updates, void* out, const ScatterNDArgs& a,
                             int32_t* error_flag, cudaStream_t stream);
+// GatherElements / ScatterElements (kernels/plans.h's ElementsPlan): `base` maps an
+// index's position to the non-axis part of its data offset (strides[0]: data's strides,
+// 0 along the axis); the index adds index * axis_stride. Indices are INT32 or INT64;
+// negative ones count from the end of the axis.
+struct ElementsArgs {
+  IndexMap base;
+  int64_t count = 0, axis_dim = 0, axis_stride = 1;
+  int64_t lines = 0, line_len = 0, inner = 1;  // see ElementsPlan
+  bool int64_indices = true;
+};
+// out[i] = data[base(i) + index * axis_stride] for `elem_bytes`-byte elements; an
+// out-of-range index sets *error_flag = 1 and gives 0.
+cudaError_t LaunchGatherElements(const void* data, int elem_bytes, const void* indices, void* out,
+                                 const ElementsArgs& a, int32_t* error_flag, cudaStream_t stream);
+// Into `out` (already a copy of data): reduction 0 writes each update (one thread each; a
+// repeated target's winner is open, as ONNX leaves it), 1 adds and 2 multiplies (FP32,
+// INT32, INT64 by type; one thread per line of the axis folds its updates in order, so
+// results round as on the CPU). An out-of-range index sets *error_flag = 1 and its update
+// is dropped.
+cudaError_t LaunchScatterElements(int reduction, ScalarType type, int elem_bytes,
+                                  const void* indices, const void* updates, void* out,
+                                  const ElementsArgs& a, int32_t* error_flag,
+                                  cudaStream_t stream);
 // Out-of-range indices set *error_flag = 1 and give zero rows (no out-of-bounds read).
 cudaError_t LaunchGather(const void* data, int elem_bytes, const void* indices, bool int64_indices,
                          void* out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t count,

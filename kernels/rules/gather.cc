@@ -1,4 +1,4 @@
-// Rules of Gather and ScatterND.
+// Rules of Gather, ScatterND, GatherElements and ScatterElements.
 #include <algorithm>
 #include <string>
 
@@ -11,6 +11,52 @@ namespace {
 
 // The fused embedding bag (GatherAttrs::bag_mean): FP32 [rows, dim] by [batch, bag]
 // indices, or [batch, features, bag] with a feature selected, gives [batch, dim].
+absl::StatusOr<ScatterReduction> ReadReduction(OpKind op, const AttrMap& attrs) {
+  NDS_ASSIGN_OR_RETURN(const std::string r, GetAttr<std::string>(op, attrs, "reduction", "none"));
+  if (r == "add") return ScatterReduction::kAdd;
+  if (r == "mul") return ScatterReduction::kMul;
+  if (r != "none") {
+    return absl::UnimplementedError(absl::StrCat(OpKindName(op), ": reduction '", r,
+                                                 "' is not supported (none, add and mul are)"));
+  }
+  return ScatterReduction::kNone;
+}
+
+// The data a scatter writes into: any fixed-size type when updates replace elements,
+// FP32, INT32 or INT64 when they are added or multiplied in; updates of data's type.
+absl::Status CheckScatterData(OpKind op, ScatterReduction reduction, const TensorDesc& data,
+                              const TensorDesc& updates) {
+  if (reduction == ScatterReduction::kNone) {
+    NDS_RETURN_IF_ERROR(CheckFixedSize(op, data, "data"));
+  } else {
+    NDS_RETURN_IF_ERROR(CheckDType(op, data, "data", {DType::kFp32, DType::kInt32, DType::kInt64}));
+  }
+  if (updates.dtype != data.dtype) {
+    return Invalid(op, absl::StrCat("updates are ", DTypeName(updates.dtype), ", data ",
+                                    DTypeName(data.dtype)));
+  }
+  return absl::OkStatus();
+}
+
+// GatherElements' and ScatterElements' indices against data: the same rank, and no dim
+// but the axis larger than data's (PyTorch's rule for torch.gather and scatter).
+absl::StatusOr<int64_t> CheckElementsIndices(OpKind op, int64_t axis, const TensorDesc& data,
+                                             const TensorDesc& indices) {
+  NDS_RETURN_IF_ERROR(CheckDType(op, indices, "indices", {DType::kInt32, DType::kInt64}));
+  const ShapeSpan d = data.shape, i = indices.shape;
+  NDS_ASSIGN_OR_RETURN(const int64_t a, NormalizeAxis(axis, d.size(), OpKindName(op)));
+  bool fits = d.size() == i.size();
+  for (std::size_t k = 0; fits && k < d.size(); ++k) {
+    fits = static_cast<int64_t>(k) == a || i[k] <= d[k];
+  }
+  if (!fits) {
+    return Invalid(op, absl::StrCat("indices ", ShapeToString(i), " must have the rank of data ",
+                                    ShapeToString(d), " and no dim but axis ", a,
+                                    " larger than data's"));
+  }
+  return a;
+}
+
 absl::StatusOr<Descs> InferBagMean(OpKind op, absl::Span<const TensorDesc> in,
                                    const GatherAttrs& a) {
   const ShapeSpan data = in[0].shape, ids = in[1].shape;
@@ -61,15 +107,7 @@ absl::StatusOr<Descs> InferGather(OpKind op, absl::Span<const TensorDesc> in,
 // (x[:, i] = v) as it.
 absl::StatusOr<OpAttrs> BuildScatterND(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
   ScatterNDAttrs a;
-  NDS_ASSIGN_OR_RETURN(const std::string r, GetAttr<std::string>(op, attrs, "reduction", "none"));
-  if (r == "add") {
-    a.reduction = ScatterReduction::kAdd;
-  } else if (r == "mul") {
-    a.reduction = ScatterReduction::kMul;
-  } else if (r != "none") {
-    return absl::UnimplementedError(absl::StrCat(
-        "ScatterND: reduction '", r, "' is not supported (none, add and mul are)"));
-  }
+  NDS_ASSIGN_OR_RETURN(a.reduction, ReadReduction(op, attrs));
   return a;
 }
 
@@ -80,17 +118,8 @@ absl::StatusOr<Descs> InferScatterND(OpKind op, absl::Span<const TensorDesc> in,
   const ScatterNDAttrs* a;
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 3, 3));
-  if (a->reduction == ScatterReduction::kNone) {
-    NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
-  } else {
-    NDS_RETURN_IF_ERROR(
-        CheckDType(op, in[0], "data", {DType::kFp32, DType::kInt32, DType::kInt64}));
-  }
+  NDS_RETURN_IF_ERROR(CheckScatterData(op, a->reduction, in[0], in[2]));
   NDS_RETURN_IF_ERROR(CheckDType(op, in[1], "indices", {DType::kInt64}));
-  if (in[2].dtype != in[0].dtype) {
-    return Invalid(op, absl::StrCat("updates are ", DTypeName(in[2].dtype), ", data ",
-                                    DTypeName(in[0].dtype)));
-  }
   const ShapeSpan data = in[0].shape, indices = in[1].shape, updates = in[2].shape;
   const int64_t k = indices.empty() ? 0 : indices.back();
   if (indices.empty() || k < 1 || k > static_cast<int64_t>(data.size())) {
@@ -104,6 +133,50 @@ absl::StatusOr<Descs> InferScatterND(OpKind op, absl::Span<const TensorDesc> in,
     return Invalid(op, absl::StrCat("updates have shape ", ShapeToString(updates), ", expected ",
                                     ShapeToString(want), " (data ", ShapeToString(data),
                                     ", indices ", ShapeToString(indices), ")"));
+  }
+  return Descs{in[0]};
+}
+
+// GatherElements: out[c] = data[c with c[axis] replaced by indices[c]]; the output has
+// the indices' shape and data's type.
+absl::StatusOr<OpAttrs> BuildGatherElements(OpKind op, int, const AttrMap& attrs,
+                                            const HostInputs&) {
+  ElementsAttrs a;
+  NDS_ASSIGN_OR_RETURN(a.axis, GetAttr<int64_t>(op, attrs, "axis", 0));
+  return a;
+}
+
+absl::StatusOr<Descs> InferGatherElements(OpKind op, absl::Span<const TensorDesc> in,
+                                          const OpAttrs& attrs) {
+  const ElementsAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
+  NDS_RETURN_IF_ERROR(CheckElementsIndices(op, a->axis, in[0], in[1]).status());
+  return Descs{{in[0].dtype, in[1].shape}};
+}
+
+// ScatterElements: data with out[c with c[axis] replaced by indices[c]] = updates[c] (or,
+// opset 16's reduction, combined with it); updates have the indices' shape.
+absl::StatusOr<OpAttrs> BuildScatterElements(OpKind op, int, const AttrMap& attrs,
+                                             const HostInputs&) {
+  ElementsAttrs a;
+  NDS_ASSIGN_OR_RETURN(a.axis, GetAttr<int64_t>(op, attrs, "axis", 0));
+  NDS_ASSIGN_OR_RETURN(a.reduction, ReadReduction(op, attrs));
+  return a;
+}
+
+absl::StatusOr<Descs> InferScatterElements(OpKind op, absl::Span<const TensorDesc> in,
+                                           const OpAttrs& attrs) {
+  const ElementsAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 3, 3));
+  NDS_RETURN_IF_ERROR(CheckScatterData(op, a->reduction, in[0], in[2]));
+  NDS_RETURN_IF_ERROR(CheckElementsIndices(op, a->axis, in[0], in[1]).status());
+  if (in[2].shape != in[1].shape) {
+    return Invalid(op, absl::StrCat("updates have shape ", ShapeToString(in[2].shape),
+                                    ", indices ", ShapeToString(in[1].shape),
+                                    "; they must be equal"));
   }
   return Descs{in[0]};
 }

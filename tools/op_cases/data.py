@@ -247,3 +247,65 @@ def cases(add, _shared_rng):
     add("scatternd_mul_int64", "ScatterND", 16,
         [("input", "data", xi), ("input", "indices", ind), ("input", "updates", upd)],
         [("output", scatter_nd(xi, ind, upd, "mul"))], attrs={"reduction": ("string", "mul")})
+
+    # GatherElements / ScatterElements (torch.gather, Tensor.scatter / scatter_add) -------
+    def elements_target(idx, pos, axis, axis_dim):
+        v = int(idx[pos])
+        return pos[:axis] + (v + axis_dim if v < 0 else v,) + pos[axis + 1:]
+
+    def gather_elements(data, idx, axis):
+        axis %= data.ndim
+        out = np.zeros(idx.shape, data.dtype)
+        for pos in np.ndindex(*idx.shape):
+            out[pos] = data[elements_target(idx, pos, axis, data.shape[axis])]
+        return out
+
+    def scatter_elements(data, idx, updates, axis, reduction="none"):
+        axis %= data.ndim
+        out = data.copy()
+        for pos in np.ndindex(*idx.shape):  # index order, as both kernels apply them
+            t = elements_target(idx, pos, axis, data.shape[axis])
+            if reduction == "add":
+                out[t] = out[t] + updates[pos]
+            elif reduction == "mul":
+                out[t] = out[t] * updates[pos]
+            else:
+                out[t] = updates[pos]
+        return out
+
+    r = rng()
+    x = float_data(r, (3, 5))
+    ind = r.integers(-5, 5, size=(3, 4)).astype(np.int64)
+    add("gatherelements_axis1", "GatherElements", 13,
+        [("input", "data", x), ("input", "indices", ind)],
+        [("output", gather_elements(x, ind, 1))], attrs={"axis": ("int", 1)})
+    x = float_data(r, (4, 3, 2))
+    ind = r.integers(-4, 4, size=(6, 2, 2)).astype(np.int32)
+    add("gatherelements_axis0_smaller_int32", "GatherElements", 13,
+        [("input", "data", x), ("const", "indices", ind)],
+        [("output", gather_elements(x, ind, 0))])
+    xi = r.integers(-100, 100, size=(2, 3, 4)).astype(np.int64)
+    ind = r.integers(0, 4, size=(2, 3, 2)).astype(np.int64)
+    add("gatherelements_int64_last_axis", "GatherElements", 13,
+        [("input", "data", xi), ("input", "indices", ind)],
+        [("output", gather_elements(xi, ind, -1))], attrs={"axis": ("int", -1)})
+    x = float_data(r, (3, 5))
+    ind = np.array([[4, 0], [-1, 2], [1, 3]], np.int64)  # no repeated target per row
+    upd = float_data(r, (3, 2))
+    add("scatterelements_axis1", "ScatterElements", 13,
+        [("input", "data", x), ("input", "indices", ind), ("input", "updates", upd)],
+        [("output", scatter_elements(x, ind, upd, 1))], attrs={"axis": ("int", 1)})
+    x = float_data(r, (4, 3))
+    ind = np.array([[0, 1, 3], [2, 1, 0], [0, 1, 3], [3, -4, 2], [0, 2, 2]], np.int64)
+    upd = float_data(r, (5, 3))
+    add("scatterelements_add_repeated", "ScatterElements", 16,
+        [("input", "data", x), ("input", "indices", ind), ("input", "updates", upd)],
+        [("output", scatter_elements(x, ind, upd, 0, "add"))],
+        attrs={"reduction": ("string", "add")})
+    xi = np.arange(1, 9, dtype=np.int64).reshape(2, 4)
+    ind = np.array([[3, 3, 0], [1, -1, 1]], np.int32)
+    upd = np.array([[2, -3, 5], [7, 2, -1]], np.int64)
+    add("scatterelements_mul_int64", "ScatterElements", 16,
+        [("input", "data", xi), ("input", "indices", ind), ("input", "updates", upd)],
+        [("output", scatter_elements(xi, ind, upd, -1, "mul"))],
+        attrs={"axis": ("int", -1), "reduction": ("string", "mul")})

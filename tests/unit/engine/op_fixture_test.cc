@@ -109,6 +109,8 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"SpaceToDepth", {0, 0}},
       {"Mod", {0, 0}},
       {"ScatterND", {0, 0}},
+      {"GatherElements", {0, 0}},
+      {"ScatterElements", {0, 0}},
       {"Sin", {1e-6, 1e-5}},
       {"Cos", {1e-6, 1e-5}},
       {"Round", {0, 0}},

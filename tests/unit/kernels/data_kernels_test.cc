@@ -1,6 +1,7 @@
-// Data-movement kernels (Gather, ScatterND, Transpose, Concat, the shape-only copies) and Cast on
-// every device present, against naive references; on a GPU each result is also compared
-// with the CPU kernel's. All of these move or convert bits, so every comparison is exact.
+// Data-movement kernels (Gather, ScatterND, GatherElements, ScatterElements, Transpose, Concat, the
+// shape-only copies) and Cast on every device present, against naive references; on a GPU each
+// result is also compared with the CPU kernel's. All of these move or convert bits, so every
+// comparison is exact.
 #include <cmath>
 #include <limits>
 
@@ -11,6 +12,7 @@
 namespace ndserve::kernels::testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -111,6 +113,64 @@ TEST_P(DataKernelsTest, ScatterNDOutOfRangeIsInvalidArgument) {
   auto ok = TryRun(OpKind::kScatterND, {data, HostTensor::Of<int64_t>({2, 1}, {3, -4}), updates},
                    ScatterNDAttrs{});
   EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+// torch.gather along the middle axis of [3, 4, 5] with [3, 6, 2] indices: more indices
+// than the axis is long, and a last dim smaller than data's.
+TEST_P(DataKernelsTest, GatherElementsReadsAlongTheAxis) {
+  const HostTensor data = RandomTensor({3, 4, 5}, 7);
+  std::vector<int64_t> ids(3 * 6 * 2);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 5) % 8) - 4;
+  const HostTensor idx = HostTensor::Of<int64_t>({3, 6, 2}, ids);
+  const HostTensor got = Run(OpKind::kGatherElements, {data, idx}, ElementsAttrs{1});
+  const std::vector<float> dv = data.Values<float>();
+  std::vector<float> want;
+  for (int64_t a = 0; a < 3; ++a) {
+    for (int64_t b = 0; b < 6; ++b) {
+      for (int64_t c = 0; c < 2; ++c) {
+        int64_t v = ids[(a * 6 + b) * 2 + c];
+        if (v < 0) v += 4;
+        want.push_back(dv[(a * 4 + v) * 5 + c]);
+      }
+    }
+  }
+  EXPECT_TRUE(AllClose(got, HostTensor::Of<float>({3, 6, 2}, want), 0, 0));
+}
+
+// scatter_add of 300 updates onto 3 x 4 targets: each target's sum must round as the
+// updates' index order gives it, on every device.
+TEST_P(DataKernelsTest, ScatterElementsAddFoldsRepeatsInIndexOrder) {
+  const HostTensor data = RandomTensor({3, 4}, 8);
+  const HostTensor updates = RandomTensor({100, 4}, 9);
+  std::vector<int32_t> ids(100 * 4);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7) % 3);
+  const HostTensor idx = HostTensor::Of<int32_t>({100, 4}, ids);
+  ElementsAttrs a{0, ScatterReduction::kAdd};
+  const HostTensor got = Run(OpKind::kScatterElements, {data, idx, updates}, a);
+  std::vector<float> want = data.Values<float>();
+  const std::vector<float> uv = updates.Values<float>();
+  for (std::size_t i = 0; i < ids.size(); ++i) want[ids[i] * 4 + i % 4] += uv[i];
+  EXPECT_TRUE(AllClose(got, HostTensor::Of<float>({3, 4}, want), 0, 0));
+}
+
+TEST_P(DataKernelsTest, ElementsOutOfRangeIsInvalidArgumentNamingTheOp) {
+  const HostTensor data = RandomTensor({4, 3}, 10);
+  const HostTensor updates = RandomTensor({2, 3}, 11);
+  for (int64_t bad : {int64_t{4}, int64_t{-5}, std::numeric_limits<int64_t>::min()}) {
+    const HostTensor idx = HostTensor::Of<int64_t>({2, 3}, {0, 1, 2, 3, bad, -4});
+    auto g = TryRun(OpKind::kGatherElements, {data, idx}, ElementsAttrs{0});
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(g.status().message(),
+                AllOf(HasSubstr("GatherElements"), HasSubstr("out of range")));
+    auto s = TryRun(OpKind::kScatterElements, {data, idx, updates}, ElementsAttrs{0});
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.status().message(),
+                AllOf(HasSubstr("ScatterElements"), HasSubstr("out of range")));
+  }
+  // The context stays usable after the errors.
+  const HostTensor idx = HostTensor::Of<int64_t>({2, 3}, {0, 1, 2, 3, -1, -4});
+  EXPECT_TRUE(TryRun(OpKind::kGatherElements, {data, idx}, ElementsAttrs{0}).ok());
+  EXPECT_TRUE(TryRun(OpKind::kScatterElements, {data, idx, updates}, ElementsAttrs{0}).ok());
 }
 
 TEST_P(DataKernelsTest, TransposeFiveDims) {

@@ -149,14 +149,14 @@ TEST(ShapeInference, InstanceNormDepthSpaceScatterNDMod) {
   EXPECT_THAT(OutShape(OpKind::kInstanceNormalization, {F32({2, 4, 5, 6}), F32({4}), F32({4})},
                        BatchNormAttrs{}),
               ElementsAre(2, 4, 5, 6));
-  absl::Status s = Error(OpKind::kInstanceNormalization, {F32({2, 4, 5}), F32({3}), F32({4})},
-                         BatchNormAttrs{});
+  absl::Status s =
+      Error(OpKind::kInstanceNormalization, {F32({2, 4, 5}), F32({3}), F32({4})}, BatchNormAttrs{});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("InstanceNormalization"), HasSubstr("[3]")));
-  EXPECT_EQ(Error(OpKind::kInstanceNormalization, {F32({2, 4}), F32({4}), F32({4})},
-                  BatchNormAttrs{})
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Error(OpKind::kInstanceNormalization, {F32({2, 4}), F32({4}), F32({4})}, BatchNormAttrs{})
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 
   DepthSpaceAttrs d2s{2, true, true};
   EXPECT_THAT(OutShape(OpKind::kDepthToSpace, {F32({1, 8, 3, 5})}, d2s), ElementsAre(1, 2, 6, 10));
@@ -187,6 +187,38 @@ TEST(ShapeInference, InstanceNormDepthSpaceScatterNDMod) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("fmod=1"));
   EXPECT_THAT(OutShape(OpKind::kMod, {F32({2}), F32({2})}, ModAttrs{true}), ElementsAre(2));
+}
+
+// torch.gather and scatter / scatter_add: the indices' shape out (GatherElements), data's
+// (ScatterElements); indices of another rank, a non-axis dim past data's, or updates
+// unlike the indices are INVALID_ARGUMENT naming the op and the shapes.
+TEST(ShapeInference, GatherAndScatterElements) {
+  const TensorDesc i32{DType::kInt32, {3, 2}};
+  EXPECT_THAT(OutShape(OpKind::kGatherElements, {F32({3, 5}), I64({3, 7})}, ElementsAttrs{1}),
+              ElementsAre(3, 7));
+  EXPECT_THAT(OutShape(OpKind::kGatherElements, {F32({3, 5}), i32}, ElementsAttrs{-1}),
+              ElementsAre(3, 2));
+  absl::Status s = Error(OpKind::kGatherElements, {F32({3, 5}), I64({4, 2})}, ElementsAttrs{1});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("GatherElements"), HasSubstr("[4,2]"), HasSubstr("[3,5]")));
+  EXPECT_EQ(Error(OpKind::kGatherElements, {F32({3, 5}), I64({3})}, ElementsAttrs{0}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Error(OpKind::kGatherElements, {F32({3, 5}), I64({3, 5})}, ElementsAttrs{2}).code(),
+            absl::StatusCode::kInvalidArgument);  // axis past the rank
+
+  const ElementsAttrs add{0, ScatterReduction::kAdd};
+  EXPECT_THAT(OutShape(OpKind::kScatterElements, {F32({4, 3}), I64({9, 3}), F32({9, 3})}, add),
+              ElementsAre(4, 3));
+  s = Error(OpKind::kScatterElements, {F32({4, 3}), I64({9, 3}), F32({9, 2})}, add);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("ScatterElements"), HasSubstr("[9,2]")));
+  // Booleans can be replaced, not added.
+  const TensorDesc b{DType::kBool, {4, 3}}, bu{DType::kBool, {2, 3}};
+  EXPECT_THAT(OutShape(OpKind::kScatterElements, {b, I64({2, 3}), bu}, ElementsAttrs{0}),
+              ElementsAre(4, 3));
+  EXPECT_EQ(Error(OpKind::kScatterElements, {b, I64({2, 3}), bu}, add).code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 TEST(Plans, BroadcastMergesContiguousDims) {
