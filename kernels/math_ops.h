@@ -40,6 +40,19 @@ struct SinOp {
 struct CosOp {
   NDS_HD_OP float operator()(float x) const { return cosf(x); }
 };
+struct TanOp {
+  NDS_HD_OP float operator()(float x) const { return tanf(x); }
+};
+// NaN outside [-1, 1], as the C library gives it.
+struct AsinOp {
+  NDS_HD_OP float operator()(float x) const { return asinf(x); }
+};
+struct AcosOp {
+  NDS_HD_OP float operator()(float x) const { return acosf(x); }
+};
+struct AtanOp {
+  NDS_HD_OP float operator()(float x) const { return atanf(x); }
+};
 // ONNX's Round: halves to even (rintf in the default rounding mode, as numpy's round).
 struct RoundOp {
   NDS_HD_OP float operator()(float x) const { return rintf(x); }
@@ -95,6 +108,21 @@ struct LeakyReluOp {
 struct EluOp {
   float alpha;
   NDS_HD_OP float operator()(float x) const { return x < 0.0f ? alpha * expm1f(x) : x; }
+};
+// Selu: gamma * x above 0, gamma * alpha * (exp(x) - 1) at and below (ActivationAttrs:
+// alpha, beta = gamma).
+struct SeluOp {
+  float alpha, gamma;
+  NDS_HD_OP float operator()(float x) const {
+    return x > 0.0f ? gamma * x : gamma * (alpha * expm1f(x));
+  }
+};
+// Celu: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+struct CeluOp {
+  float alpha;
+  NDS_HD_OP float operator()(float x) const {
+    return x > 0.0f ? x : alpha * expm1f(x / alpha);
+  }
 };
 // NaN stays NaN: both comparisons are false for it.
 struct HardSigmoidOp {
@@ -183,11 +211,36 @@ struct GreaterOp {
     return a > b;
   }
 };
+struct LessOrEqualOp {
+  template <typename T>
+  NDS_HD_OP uint8_t operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct GreaterOrEqualOp {
+  template <typename T>
+  NDS_HD_OP uint8_t operator()(T a, T b) const {
+    return a >= b;
+  }
+};
+struct IsNaNOp {
+  NDS_HD_OP uint8_t operator()(float x) const { return x != x; }
+};
+// IsInf with detect_negative / detect_positive.
+struct IsInfOp {
+  bool negative, positive;
+  NDS_HD_OP uint8_t operator()(float x) const {
+    return (positive && x == INFINITY) || (negative && x == -INFINITY);
+  }
+};
 struct AndOp {
   NDS_HD_OP uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) & (b != 0); }
 };
 struct OrOp {
   NDS_HD_OP uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) | (b != 0); }
+};
+struct XorOp {
+  NDS_HD_OP uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) != (b != 0); }
 };
 struct NotOp {
   NDS_HD_OP uint8_t operator()(uint8_t a) const { return a == 0; }
@@ -197,17 +250,22 @@ struct BoolEqualOp {
   NDS_HD_OP uint8_t operator()(uint8_t a, uint8_t b) const { return (a != 0) == (b != 0); }
 };
 
-// ReduceL2, ReduceSumSquare, ReduceLogSumExp and ReduceProd of one output: its n values
-// get(0) .. get(n - 1), folded in that order on both devices so they round alike.
-// LogSumExp subtracts the values' max before exp (no overflow) and gives the max itself
-// when that is infinite or NaN; an empty reduction gives 0, 0, -inf and 1.
-enum class FoldReduce : int { kL2, kSumSquare, kLogSumExp, kProd };
+// ReduceL2, ReduceSumSquare, ReduceLogSumExp, ReduceProd and ReduceL1 of one output: its
+// n values get(0) .. get(n - 1), folded in that order on both devices so they round
+// alike. LogSumExp subtracts the values' max before exp (no overflow) and gives the max
+// itself when that is infinite or NaN; an empty reduction gives 0, 0, -inf, 1 and 0.
+enum class FoldReduce : int { kL2, kSumSquare, kLogSumExp, kProd, kL1 };
 template <typename Get>
 NDS_HD_OP float FoldReduceValues(FoldReduce kind, int64_t n, const Get& get) {
   if (kind == FoldReduce::kProd) {
     float p = 1.0f;
     for (int64_t r = 0; r < n; ++r) p *= get(r);
     return p;
+  }
+  if (kind == FoldReduce::kL1) {
+    float s = 0.0f;
+    for (int64_t r = 0; r < n; ++r) s += fabsf(get(r));
+    return s;
   }
   if (kind == FoldReduce::kLogSumExp) {
     float m = -INFINITY;

@@ -112,6 +112,7 @@ using OpAttrs = std::variant<
     ActivationAttrs,
     ClipAttrs,
     ModAttrs,
+    FloatClassAttrs,
     ArgMaxAttrs,
     TopKAttrs,
     CumSumAttrs,

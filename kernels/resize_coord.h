@@ -70,6 +70,49 @@ NDS_HOST_DEVICE inline void ResizeLinearTaps(float x, int64_t in_len, int64_t* i
   *w1 = x - static_cast<float>(*i0);
 }
 
+// Cubic convolution taps: the four inputs floor(x) - 1 .. floor(x) + 2 (clamped inside, as
+// if the input were padded with its edge values) and Keys' weights with coefficient `a`;
+// with exclude_outside, taps that fall outside get weight 0 and the rest are renormalized.
+NDS_HOST_DEVICE inline void ResizeCubicTaps(float x, int64_t in_len, float a, bool exclude_outside,
+                                            int64_t* i, float* w) {
+  const float fl = floorf(x);
+  const float t = x - fl;
+  const float s[4] = {t + 1.0f, t, 1.0f - t, 2.0f - t};  // distances to the four taps
+  float sum = 0.0f;
+  for (int k = 0; k < 4; ++k) {
+    const float d = s[k];
+    w[k] = (k == 1 || k == 2) ? ((a + 2.0f) * d - (a + 3.0f)) * d * d + 1.0f
+                              : ((a * d - 5.0f * a) * d + 8.0f * a) * d - 4.0f * a;
+    const int64_t at = static_cast<int64_t>(fl) - 1 + k;
+    if (exclude_outside && (at < 0 || at >= in_len)) w[k] = 0.0f;
+    sum += w[k];
+    i[k] = at < 0 ? 0 : (at >= in_len ? in_len - 1 : at);
+  }
+  if (exclude_outside && sum != 0.0f) {
+    for (int k = 0; k < 4; ++k) w[k] /= sum;
+  }
+}
+
+// The taps of output coordinate `o` along one dim: mode 0 (nearest) one input with weight
+// 1, 1 (linear) two, 2 (cubic) four. Returns the count; i and w hold four entries.
+NDS_HOST_DEVICE inline int ResizeTapsOf(int mode, int coord, int nearest, float cubic_a,
+                                        bool exclude_outside, int64_t o, float scale,
+                                        int64_t in_len, int64_t out_len, int64_t* i, float* w) {
+  const float x = ResizeSourceCoord(coord, static_cast<float>(o), scale, in_len, out_len);
+  if (mode == 0) {
+    i[0] = ResizeNearestIndex(nearest, x, in_len);
+    w[0] = 1.0f;
+    return 1;
+  }
+  if (mode == 1) {
+    ResizeLinearTaps(x, in_len, &i[0], &i[1], &w[1]);
+    w[0] = 1.0f - w[1];
+    return 2;
+  }
+  ResizeCubicTaps(x, in_len, cubic_a, exclude_outside, i, w);
+  return 4;
+}
+
 }  // namespace ndserve::kernels
 
 #undef NDS_HOST_DEVICE

@@ -1,5 +1,6 @@
 #include "kernels/resize_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -18,6 +19,8 @@ absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& a, ShapeSpan x) {
                                                    " has rank ", rank));
   }
   ResizePlan p;
+  // NCDHW: the three trailing dims; any other rank keeps its last two.
+  const std::size_t spatial = rank == 5 ? 3 : std::min<std::size_t>(rank, 2);
   std::vector<float> scales(rank);
   p.out_shape.resize(rank);
   for (std::size_t d = 0; d < rank; ++d) {
@@ -43,10 +46,10 @@ absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& a, ShapeSpan x) {
       }
       p.out_shape[d] = static_cast<int64_t>(size);
     }
-    if (d + 2 < rank && p.out_shape[d] != x[d]) {
-      return absl::UnimplementedError(
-          absl::StrCat("Resize: only the last two dims may be resized; X ", ShapeToString(x),
-                       " to ", ShapeToString(p.out_shape)));
+    if (d + spatial < rank && p.out_shape[d] != x[d]) {
+      return absl::UnimplementedError(absl::StrCat(
+          "Resize: only the last ", spatial == 3 ? "three" : "two",
+          " dims may be resized; X ", ShapeToString(x), " to ", ShapeToString(p.out_shape)));
     }
   }
   if (absl::Status valid = ValidateShape(p.out_shape, "Resize output"); !valid.ok()) return valid;
@@ -58,13 +61,25 @@ absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& a, ShapeSpan x) {
     p.out_h = p.out_shape[rank - 2];
     p.scale_h = scales[rank - 2];
   }
-  if ((p.out_h > 0 && p.in_h == 0) || (p.out_w > 0 && p.in_w == 0)) {
+  if (spatial == 3) {
+    p.depth = true;
+    p.in_d = x[rank - 3];
+    p.out_d = p.out_shape[rank - 3];
+    p.scale_d = scales[rank - 3];
+    if (a.mode == ResizeMode::kCubic && p.out_d != p.in_d) {
+      return absl::UnimplementedError(absl::StrCat(
+          "Resize: mode 'cubic' resizes the last two dims only; X ", ShapeToString(x), " to ",
+          ShapeToString(p.out_shape)));
+    }
+  }
+  if ((p.out_d > 0 && p.in_d == 0) || (p.out_h > 0 && p.in_h == 0) ||
+      (p.out_w > 0 && p.in_w == 0)) {
     return absl::InvalidArgumentError(absl::StrCat("Resize: cannot resize the empty X ",
                                                    ShapeToString(x), " to ",
                                                    ShapeToString(p.out_shape)));
   }
   p.planes = 1;
-  for (std::size_t d = 0; d + 2 < rank; ++d) p.planes *= x[d];
+  for (std::size_t d = 0; d + spatial < rank; ++d) p.planes *= x[d];
   return p;
 }
 

@@ -12,18 +12,22 @@
 
 namespace ndserve::kernels {
 
-// X as `planes` planes of in_h x in_w (the last two dims; 1 x in_w for rank 1) resized
-// to out_h x out_w. scale_* is what coordinate_transformation_mode divides by: the
-// given scale, or out / in when sizes were given. A plain value.
+// X as `planes` volumes of in_d x in_h x in_w (the last three dims of a 5-D X, else
+// depth 1 and the last two; 1 x in_w for rank 1) resized to out_d x out_h x out_w.
+// scale_* is what coordinate_transformation_mode divides by: the given scale, or out / in
+// when sizes were given. `depth` says whether the depth dim is interpolated at all (5-D
+// X); otherwise it is a single tap. A plain value.
 struct ResizePlan {
   Shape out_shape;
   int64_t planes = 0;
-  int64_t in_h = 1, in_w = 1, out_h = 1, out_w = 1;
-  float scale_h = 1.0f, scale_w = 1.0f;
+  int64_t in_d = 1, in_h = 1, in_w = 1, out_d = 1, out_h = 1, out_w = 1;
+  float scale_d = 1.0f, scale_h = 1.0f, scale_w = 1.0f;
+  bool depth = false;
 };
 
 // INVALID_ARGUMENT for scales/sizes of the wrong length or non-positive values;
-// UNIMPLEMENTED when a dim other than the last two changes size.
+// UNIMPLEMENTED when a dim other than the last two (three for a 5-D X) changes size, or
+// when cubic would resize a depth.
 absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& attrs, ShapeSpan x);
 
 }  // namespace ndserve::kernels

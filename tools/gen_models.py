@@ -1083,7 +1083,7 @@ def write_bad_models(w):
     w.write(f"{base}/truncated.onnx", data[:len(data) * 2 // 3])
 
     w.write_model(f"{base}/unknown_op.onnx", make_model(
-        helper.make_graph([helper.make_node("Celu", ["x"], ["y"], alpha=1.0)], "unknown_op",
+        helper.make_graph([helper.make_node("Hardmax", ["x"], ["y"], axis=-1)], "unknown_op",
                           [x], [y]), 13))
     w.write_model(f"{base}/custom_domain_op.onnx", make_model(
         helper.make_graph([helper.make_node("FancyRelu", ["x"], ["y"], domain="com.example")],

@@ -297,9 +297,9 @@ class TinyVideoResNet(nn.Module):
 
 class TinyUNet3d(nn.Module):
     """A volumetric segmentation UNet (the 3D U-Net / nnU-Net shape): Conv3d +
-    InstanceNorm3d + LeakyReLU blocks, a MaxPool3d down, a ConvTranspose3d up, a skip
-    concatenation and an AvgPool3d smoothing of the logits. Depth, height and width are
-    dynamic."""
+    InstanceNorm3d + LeakyReLU blocks, a MaxPool3d down, a ConvTranspose3d up beside a
+    trilinear Upsample (Resize over a volume), a skip concatenation and an AvgPool3d
+    smoothing of the logits. Depth, height and width are dynamic."""
 
     @staticmethod
     def block(cin, cout):
@@ -312,6 +312,8 @@ class TinyUNet3d(nn.Module):
         self.down = nn.MaxPool3d(2)
         self.mid = self.block(8, 16)
         self.up = nn.ConvTranspose3d(16, 8, 2, stride=2)
+        self.up_smooth = nn.Sequential(
+            nn.Upsample(scale_factor=2, mode="trilinear", align_corners=False), nn.Conv3d(16, 8, 1))
         self.dec = self.block(16, 8)
         self.head = nn.Conv3d(8, 3, 1)
         self.smooth = nn.AvgPool3d(3, stride=1, padding=1)
@@ -319,8 +321,24 @@ class TinyUNet3d(nn.Module):
     def forward(self, volume):
         skip = self.enc(volume)
         x = self.mid(self.down(skip))
-        x = self.dec(torch.cat([self.up(x), skip], dim=1))
+        x = self.dec(torch.cat([self.up(x) + self.up_smooth(x), skip], dim=1))
         return self.smooth(self.head(x))
+
+
+class TinyVdsr(nn.Module):
+    """Super-resolution the VDSR way: the image upscaled x2 by bicubic interpolation
+    (Resize mode cubic), then a residual of a few 3x3 convolutions added to it. Height and
+    width are dynamic."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(inplace=True),
+                                  nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(inplace=True),
+                                  nn.Conv2d(16, 3, 3, padding=1))
+
+    def forward(self, image):
+        up = F.interpolate(image, scale_factor=2, mode="bicubic", align_corners=False)
+        return up + self.body(up)
 
 
 class MessagePassingGnn(nn.Module):
@@ -490,6 +508,10 @@ MODELS = [
          {"volume": {0: "batch", 2: "depth", 3: "height", 4: "width"},
           "logits": {0: "batch", 2: "depth", 3: "height", 4: "width"}},
          [("b1_16", volume_set(1, 1, 16, 16, 16)), ("b2_8x12x16", volume_set(2, 1, 8, 12, 16))]),
+    Spec("vdsr_tiny", TinyVdsr, ["image"], ["upscaled"],
+         {"image": {0: "batch", 2: "height", 3: "width"},
+          "upscaled": {0: "batch", 2: "height", 3: "width"}},
+         [("b1_24", image_set(1, 24)), ("b2_17", image_set(2, 17))]),
     Spec("gnn_message_passing", MessagePassingGnn, ["node_features", "edge_index"], ["logits"],
          {"node_features": {0: "nodes"}, "edge_index": {1: "edges"}},
          [("n10_e30", graph_set(10, 30)), ("n25_e80", graph_set(25, 80))]),

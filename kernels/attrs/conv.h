@@ -48,18 +48,21 @@ struct BatchNormAttrs {
   float epsilon = 1e-5f;
 };
 
-enum class ResizeMode { kNearest, kLinear };
+enum class ResizeMode { kNearest, kLinear, kCubic };  // resize_coord.h's mode codes
 // coordinate_transformation_mode: how an output coordinate maps back onto the input.
 enum class ResizeCoord { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric,
                          kTfHalfPixelForNn };
 enum class ResizeNearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
 
 // Resize (opset 13+). Exactly one of `scales` and `sizes` (host inputs 2 and 3) is set,
-// one value per dim of X; only the last two dims may change size (linear is bilinear).
+// one value per dim of X; only the last two dims may change size, or the last three of a
+// 5-D X (linear is bilinear or trilinear; cubic is bicubic, its depth never resized).
 struct ResizeAttrs {
   ResizeMode mode = ResizeMode::kNearest;
   ResizeCoord coord = ResizeCoord::kHalfPixel;
   ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  float cubic_a = -0.75f;        // cubic_coeff_a (PyTorch's bicubic uses -0.75 too)
+  bool exclude_outside = false;  // cubic: taps outside the input get weight 0, the rest renormalized
   std::vector<float> scales;
   std::vector<int64_t> sizes;
 };

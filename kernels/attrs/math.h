@@ -14,11 +14,19 @@
 namespace ndserve::kernels {
 
 // The scalar parameters of the parameterized activations. LeakyRelu: alpha is the
-// negative slope. Elu: alpha scales exp(x) - 1 below 0. HardSigmoid and HardSwish:
+// negative slope. Elu: alpha scales exp(x) - 1 below 0. Selu: alpha and gamma (as beta).
+// Celu: alpha. HardSigmoid and HardSwish:
 // max(0, min(1, alpha * x + beta)) (HardSwish has no attributes; its rule sets 1/6, 1/2).
 struct ActivationAttrs {
   float alpha = 0.0f;
   float beta = 0.0f;
+};
+
+// IsInf's detect_negative and detect_positive (IsNaN has no attributes and uses it too,
+// both set).
+struct FloatClassAttrs {
+  bool negative = true;
+  bool positive = true;
 };
 
 // Mod: fmod 0 is the integer remainder with the divisor's sign (Python's %, PyTorch's

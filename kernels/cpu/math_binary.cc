@@ -116,6 +116,19 @@ absl::Status Greater(const KernelContext&, absl::Span<const TensorView> in,
   return Compare<GreaterOp>(in, out);
 }
 
+absl::Status LessOrEqual(const KernelContext&, absl::Span<const TensorView> in,
+                         absl::Span<const TensorView> out, const OpAttrs&) {
+  return Compare<LessOrEqualOp>(in, out);
+}
+absl::Status GreaterOrEqual(const KernelContext&, absl::Span<const TensorView> in,
+                            absl::Span<const TensorView> out, const OpAttrs&) {
+  return Compare<GreaterOrEqualOp>(in, out);
+}
+absl::Status Xor(const KernelContext&, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  Broadcast2<uint8_t, uint8_t, uint8_t>(in[0], in[1], out[0], XorOp());
+  return absl::OkStatus();
+}
 absl::Status And(const KernelContext&, absl::Span<const TensorView> in,
                  absl::Span<const TensorView> out, const OpAttrs&) {
   Broadcast2<uint8_t, uint8_t, uint8_t>(in[0], in[1], out[0], AndOp());

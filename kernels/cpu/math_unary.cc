@@ -1,6 +1,7 @@
 // The math family's unary ops on the CPU: FP32 math (Sqrt, Exp, Log, Reciprocal, Floor,
-// Ceil, Sin, Cos, Round, Softplus), Neg, Abs and Sign (FP32, INT32, INT64), the activations with attributes (LeakyRelu,
-// Elu, HardSigmoid, HardSwish, Clip), PRelu (slope broadcast to X) and Not (BOOL). One
+// Ceil, the trigonometric functions, Round, Softplus), Neg, Abs and Sign (FP32, INT32,
+// INT64), the activations with attributes (LeakyRelu, Elu, Selu, Celu, HardSigmoid,
+// HardSwish, Clip), PRelu (slope broadcast to X), IsNaN / IsInf and Not (BOOL). One
 // contiguous loop per tensor over the shared functors of kernels/math_ops.h.
 #include <cstdint>
 
@@ -45,6 +46,47 @@ absl::Status MapSigned(absl::Span<const TensorView> in, absl::Span<const TensorV
 
 }  // namespace
 
+absl::Status Tan(const KernelContext&, absl::Span<const TensorView> in,
+               absl::Span<const TensorView> out, const OpAttrs&) {
+  return MapFloat<TanOp>(in, out);
+}
+absl::Status Asin(const KernelContext&, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return MapFloat<AsinOp>(in, out);
+}
+absl::Status Acos(const KernelContext&, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return MapFloat<AcosOp>(in, out);
+}
+absl::Status Atan(const KernelContext&, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return MapFloat<AtanOp>(in, out);
+}
+absl::Status Selu(const KernelContext&, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const ActivationAttrs& a = std::get<ActivationAttrs>(attrs);
+  return MapFloat(in, out, SeluOp{a.alpha, a.beta});
+}
+absl::Status Celu(const KernelContext&, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return MapFloat(in, out, CeluOp{std::get<ActivationAttrs>(attrs).alpha});
+}
+absl::Status IsNaN(const KernelContext&, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs&) {
+  const float* x = in[0].as<const float>();
+  uint8_t* y = out[0].as<uint8_t>();
+  for (int64_t i = 0; i < in[0].numel(); ++i) y[i] = IsNaNOp()(x[i]);
+  return absl::OkStatus();
+}
+absl::Status IsInf(const KernelContext&, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const FloatClassAttrs& a = std::get<FloatClassAttrs>(attrs);
+  const IsInfOp op{a.negative, a.positive};
+  const float* x = in[0].as<const float>();
+  uint8_t* y = out[0].as<uint8_t>();
+  for (int64_t i = 0; i < in[0].numel(); ++i) y[i] = op(x[i]);
+  return absl::OkStatus();
+}
 absl::Status Sin(const KernelContext&, absl::Span<const TensorView> in,
                  absl::Span<const TensorView> out, const OpAttrs&) {
   return MapFloat<SinOp>(in, out);

@@ -66,5 +66,9 @@ absl::Status ReduceProd(const KernelContext&, absl::Span<const TensorView> in,
                         absl::Span<const TensorView> out, const OpAttrs& attrs) {
   return Fold(OpKind::kReduceProd, FoldReduce::kProd, in, out, attrs);
 }
+absl::Status ReduceL1(const KernelContext&, absl::Span<const TensorView> in,
+                      absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Fold(OpKind::kReduceL1, FoldReduce::kL1, in, out, attrs);
+}
 
 }  // namespace ndserve::kernels::cpu

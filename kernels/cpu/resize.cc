@@ -1,6 +1,7 @@
-// Resize on the CPU: nearest or bilinear over the last two dims. The source rows and
-// columns are worked out once per call (two small index tables), then every plane is a
-// gather with them.
+// Resize on the CPU: nearest, linear or cubic, over the last two dims (the last three of
+// a 5-D X for nearest and linear). Each dim's taps (source indices and weights,
+// kernels/resize_coord.h) are worked out once per call, then every plane is a separable
+// weighted gather with them, summed in the same order as the CUDA kernel.
 #include <vector>
 
 #include "base/status_macros.h"
@@ -11,25 +12,34 @@
 namespace ndserve::kernels::cpu {
 namespace {
 
+// Per output coordinate of one dim: `n` input indices and weights.
 struct Taps {
-  std::vector<int64_t> i0, i1;
-  std::vector<float> w1;
+  int n = 1;
+  std::vector<int64_t> i;  // out_len * n
+  std::vector<float> w;
 };
 
-Taps MakeTaps(const ResizeAttrs& a, int64_t in_len, int64_t out_len, float scale) {
+Taps MakeTaps(const ResizeAttrs& a, int mode, int64_t in_len, int64_t out_len, float scale) {
   Taps t;
-  t.i0.resize(out_len);
-  t.i1.resize(out_len);
-  t.w1.resize(out_len);
+  int64_t idx[4];
+  float wt[4];
+  t.i.reserve(out_len * 4);
+  t.w.reserve(out_len * 4);
   for (int64_t o = 0; o < out_len; ++o) {
-    const float x =
-        ResizeSourceCoord(static_cast<int>(a.coord), static_cast<float>(o), scale, in_len, out_len);
-    if (a.mode == ResizeMode::kNearest) {
-      t.i0[o] = t.i1[o] = ResizeNearestIndex(static_cast<int>(a.nearest), x, in_len);
-      t.w1[o] = 0.0f;
-    } else {
-      ResizeLinearTaps(x, in_len, &t.i0[o], &t.i1[o], &t.w1[o]);
-    }
+    t.n = ResizeTapsOf(mode, static_cast<int>(a.coord), static_cast<int>(a.nearest), a.cubic_a,
+                       a.exclude_outside, o, scale, in_len, out_len, idx, wt);
+    t.i.insert(t.i.end(), idx, idx + t.n);
+    t.w.insert(t.w.end(), wt, wt + t.n);
+  }
+  return t;
+}
+
+// One tap of weight 1 per output coordinate: a dim that is not interpolated.
+Taps IdentityTaps(int64_t len) {
+  Taps t;
+  for (int64_t o = 0; o < len; ++o) {
+    t.i.push_back(o);
+    t.w.push_back(1.0f);
   }
   return t;
 }
@@ -41,29 +51,45 @@ absl::Status Resize(const KernelContext&, absl::Span<const TensorView> in,
   const ResizeAttrs& a = std::get<ResizeAttrs>(attrs);
   NDS_ASSIGN_OR_RETURN(const ResizePlan p, MakeResizePlan(a, in[0].shape));
   if (out[0].numel() == 0) return absl::OkStatus();
-  // Index tables of out_h + out_w entries: small next to the tensors they index.
-  const Taps rows = MakeTaps(a, p.in_h, p.out_h, p.scale_h);
-  const Taps cols = MakeTaps(a, p.in_w, p.out_w, p.scale_w);
+  const int mode = static_cast<int>(a.mode);
+  // Index tables of a few entries per output coordinate: small next to the tensors.
+  const Taps deps = p.depth && a.mode != ResizeMode::kCubic
+                        ? MakeTaps(a, mode, p.in_d, p.out_d, p.scale_d)
+                        : IdentityTaps(p.out_d);
+  const Taps rows = MakeTaps(a, mode, p.in_h, p.out_h, p.scale_h);
+  const Taps cols = MakeTaps(a, mode, p.in_w, p.out_w, p.scale_w);
   const float* x = in[0].as<const float>();
   float* y = out[0].as<float>();
-  const bool linear = a.mode == ResizeMode::kLinear;
+  const int64_t in_plane = p.in_h * p.in_w;
   for (int64_t pl = 0; pl < p.planes; ++pl) {
-    const float* xp = x + pl * p.in_h * p.in_w;
-    float* yp = y + pl * p.out_h * p.out_w;
-    for (int64_t r = 0; r < p.out_h; ++r) {
-      const float* x0 = xp + rows.i0[r] * p.in_w;
-      float* yr = yp + r * p.out_w;
-      if (!linear) {
-        for (int64_t c = 0; c < p.out_w; ++c) yr[c] = x0[cols.i0[c]];
-        continue;
-      }
-      const float* x1 = xp + rows.i1[r] * p.in_w;
-      const float wy = rows.w1[r];
-      for (int64_t c = 0; c < p.out_w; ++c) {
-        const float wx = cols.w1[c];
-        const float top = x0[cols.i0[c]] * (1.0f - wx) + x0[cols.i1[c]] * wx;
-        const float bottom = x1[cols.i0[c]] * (1.0f - wx) + x1[cols.i1[c]] * wx;
-        yr[c] = top * (1.0f - wy) + bottom * wy;
+    const float* xv = x + pl * p.in_d * in_plane;
+    for (int64_t z = 0; z < p.out_d; ++z) {
+      for (int64_t r = 0; r < p.out_h; ++r) {
+        if (a.mode == ResizeMode::kNearest) {  // one tap per dim: a gather
+          const float* xr = xv + deps.i[z] * in_plane + rows.i[r] * p.in_w;
+          for (int64_t c = 0; c < p.out_w; ++c) *y++ = xr[cols.i[c]];
+          continue;
+        }
+        for (int64_t c = 0; c < p.out_w; ++c, ++y) {
+          // Each sum starts from its first product, as the CUDA kernel's does.
+          float acc = 0.0f;
+          for (int kz = 0; kz < deps.n; ++kz) {
+            const float* xs = xv + deps.i[z * deps.n + kz] * in_plane;
+            float plane = 0.0f;
+            for (int kr = 0; kr < rows.n; ++kr) {
+              const float* xr = xs + rows.i[r * rows.n + kr] * p.in_w;
+              const int64_t* ci = &cols.i[c * cols.n];
+              const float* cw = &cols.w[c * cols.n];
+              float line = xr[ci[0]] * cw[0];
+              for (int kc = 1; kc < cols.n; ++kc) line += xr[ci[kc]] * cw[kc];
+              const float wr = rows.w[r * rows.n + kr];
+              plane = kr == 0 ? line * wr : plane + line * wr;
+            }
+            const float wz = deps.w[z * deps.n + kz];
+            acc = kz == 0 ? plane * wz : acc + plane * wz;
+          }
+          *y = acc;
+        }
       }
     }
   }

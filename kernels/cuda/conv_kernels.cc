@@ -225,11 +225,15 @@ absl::Status Resize(const KernelContext& ctx, absl::Span<const TensorView> in,
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   ResizeArgs args;
   args.planes = p.planes;
-  args.in_h = p.in_h, args.in_w = p.in_w, args.out_h = p.out_h, args.out_w = p.out_w;
-  args.scale_h = p.scale_h, args.scale_w = p.scale_w;
+  args.in_d = p.in_d, args.in_h = p.in_h, args.in_w = p.in_w;
+  args.out_d = p.out_d, args.out_h = p.out_h, args.out_w = p.out_w;
+  args.scale_d = p.scale_d, args.scale_h = p.scale_h, args.scale_w = p.scale_w;
+  args.depth = p.depth;
+  args.mode = static_cast<int>(a.mode);
+  args.cubic_a = a.cubic_a;
+  args.exclude_outside = a.exclude_outside;
   args.coord = static_cast<int>(a.coord);
   args.nearest = static_cast<int>(a.nearest);
-  args.linear = a.mode == ResizeMode::kLinear;
   return CudaStatus(LaunchResize(in[0].as<const float>(), out[0].as<float>(), args, StreamOf(ctx)),
                     "Resize launch");
 }

@@ -71,13 +71,15 @@ cudaError_t LaunchInstanceNorm(const float* x, const float* scale, const float* 
                                int64_t n, int64_t c, int64_t inner, float epsilon,
                                cudaStream_t stream);
 
-// Resize of `planes` planes from in_h x in_w to out_h x out_w; coord and nearest are the
-// ResizeCoord / ResizeNearest codes (kernels/resize_coord.h).
+// Resize of `planes` volumes from in_d x in_h x in_w to out_d x out_h x out_w (depth 1
+// but for a 5-D X, where `depth` is set); mode, coord and nearest are the ResizeMode,
+// ResizeCoord and ResizeNearest codes (kernels/resize_coord.h).
 struct ResizeArgs {
-  int64_t planes = 0, in_h = 1, in_w = 1, out_h = 1, out_w = 1;
-  float scale_h = 1.0f, scale_w = 1.0f;
-  int coord = 0, nearest = 0;
-  bool linear = false;
+  int64_t planes = 0, in_d = 1, in_h = 1, in_w = 1, out_d = 1, out_h = 1, out_w = 1;
+  float scale_d = 1.0f, scale_h = 1.0f, scale_w = 1.0f;
+  int mode = 0, coord = 0, nearest = 0;
+  float cubic_a = -0.75f;
+  bool exclude_outside = false, depth = false;
 };
 cudaError_t LaunchResize(const float* x, float* y, const ResizeArgs& args, cudaStream_t stream);
 

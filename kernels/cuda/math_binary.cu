@@ -108,10 +108,16 @@ cudaError_t LaunchMathBinary(MathBinaryCode op, ScalarType a_type, ScalarType b_
       return LaunchNumeric<uint8_t, LessOp>(a_type, a, b, out, map, n, stream);
     case MathBinaryCode::kGreater:
       return LaunchNumeric<uint8_t, GreaterOp>(a_type, a, b, out, map, n, stream);
+    case MathBinaryCode::kLessOrEqual:
+      return LaunchNumeric<uint8_t, LessOrEqualOp>(a_type, a, b, out, map, n, stream);
+    case MathBinaryCode::kGreaterOrEqual:
+      return LaunchNumeric<uint8_t, GreaterOrEqualOp>(a_type, a, b, out, map, n, stream);
     case MathBinaryCode::kAnd:
       return Launch<uint8_t, uint8_t, uint8_t>(a, b, out, map, n, AndOp(), stream);
     case MathBinaryCode::kOr:
       return Launch<uint8_t, uint8_t, uint8_t>(a, b, out, map, n, OrOp(), stream);
+    case MathBinaryCode::kXor:
+      return Launch<uint8_t, uint8_t, uint8_t>(a, b, out, map, n, XorOp(), stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -111,6 +111,10 @@ absl::Status ReduceProd(const KernelContext& ctx, absl::Span<const TensorView> i
                         absl::Span<const TensorView> out, const OpAttrs& attrs) {
   return Fold(ctx, OpKind::kReduceProd, FoldReduce::kProd, in, out, attrs);
 }
+absl::Status ReduceL1(const KernelContext& ctx, absl::Span<const TensorView> in,
+                      absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Fold(ctx, OpKind::kReduceL1, FoldReduce::kL1, in, out, attrs);
+}
 
 absl::Status Sqrt(const KernelContext& ctx, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs&) {
@@ -135,6 +139,42 @@ absl::Status Floor(const KernelContext& ctx, absl::Span<const TensorView> in,
 absl::Status Ceil(const KernelContext& ctx, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const OpAttrs&) {
   return Unary(ctx, MathUnaryCode::kCeil, OpKind::kCeil, in, out);
+}
+absl::Status Tan(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kTan, OpKind::kTan, in, out);
+}
+absl::Status Asin(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kAsin, OpKind::kAsin, in, out);
+}
+absl::Status Acos(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kAcos, OpKind::kAcos, in, out);
+}
+absl::Status Atan(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kAtan, OpKind::kAtan, in, out);
+}
+absl::Status Selu(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const ActivationAttrs& a = std::get<ActivationAttrs>(attrs);
+  return Unary(ctx, MathUnaryCode::kSelu, OpKind::kSelu, in, out, a.alpha, a.beta);
+}
+absl::Status Celu(const KernelContext& ctx, absl::Span<const TensorView> in,
+                  absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  return Unary(ctx, MathUnaryCode::kCelu, OpKind::kCelu, in, out,
+               std::get<ActivationAttrs>(attrs).alpha);
+}
+absl::Status IsNaN(const KernelContext& ctx, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs&) {
+  return Unary(ctx, MathUnaryCode::kIsNaN, OpKind::kIsNaN, in, out);
+}
+absl::Status IsInf(const KernelContext& ctx, absl::Span<const TensorView> in,
+                   absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const FloatClassAttrs& a = std::get<FloatClassAttrs>(attrs);
+  return Unary(ctx, MathUnaryCode::kIsInf, OpKind::kIsInf, in, out, a.negative ? 1.0f : 0.0f,
+               a.positive ? 1.0f : 0.0f);
 }
 absl::Status Sin(const KernelContext& ctx, absl::Span<const TensorView> in,
                  absl::Span<const TensorView> out, const OpAttrs&) {
@@ -231,6 +271,22 @@ absl::Status Greater(const KernelContext& ctx, absl::Span<const TensorView> in,
                      absl::Span<const TensorView> out, const OpAttrs&) {
   NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
   return Binary(ctx, MathBinaryCode::kGreater, OpKind::kGreater, in[0], in[1], out[0]);
+}
+absl::Status LessOrEqual(const KernelContext& ctx, absl::Span<const TensorView> in,
+                         absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kLessOrEqual, OpKind::kLessOrEqual, in[0], in[1], out[0]);
+}
+absl::Status GreaterOrEqual(const KernelContext& ctx, absl::Span<const TensorView> in,
+                            absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kGreaterOrEqual, OpKind::kGreaterOrEqual, in[0], in[1],
+                out[0]);
+}
+absl::Status Xor(const KernelContext& ctx, absl::Span<const TensorView> in,
+                 absl::Span<const TensorView> out, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  return Binary(ctx, MathBinaryCode::kXor, OpKind::kXor, in[0], in[1], out[0]);
 }
 absl::Status And(const KernelContext& ctx, absl::Span<const TensorView> in,
                  absl::Span<const TensorView> out, const OpAttrs&) {

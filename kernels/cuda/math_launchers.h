@@ -24,6 +24,10 @@ enum class MathUnaryCode : int {
   kCeil,
   kSin,
   kCos,
+  kTan,
+  kAsin,
+  kAcos,
+  kAtan,
   kRound,
   kSoftplus,
   kSign,  // FP32, INT32, INT64
@@ -31,10 +35,14 @@ enum class MathUnaryCode : int {
   kAbs,  // FP32, INT32, INT64
   kLeakyRelu,
   kElu,
+  kSelu,  // alpha, beta = gamma
+  kCelu,
   kHardSigmoid,
   kHardSwish,
   kClip,  // alpha = min, beta = max
   kNot,   // BOOL
+  kIsNaN,  // FP32 in, BOOL out
+  kIsInf,  // FP32 in, BOOL out; alpha != 0: detect negative, beta != 0: detect positive
 };
 // y[i] = op(x[i]); `type` is the element type of x and y (FP32 unless noted above);
 // alpha and beta are the op's parameters (ActivationAttrs, ClipAttrs).
@@ -51,8 +59,11 @@ enum class MathBinaryCode : int {
   kEqual,  // a_type FP32, INT32, INT64 or BOOL for both operands; BOOL out
   kLess,   // a_type FP32, INT32 or INT64; BOOL out
   kGreater,
+  kLessOrEqual,
+  kGreaterOrEqual,
   kAnd,  // BOOL
   kOr,
+  kXor,
 };
 // out[i] = op(a[map0(i)], b[map1(i)]).
 cudaError_t LaunchMathBinary(MathBinaryCode op, ScalarType a_type, ScalarType b_type, const void* a,

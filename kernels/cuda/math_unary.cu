@@ -12,6 +12,18 @@ __global__ void MapKernel(const T* x, T* y, int64_t n, Op op) {
   for (int64_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = op(x[i]);
 }
 
+template <typename In, typename Out, typename Op>
+__global__ void MapToKernel(const In* x, Out* y, int64_t n, Op op) {
+  for (int64_t i = GlobalThread(); i < n; i += GridThreads()) y[i] = op(x[i]);
+}
+
+template <typename Op>
+cudaError_t MapFloatToBool(const void* x, void* y, int64_t n, Op op, cudaStream_t stream) {
+  MapToKernel<float, uint8_t, Op><<<GridFor(n), kBlock, 0, stream>>>(
+      static_cast<const float*>(x), static_cast<uint8_t*>(y), n, op);
+  return cudaGetLastError();
+}
+
 template <typename T, typename Op>
 cudaError_t Map(const void* x, void* y, int64_t n, Op op, cudaStream_t stream) {
   MapKernel<T, Op>
@@ -53,6 +65,22 @@ cudaError_t LaunchMathUnary(MathUnaryCode op, ScalarType type, const void* x, vo
       return Map<float>(x, y, n, CeilOp(), stream);
     case MathUnaryCode::kSin:
       return Map<float>(x, y, n, SinOp(), stream);
+    case MathUnaryCode::kTan:
+      return Map<float>(x, y, n, TanOp(), stream);
+    case MathUnaryCode::kAsin:
+      return Map<float>(x, y, n, AsinOp(), stream);
+    case MathUnaryCode::kAcos:
+      return Map<float>(x, y, n, AcosOp(), stream);
+    case MathUnaryCode::kAtan:
+      return Map<float>(x, y, n, AtanOp(), stream);
+    case MathUnaryCode::kSelu:
+      return Map<float>(x, y, n, SeluOp{alpha, beta}, stream);
+    case MathUnaryCode::kCelu:
+      return Map<float>(x, y, n, CeluOp{alpha}, stream);
+    case MathUnaryCode::kIsNaN:
+      return MapFloatToBool(x, y, n, IsNaNOp(), stream);
+    case MathUnaryCode::kIsInf:
+      return MapFloatToBool(x, y, n, IsInfOp{alpha != 0.0f, beta != 0.0f}, stream);
     case MathUnaryCode::kCos:
       return Map<float>(x, y, n, CosOp(), stream);
     case MathUnaryCode::kRound:

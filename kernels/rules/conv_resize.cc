@@ -1,5 +1,6 @@
-// Rules of Resize (opset 13+): roi, scales and sizes are host inputs 1-3; modes nearest
-// and linear over the last two dims.
+// Rules of Resize (opset 13+): roi, scales and sizes are host inputs 1-3; modes nearest,
+// linear and cubic over the last two dims (nearest and linear also over the last three of
+// a 5-D input).
 #include <optional>
 #include <string>
 
@@ -18,7 +19,9 @@ absl::StatusOr<OpAttrs> BuildResize(OpKind op, int, const AttrMap& attrs, const 
   } else if (mode == "linear") {
     a.mode = ResizeMode::kLinear;
   } else if (mode == "cubic") {
-    return absl::UnimplementedError("Resize: mode 'cubic' is not supported (nearest, linear)");
+    a.mode = ResizeMode::kCubic;
+    NDS_ASSIGN_OR_RETURN(a.cubic_a, GetAttr<float>(op, attrs, "cubic_coeff_a", -0.75f));
+    NDS_ASSIGN_OR_RETURN(a.exclude_outside, GetBoolAttr(op, attrs, "exclude_outside", false));
   } else {
     return Invalid(op, absl::StrCat("unknown mode '", mode, "'"));
   }

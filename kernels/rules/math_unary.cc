@@ -1,8 +1,8 @@
 // Rules of the math family's unary ops: Neg, Abs and Sign (FP32, INT32, INT64), the
-// activations with attributes (LeakyRelu, Elu, HardSigmoid, HardSwish), Clip (bounds from
-// host inputs), PRelu (slope broadcast to X) and Not (BOOL). The FP32-only unary math
-// (Sqrt, Exp, Log, Reciprocal, Floor, Ceil, Sin, Cos, Round, Softplus) shares the Unary
-// rules of rules/elementwise.cc.
+// activations with attributes (LeakyRelu, Elu, Selu, Celu, HardSigmoid, HardSwish), Clip
+// (bounds from host inputs), PRelu (slope broadcast to X), IsNaN / IsInf (BOOL out) and
+// Not (BOOL). The FP32-only unary math (Sqrt, Exp, Log, Reciprocal, Floor, Ceil, the
+// trigonometric functions, Round, Softplus) shares the Unary rules of rules/elementwise.cc.
 #include <cmath>
 #include <limits>
 
@@ -31,11 +31,34 @@ absl::StatusOr<OpAttrs> BuildActivation(OpKind op, int, const AttrMap& attrs, co
   } else if (op == OpKind::kHardSigmoid) {
     NDS_ASSIGN_OR_RETURN(a.alpha, GetAttr<float>(op, attrs, "alpha", 0.2f));
     NDS_ASSIGN_OR_RETURN(a.beta, GetAttr<float>(op, attrs, "beta", 0.5f));
-  } else {  // LeakyRelu, Elu
+  } else if (op == OpKind::kSelu) {  // ONNX's defaults, PyTorch's SELU constants
+    NDS_ASSIGN_OR_RETURN(a.alpha, GetAttr<float>(op, attrs, "alpha", 1.67326319217681884765625f));
+    NDS_ASSIGN_OR_RETURN(a.beta, GetAttr<float>(op, attrs, "gamma", 1.05070102214813232421875f));
+  } else {  // LeakyRelu, Elu, Celu
     NDS_ASSIGN_OR_RETURN(
         a.alpha, GetAttr<float>(op, attrs, "alpha", op == OpKind::kLeakyRelu ? 0.01f : 1.0f));
+    if (op == OpKind::kCelu && a.alpha == 0.0f) return Invalid(op, "alpha must not be 0");
   }
   return a;
+}
+
+// IsNaN and IsInf: FP32 in, BOOL out.
+absl::StatusOr<OpAttrs> BuildFloatClass(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
+  FloatClassAttrs a;
+  if (op == OpKind::kIsInf) {
+    NDS_ASSIGN_OR_RETURN(a.negative, GetBoolAttr(op, attrs, "detect_negative", true));
+    NDS_ASSIGN_OR_RETURN(a.positive, GetBoolAttr(op, attrs, "detect_positive", true));
+  }
+  return a;
+}
+
+absl::StatusOr<Descs> InferFloatClass(OpKind op, absl::Span<const TensorDesc> in,
+                                      const OpAttrs& attrs) {
+  const FloatClassAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "X", {DType::kFp32}));
+  return Descs{{DType::kBool, in[0].shape}};
 }
 
 absl::StatusOr<Descs> InferActivation(OpKind op, absl::Span<const TensorDesc> in,

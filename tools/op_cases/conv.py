@@ -263,8 +263,76 @@ def resize_ref(x, mode, coord, nearest, scales, sizes):
     return y.reshape(out).astype(np.float32)
 
 
+def _axis_matrix(n_in, n_out, scale, mode, coord, nearest, cubic_a=-0.75, exclude_outside=0):
+    """The (n_out, n_in) matrix of one axis' interpolation weights: nearest and linear
+    from _resize_axis, cubic from Keys' kernel over an edge-padded input (ONNX's
+    reference)."""
+    m = np.zeros((n_out, n_in))
+    if mode != "cubic":
+        for o, (i0, i1, w1) in enumerate(_resize_axis(n_in, n_out, scale, mode, coord, nearest)):
+            m[o, i0] += 1 - w1
+            m[o, i1] += w1
+        return m
+    a = cubic_a
+    for o in range(n_out):
+        # The source coordinate as _resize_axis computes it, without the linear clamp.
+        f = np.float32
+        if coord == "half_pixel":
+            s = (f(o) + f(0.5)) / f(scale) - f(0.5)
+        elif coord == "pytorch_half_pixel":
+            s = (f(o) + f(0.5)) / f(scale) - f(0.5) if n_out > 1 else f(0)
+        elif coord == "align_corners":
+            s = f(0) if n_out == 1 else f(o) * f(n_in - 1) / f(n_out - 1)
+        else:
+            s = f(o) / f(scale)
+        fl = int(np.floor(s))
+        t = float(s) - fl
+        d = [t + 1, t, 1 - t, 2 - t]
+        w = [((a * v - 5 * a) * v + 8 * a) * v - 4 * a if k in (0, 3)
+             else ((a + 2) * v - (a + 3)) * v * v + 1 for k, v in enumerate(d)]
+        taps = [fl - 1 + k for k in range(4)]
+        if exclude_outside:
+            w = [wk if 0 <= tk < n_in else 0.0 for wk, tk in zip(w, taps)]
+            total = sum(w)
+            w = [wk / total for wk in w]
+        for wk, tk in zip(w, taps):
+            m[o, min(max(tk, 0), n_in - 1)] += wk
+    return m
+
+
+def resize_nd_ref(x, mode, coord, nearest, scales, sizes, cubic_a=-0.75, exclude_outside=0):
+    """Resize of any rank as one interpolation matrix per resized axis (n-linear and
+    n-cubic are separable)."""
+    xs = list(x.shape)
+    if sizes is not None:
+        out = list(sizes)
+        scales = [np.float32(o) / np.float32(i) for o, i in zip(out, xs)]
+    else:
+        out = [int(np.floor(i * float(np.float32(s)))) for i, s in zip(xs, scales)]
+    y = x.astype(np.float64)
+    for axis in range(x.ndim):
+        if out[axis] == xs[axis] and float(scales[axis]) == 1.0:
+            continue
+        m = _axis_matrix(xs[axis], out[axis], scales[axis], mode, coord, nearest, cubic_a,
+                         exclude_outside)
+        y = np.moveaxis(np.tensordot(m, np.moveaxis(y, axis, 0), axes=(1, 0)), 0, axis)
+    return y.astype(np.float32)
+
+
 def _ints(v):
     return ("ints", list(v))
+
+
+def _resize_node(x, mode, coord, nearest, scales, sizes):
+    """A Resize case's inputs (roi, scales and sizes as constants) and attributes."""
+    inputs = [("input", "X", x), ("const", "roi", np.zeros((0,), np.float32)),
+              ("const", "scales", np.array(scales or [], np.float32))]
+    if sizes is not None:
+        inputs.append(("const", "sizes", np.array(sizes, np.int64)))
+    attrs = {"mode": ("string", mode), "coordinate_transformation_mode": ("string", coord)}
+    if nearest is not None:
+        attrs["nearest_mode"] = ("string", nearest)
+    return inputs, attrs
 
 
 def _tap_slices(starts, strides, counts):
@@ -524,13 +592,7 @@ def cases(add, rng):
         r = gen()
         x = float_data(r, xs)
         y = resize_ref(x, mode, coord, nearest or "round_prefer_floor", scales, sizes)
-        inputs = [("input", "X", x), ("const", "roi", np.zeros((0,), np.float32)),
-                  ("const", "scales", np.array(scales or [], np.float32))]
-        if sizes is not None:
-            inputs.append(("const", "sizes", np.array(sizes, np.int64)))
-        attrs = {"mode": ("string", mode), "coordinate_transformation_mode": ("string", coord)}
-        if nearest is not None:
-            attrs["nearest_mode"] = ("string", nearest)
+        inputs, attrs = _resize_node(x, mode, coord, nearest, scales, sizes)
         add(name, "Resize", 13, inputs, [("Y", y)], attrs=attrs, tol=RESIZE_TOL)
 
     # InstanceNormalization (PyTorch's GroupNorm and InstanceNorm*d) ----------------------
@@ -619,3 +681,31 @@ def cases(add, rng):
                 attrs["count_include_pad"] = ("int", 1)
             y = pool_nd_ref(x, "avg", kernel, strides, pads, ceil_mode, include)
             add(name, op, 13, [("input", "X", x)], [("Y", y)], attrs=attrs, tol=POOL_AVG_TOL)
+
+    # Resize over volumes (PyTorch's trilinear and 3-D nearest upsampling) and cubic
+    # (bicubic) --------------------------------------------------------------------------
+    for name, xs, mode, coord, nearest, scales, sizes, cubic in [
+            ("resize_trilinear_5d_scales", (1, 2, 3, 4, 5), "linear", "pytorch_half_pixel", None,
+             [1.0, 1.0, 2.0, 2.0, 2.0], None, None),
+            ("resize_trilinear_5d_align_corners", (1, 1, 4, 3, 5), "linear", "align_corners", None,
+             None, [1, 1, 7, 5, 9], None),
+            ("resize_nearest_5d_sizes", (2, 1, 3, 3, 4), "nearest", "asymmetric", "floor", None,
+             [2, 1, 6, 5, 8], None),
+            ("resize_cubic_pytorch_half_pixel", (1, 2, 5, 6), "cubic", "pytorch_half_pixel", None,
+             [1.0, 1.0, 2.0, 1.5], None, (-0.75, 0)),
+            ("resize_cubic_align_corners", (2, 1, 4, 5), "cubic", "align_corners", None, None,
+             [2, 1, 9, 3], (-0.75, 0)),
+            ("resize_cubic_exclude_outside", (1, 2, 4, 6), "cubic", "half_pixel", None, None,
+             [1, 2, 7, 4], (-0.5, 1)),
+            ("resize_cubic_5d_depth_kept", (1, 1, 2, 4, 4), "cubic", "asymmetric", None,
+             [1.0, 1.0, 1.0, 2.0, 2.0], None, (-0.75, 0))]:
+        r = gen()
+        x = float_data(r, xs)
+        a, excl = cubic if cubic else (-0.75, 0)
+        y = resize_nd_ref(x, mode, coord, nearest or "round_prefer_floor", scales, sizes, a, excl)
+        inputs, attrs = _resize_node(x, mode, coord, nearest, scales, sizes)
+        if cubic:
+            attrs["cubic_coeff_a"] = ("float", a)
+            if excl:
+                attrs["exclude_outside"] = ("int", 1)
+        add(name, "Resize", 13, inputs, [("Y", y)], attrs=attrs, tol=RESIZE_TOL)

@@ -388,3 +388,55 @@ def _fold_reduce_cases(add, gen):
     add("argmin_int64_select_last", "ArgMin", 13, [("input", "data", ai)],
         [("reduced", last.astype(np.int64))],
         attrs={"axis": ("int", 1), "keepdims": ("int", 0), "select_last_index": ("int", 1)})
+    _trig_compare_class_cases(add, gen)
+
+
+def _trig_compare_class_cases(add, gen):
+    """Tan, Asin, Acos, Atan; Selu and Celu (nn.SELU, nn.CELU); LessOrEqual and
+    GreaterOrEqual (torch.le / ge at opset 12+); Xor; IsNaN and IsInf (torch.isnan /
+    isinf); ReduceL1 (torch.norm with p=1)."""
+    r = gen()
+    x = float_data(r, (3, 7), -1.4, 1.4)
+    x.flat[:3] = [0.0, 1.0, -1.0]
+    for name, op, fn in (("tan", "Tan", np.tan), ("asin", "Asin", np.arcsin),
+                         ("acos", "Acos", np.arccos)):
+        v = x if op == "Tan" else np.clip(x, -1.0, 1.0)
+        add(name, op, 13, [("input", "input", v)],
+            [("output", fn(_f64(v)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    wide = float_data(r, (2, 9), -50.0, 50.0)
+    add("atan", "Atan", 13, [("input", "input", wide)],
+        [("output", np.arctan(_f64(wide)).astype(np.float32))], tol=ELEMENTWISE_MATH)
+    a = float_data(r, (3, 6), -4.0, 3.0)
+    a.flat[0] = 0.0
+    alpha, gamma = 1.6732632423543772, 1.0507009873554805
+    selu = gamma * np.where(_f64(a) > 0, _f64(a), alpha * np.expm1(_f64(a)))
+    add("selu_default", "Selu", 13, [("input", "X", a)], [("Y", selu.astype(np.float32))],
+        tol=ELEMENTWISE_MATH)
+    selu2 = 2.0 * np.where(_f64(a) > 0, _f64(a), 0.5 * np.expm1(_f64(a)))
+    add("selu_alpha_gamma", "Selu", 13, [("input", "X", a)], [("Y", selu2.astype(np.float32))],
+        attrs={"alpha": ("float", 0.5), "gamma": ("float", 2.0)}, tol=ELEMENTWISE_MATH)
+    celu = np.maximum(0, _f64(a)) + np.minimum(0, 1.5 * np.expm1(_f64(a) / 1.5))
+    add("celu_alpha", "Celu", 13, [("input", "X", a)], [("Y", celu.astype(np.float32))],
+        attrs={"alpha": ("float", 1.5)}, tol=ELEMENTWISE_MATH)
+    p = float_data(r, (2, 3, 4))
+    q = p[:, :1, :].copy()
+    p.flat[:4] = q.flat[:4]  # some equal pairs, where <= and < differ
+    for op, fn in (("LessOrEqual", np.less_equal), ("GreaterOrEqual", np.greater_equal)):
+        add(f"{op.lower()}_bcast", op, 13, [("input", "A", p), ("input", "B", q)],
+            [("C", fn(p, q))])
+    pi = r.integers(-3, 3, size=(4, 5)).astype(np.int64)
+    qi = r.integers(-3, 3, size=(5,)).astype(np.int64)
+    add("lessorequal_int64", "LessOrEqual", 13, [("input", "A", pi), ("input", "B", qi)],
+        [("C", np.less_equal(pi, qi))])
+    ba, bb = r.integers(0, 2, size=(3, 4)).astype(bool), r.integers(0, 2, size=(4,)).astype(bool)
+    add("xor_bcast", "Xor", 13, [("input", "A", ba), ("input", "B", bb)],
+        [("C", np.logical_xor(ba, bb))])
+    f = np.array([0.0, np.nan, np.inf, -np.inf, 1.0, -2.5, np.float32(3e38), -0.0], np.float32)
+    add("isnan", "IsNaN", 13, [("input", "X", f)], [("Y", np.isnan(f))])
+    add("isinf", "IsInf", 13, [("input", "X", f)], [("Y", np.isinf(f))])
+    add("isinf_positive_only", "IsInf", 13, [("input", "X", f)], [("Y", f == np.inf)],
+        attrs={"detect_negative": ("int", 0)})
+    m = float_data(r, (2, 5, 3))
+    add("reducel1_middle_axis", "ReduceL1", 13, [("input", "data", m)],
+        [("reduced", np.abs(_f64(m)).sum(axis=1, keepdims=True).astype(np.float32))],
+        attrs={"axes": ("ints", [1])}, tol=REDUCE_TOL)

@@ -176,7 +176,7 @@ TEST(EngineTest, ABadModelDoesNotStopTheOthers) {
   absl::Status all = engine.LoadAllModels();
   EXPECT_FALSE(all.ok());
   EXPECT_THAT(std::string(all.message()), HasSubstr("failed to load model 'broken' version 1"));
-  EXPECT_THAT(std::string(all.message()), HasSubstr("unsupported operator 'Celu'"));
+  EXPECT_THAT(std::string(all.message()), HasSubstr("unsupported operator 'Hardmax'"));
   EXPECT_THAT(std::string(all.message()), HasSubstr("noconfig"));
   EXPECT_TRUE(engine.IsModelReady("mlp"));
   EXPECT_TRUE(engine.Infer(MlpRequest(1).request).ok());
@@ -184,11 +184,11 @@ TEST(EngineTest, ABadModelDoesNotStopTheOthers) {
   EXPECT_FALSE(engine.AllModelsReady());
   absl::Status s = engine.Infer({"broken"}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("Celu"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Hardmax"));
   for (const ModelIndexEntry& e : engine.RepositoryIndex()) {
     if (e.name == "broken") {
       EXPECT_EQ(e.state, ModelState::kUnavailable);
-      EXPECT_THAT(e.reason, HasSubstr("Celu"));
+      EXPECT_THAT(e.reason, HasSubstr("Hardmax"));
     }
   }
   EXPECT_EQ(engine.LoadModel("../etc").code(), absl::StatusCode::kInvalidArgument);

@@ -56,7 +56,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"truncated.onnx", absl::StatusCode::kInvalidArgument, "truncated"},
         BadCase{"bad_initializer.onnx", absl::StatusCode::kInvalidArgument,
                 "initializer 'w' has 10 bytes of data, but FP32[4,4] needs 64"},
-        BadCase{"unknown_op.onnx", absl::StatusCode::kUnimplemented, "unsupported operator 'Celu'"},
+        BadCase{"unknown_op.onnx", absl::StatusCode::kUnimplemented, "unsupported operator 'Hardmax'"},
         BadCase{"custom_domain_op.onnx", absl::StatusCode::kUnimplemented,
                 "'FancyRelu' of domain 'com.example'"},
         BadCase{"bad_tensor_attribute.onnx", absl::StatusCode::kInvalidArgument,

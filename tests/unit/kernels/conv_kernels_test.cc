@@ -400,10 +400,12 @@ TEST(ConvRulesTest, ResizeErrors) {
     return HostInputs({std::nullopt, std::nullopt, std::move(h)});
   };
   ExpectError(BuildOpAttrs(OpKind::kResize, 13, {}).status(), inv, "scales");
-  ExpectError(
-      BuildOpAttrs(OpKind::kResize, 13, {{"mode", std::string("cubic")}}, scales({1, 1, 2, 2}))
-          .status(),
-      unimpl, "cubic");
+  auto cubic = BuildOpAttrs(OpKind::kResize, 13,
+                            {{"mode", std::string("cubic")}, {"cubic_coeff_a", -0.5f}},
+                            scales({1, 1, 2, 2}));
+  ASSERT_TRUE(cubic.ok()) << cubic.status();
+  EXPECT_EQ(std::get<ResizeAttrs>(*cubic).mode, ResizeMode::kCubic);
+  EXPECT_EQ(std::get<ResizeAttrs>(*cubic).cubic_a, -0.5f);
   ExpectError(BuildOpAttrs(OpKind::kResize, 13,
                            {{"coordinate_transformation_mode", std::string("tf_crop_and_resize")}},
                            scales({1, 1, 2, 2}))
@@ -420,6 +422,19 @@ TEST(ConvRulesTest, ResizeErrors) {
   ExpectError(InferError(OpKind::kResize, {F32({1, 2, 3, 4})}, a), unimpl, "Resize");
   a.scales = {1, 1, 0, 2};
   ExpectError(InferError(OpKind::kResize, {F32({1, 2, 3, 4})}, a), inv, "Resize");
+  // 5-D: depth, height and width may change (trilinear), N and C may not; cubic keeps
+  // the depth.
+  a.scales = {1, 1, 2, 2, 2};
+  auto out = InferOutputs(OpKind::kResize, {F32({1, 2, 3, 4, 5})}, a);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape, Shape({1, 2, 6, 8, 10}));
+  a.scales = {1, 2, 1, 2, 2};
+  ExpectError(InferError(OpKind::kResize, {F32({1, 2, 3, 4, 5})}, a), unimpl, "three");
+  a.mode = ResizeMode::kCubic;
+  a.scales = {1, 1, 2, 2, 2};
+  ExpectError(InferError(OpKind::kResize, {F32({1, 2, 3, 4, 5})}, a), unimpl, "cubic");
+  a.scales = {1, 1, 1, 2, 2};
+  EXPECT_TRUE(InferError(OpKind::kResize, {F32({1, 2, 3, 4, 5})}, a).ok());
 }
 
 TEST_P(ConvKernelsTest, ResizeNearestUpsampleRepeatsPixels) {

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/node_attrs.h"
 #include "kernels/plans.h"
 
 namespace ndserve::kernels {
@@ -187,6 +188,21 @@ TEST(ShapeInference, InstanceNormDepthSpaceScatterNDMod) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("fmod=1"));
   EXPECT_THAT(OutShape(OpKind::kMod, {F32({2}), F32({2})}, ModAttrs{true}), ElementsAre(2));
+}
+
+// IsNaN / IsInf give BOOL of X's shape; LessOrEqual broadcasts like Less; Celu refuses an
+// alpha of 0 (it divides by it).
+TEST(ShapeInference, FloatClassCompareAndCelu) {
+  for (OpKind op : {OpKind::kIsNaN, OpKind::kIsInf}) {
+    auto out = InferOutputs(op, {F32({2, 3})}, FloatClassAttrs{});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].dtype, DType::kBool);
+    EXPECT_THAT((*out)[0].shape, ElementsAre(2, 3));
+    EXPECT_EQ(Error(op, {I64({2})}, FloatClassAttrs{}).code(), absl::StatusCode::kUnimplemented);
+  }
+  EXPECT_THAT(OutShape(OpKind::kLessOrEqual, {I64({4, 1}), I64({3})}), ElementsAre(4, 3));
+  EXPECT_EQ(BuildOpAttrs(OpKind::kCelu, 13, {{"alpha", 0.0f}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // torch.gather and scatter / scatter_add: the indices' shape out (GatherElements), data's
