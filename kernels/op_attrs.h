@@ -129,6 +129,7 @@ using OpAttrs = std::variant<
     DepthSpaceAttrs,
     ScatterNDAttrs,
     ElementsAttrs,
+    OneHotAttrs,
     ShapeAttrs,
 
     // kernels/attrs/conv.h
@@ -136,6 +137,7 @@ using OpAttrs = std::variant<
     PoolAttrs,
     BatchNormAttrs,
     ResizeAttrs,
+    GridSampleAttrs,
 
     // kernels/attrs/rnn.h
     RecurrentAttrs, EinsumAttrs,

@@ -341,6 +341,33 @@ class TinyVdsr(nn.Module):
         return up + self.body(up)
 
 
+class SpatialTransformer(nn.Module):
+    """A spatial transformer network (Jaderberg et al.) on 28 x 28 digits: a small
+    localization net predicts an affine transform, the image is resampled through it with
+    F.grid_sample (GridSample, border padding), then classified. PyTorch 1.13 cannot export
+    F.affine_grid, so the sampling grid is the pixel-centre mesh times theta, as exported
+    STNs write it."""
+
+    def __init__(self, size=28, classes=10):
+        super().__init__()
+        self.loc = nn.Sequential(nn.Conv2d(1, 8, 5, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                                 nn.Flatten(), nn.Linear(8, 6))
+        self.cls = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
+                                 nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+        ticks = (torch.arange(size, dtype=torch.float32) * 2 + 1) / size - 1
+        ys, xs = torch.meshgrid(ticks, ticks, indexing="ij")
+        self.register_buffer("mesh", torch.stack([xs, ys, torch.ones_like(xs)], -1).view(-1, 3))
+        self.register_buffer("identity", torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+        self.size = size
+
+    def forward(self, image):
+        theta = self.loc(image).view(-1, 2, 3) * 0.1 + self.identity
+        grid = torch.matmul(self.mesh, theta.transpose(1, 2)).view(-1, self.size, self.size, 2)
+        warped = F.grid_sample(image, grid, mode="bilinear", padding_mode="border",
+                               align_corners=False)
+        return self.cls(warped)
+
+
 class MessagePassingGnn(nn.Module):
     """A two-layer graph network as PyTorch Geometric writes one, in plain torch: each
     edge's message gathered from its source node, summed onto its target with
@@ -512,6 +539,9 @@ MODELS = [
          {"image": {0: "batch", 2: "height", 3: "width"},
           "upscaled": {0: "batch", 2: "height", 3: "width"}},
          [("b1_24", image_set(1, 24)), ("b2_17", image_set(2, 17))]),
+    Spec("stn_classifier", SpatialTransformer, ["image"], ["logits"],
+         {"image": {0: "batch"}, "logits": {0: "batch"}},
+         [("b1", volume_set(1, 1, 28, 28)), ("b3", volume_set(3, 1, 28, 28))]),
     Spec("gnn_message_passing", MessagePassingGnn, ["node_features", "edge_index"], ["logits"],
          {"node_features": {0: "nodes"}, "edge_index": {1: "edges"}},
          [("n10_e30", graph_set(10, 30)), ("n25_e80", graph_set(25, 80))]),

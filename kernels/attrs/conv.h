@@ -67,6 +67,16 @@ struct ResizeAttrs {
   std::vector<int64_t> sizes;
 };
 
+// GridSample (opset 16, PyTorch's F.grid_sample): codes as kernels/grid_sample_coord.h
+// reads them.
+enum class GridSampleMode { kBilinear = 0, kNearest = 1, kBicubic = 2 };
+enum class GridSamplePadding { kZeros = 0, kBorder = 1, kReflection = 2 };
+struct GridSampleAttrs {
+  GridSampleMode mode = GridSampleMode::kBilinear;
+  GridSamplePadding padding = GridSamplePadding::kZeros;
+  bool align_corners = false;
+};
+
 }  // namespace ndserve::kernels
 
 #endif  // NDSERVE_KERNELS_ATTRS_CONV_H_

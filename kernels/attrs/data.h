@@ -91,6 +91,17 @@ struct ElementsAttrs {
   ScatterReduction reduction = ScatterReduction::kNone;
 };
 
+// OneHot (F.one_hot): `depth` classes inserted at `axis` of the indices' shape; the
+// output, of `dtype` (the values input's: FP32, INT32 or INT64), is `on` where a class is
+// its index (negative ones counting from the end) and `off` elsewhere. depth and values
+// are host inputs 1 and 2.
+struct OneHotAttrs {
+  int64_t axis = -1;
+  int64_t depth = 0;
+  DType dtype = DType::kFp32;
+  double off = 0.0, on = 1.0;
+};
+
 // DepthToSpace (mode DCR or CRD) and SpaceToDepth: blocks of blocksize x blocksize pixels
 // to and from channels.
 struct DepthSpaceAttrs {

@@ -238,4 +238,20 @@ absl::Status Resize(const KernelContext& ctx, absl::Span<const TensorView> in,
                     "Resize launch");
 }
 
+absl::Status GridSample(const KernelContext& ctx, absl::Span<const TensorView> in,
+                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  const GridSampleAttrs& a = std::get<GridSampleAttrs>(attrs);
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  GridSampleArgs args;
+  args.n = in[0].shape[0], args.c = in[0].shape[1];
+  args.in_h = in[0].shape[2], args.in_w = in[0].shape[3];
+  args.out_h = in[1].shape[1], args.out_w = in[1].shape[2];
+  args.mode = static_cast<int>(a.mode);
+  args.padding = static_cast<int>(a.padding);
+  args.align_corners = a.align_corners;
+  return CudaStatus(LaunchGridSample(in[0].as<const float>(), in[1].as<const float>(),
+                                     out[0].as<float>(), args, StreamOf(ctx)),
+                    "GridSample launch");
+}
+
 }  // namespace ndserve::kernels::gpu

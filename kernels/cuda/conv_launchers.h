@@ -2,7 +2,7 @@
 #define NDSERVE_KERNELS_CUDA_CONV_LAUNCHERS_H_
 
 // Raw launchers of the conv family's .cu kernels (conv.cu, pool.cu, batch_norm.cu,
-// resize.cu): plain
+// resize.cu, grid_sample.cu): plain
 // pointers and sizes in, the launch's cudaError_t out. Like launchers.h, no Abseil, so
 // nvcc stays fast; conv_kernels.cc plans and calls these. Each queues work on `stream`
 // and returns at once; nothing is launched for an empty output. Reentrant.
@@ -82,6 +82,16 @@ struct ResizeArgs {
   bool exclude_outside = false, depth = false;
 };
 cudaError_t LaunchResize(const float* x, float* y, const ResizeArgs& args, cudaStream_t stream);
+
+// GridSample of X (n, c, in_h, in_w) at grid (n, out_h, out_w, 2); mode and padding are
+// the GridSampleMode / GridSamplePadding codes (kernels/grid_sample_coord.h).
+struct GridSampleArgs {
+  int64_t n = 0, c = 0, in_h = 1, in_w = 1, out_h = 1, out_w = 1;
+  int mode = 0, padding = 0;
+  bool align_corners = false;
+};
+cudaError_t LaunchGridSample(const float* x, const float* grid, float* y, const GridSampleArgs& a,
+                             cudaStream_t stream);
 
 }  // namespace ndserve::kernels::gpu
 

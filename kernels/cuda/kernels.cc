@@ -242,6 +242,23 @@ absl::Status ScatterND(const KernelContext& ctx, absl::Span<const TensorView> in
                                      ShapeToString(in[0].shape)));
 }
 
+absl::Status OneHot(const KernelContext& ctx, absl::Span<const TensorView> in,
+                    absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(ActivateDevice(ctx));
+  const OneHotAttrs& a = std::get<OneHotAttrs>(attrs);
+  const ShapeSpan idx = in[0].shape;
+  const int64_t axis = *NormalizeAxis(a.axis, idx.size() + 1, "OneHot");
+  OneHotArgs args;
+  args.outer = NumElements(idx.subspan(0, axis));
+  args.inner = NumElements(idx.subspan(axis));
+  args.depth = a.depth;
+  args.off = a.off;
+  args.on = a.on;
+  return CudaStatus(LaunchOneHot(ToScalarType(out[0].dtype), in[0].data,
+                                 in[0].dtype == DType::kInt64, out[0].data, args, StreamOf(ctx)),
+                    "OneHot launch");
+}
+
 absl::Status GatherElements(const KernelContext& ctx, absl::Span<const TensorView> in,
                             absl::Span<const TensorView> out, const OpAttrs& attrs) {
   NDS_RETURN_IF_ERROR(RequireErrorFlag(ctx, "GatherElements"));

@@ -93,6 +93,14 @@ cudaError_t LaunchScatterElements(int reduction, ScalarType type, int elem_bytes
                                   const void* indices, const void* updates, void* out,
                                   const ElementsArgs& a, int32_t* error_flag,
                                   cudaStream_t stream);
+// OneHot over [outer, depth, inner] (OneHotAttrs): y = on where the class is the index of
+// indices[outer, inner], off elsewhere; FP32, INT32 or INT64 out.
+struct OneHotArgs {
+  int64_t outer = 0, depth = 1, inner = 1;
+  double off = 0.0, on = 1.0;
+};
+cudaError_t LaunchOneHot(ScalarType type, const void* indices, bool int64_indices, void* out,
+                         const OneHotArgs& a, cudaStream_t stream);
 // Out-of-range indices set *error_flag = 1 and give zero rows (no out-of-bounds read).
 cudaError_t LaunchGather(const void* data, int elem_bytes, const void* indices, bool int64_indices,
                          void* out, int64_t outer, int64_t axis_dim, int64_t inner, int64_t count,

@@ -1,4 +1,4 @@
-// Rules of Resize (opset 13+): roi, scales and sizes are host inputs 1-3; modes nearest,
+// Rules of GridSample (opset 16) and Resize (opset 13+): roi, scales and sizes are host inputs 1-3; modes nearest,
 // linear and cubic over the last two dims (nearest and linear also over the last three of
 // a 5-D input).
 #include <optional>
@@ -83,6 +83,49 @@ absl::StatusOr<Descs> InferResize(OpKind op, absl::Span<const TensorDesc> in,
   NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "X", {DType::kFp32}));
   NDS_ASSIGN_OR_RETURN(const ResizePlan p, MakeResizePlan(*a, in[0].shape));
   return Descs{{DType::kFp32, p.out_shape}};
+}
+
+// GridSample: X (N, C, H, W) sampled at grid (N, H_out, W_out, 2) of (x, y) in [-1, 1].
+absl::StatusOr<OpAttrs> BuildGridSample(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
+  GridSampleAttrs a;
+  NDS_ASSIGN_OR_RETURN(const std::string mode, GetAttr<std::string>(op, attrs, "mode", "bilinear"));
+  if (mode == "bilinear") {
+    a.mode = GridSampleMode::kBilinear;
+  } else if (mode == "nearest") {
+    a.mode = GridSampleMode::kNearest;
+  } else if (mode == "bicubic") {
+    a.mode = GridSampleMode::kBicubic;
+  } else {
+    return Invalid(op, absl::StrCat("unknown mode '", mode, "'"));
+  }
+  NDS_ASSIGN_OR_RETURN(const std::string padding,
+                       GetAttr<std::string>(op, attrs, "padding_mode", "zeros"));
+  if (padding == "zeros") {
+    a.padding = GridSamplePadding::kZeros;
+  } else if (padding == "border") {
+    a.padding = GridSamplePadding::kBorder;
+  } else if (padding == "reflection") {
+    a.padding = GridSamplePadding::kReflection;
+  } else {
+    return Invalid(op, absl::StrCat("unknown padding_mode '", padding, "'"));
+  }
+  NDS_ASSIGN_OR_RETURN(a.align_corners, GetBoolAttr(op, attrs, "align_corners", false));
+  return a;
+}
+
+absl::StatusOr<Descs> InferGridSample(OpKind op, absl::Span<const TensorDesc> in,
+                                      const OpAttrs& attrs) {
+  const GridSampleAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "X", {DType::kFp32}));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[1], "grid", {DType::kFp32}));
+  const ShapeSpan x = in[0].shape, g = in[1].shape;
+  if (x.size() != 4 || g.size() != 4 || g[0] != x[0] || g[3] != 2) {
+    return Invalid(op, absl::StrCat("X must be (N, C, H, W) and grid (N, H_out, W_out, 2); got X ",
+                                    ShapeToString(x), " and grid ", ShapeToString(g)));
+  }
+  return Descs{{DType::kFp32, Shape{x[0], x[1], g[1], g[2]}}};
 }
 
 }  // namespace ndserve::kernels::rules

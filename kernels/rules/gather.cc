@@ -1,5 +1,6 @@
-// Rules of Gather, ScatterND, GatherElements and ScatterElements.
+// Rules of Gather, ScatterND, GatherElements, ScatterElements and OneHot.
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -179,6 +180,54 @@ absl::StatusOr<Descs> InferScatterElements(OpKind op, absl::Span<const TensorDes
                                     "; they must be equal"));
   }
   return Descs{in[0]};
+}
+
+// OneHot: depth (host input 1, one number) and values (host input 2, [off, on], whose
+// type the output takes).
+absl::StatusOr<OpAttrs> BuildOneHot(OpKind op, int, const AttrMap& attrs, const HostInputs& host) {
+  OneHotAttrs a;
+  NDS_ASSIGN_OR_RETURN(a.axis, GetAttr<int64_t>(op, attrs, "axis", -1));
+  NDS_ASSIGN_OR_RETURN(const std::optional<double> depth, host.Scalar(op, 1, "depth"));
+  const HostValue* values = host.Get(2);
+  if (!depth.has_value() || values == nullptr) {
+    return Invalid(op, "depth and values must be given as constants");
+  }
+  // ONNX casts a fractional depth to an integer; past 2^40 classes no output would fit.
+  if (!(*depth >= 1.0 && *depth < 0x1p40)) {
+    return Invalid(op, absl::StrCat("depth must be at least 1, got ", *depth));
+  }
+  a.depth = static_cast<int64_t>(*depth);
+  if (values->numel() != 2) {
+    return Invalid(op, absl::StrCat("values must hold [off_value, on_value], got ",
+                                    values->numel(), " elements"));
+  }
+  if (values->dtype != DType::kFp32 && values->dtype != DType::kInt32 &&
+      values->dtype != DType::kInt64) {
+    return absl::UnimplementedError(absl::StrCat("OneHot: values of type ",
+                                                 DTypeName(values->dtype),
+                                                 " are not supported (FP32, INT32, INT64 are)"));
+  }
+  a.dtype = values->dtype;
+  if (values->IsReal()) {
+    a.off = values->reals[0], a.on = values->reals[1];
+  } else {
+    a.off = static_cast<double>(values->ints[0]), a.on = static_cast<double>(values->ints[1]);
+  }
+  return a;
+}
+
+absl::StatusOr<Descs> InferOneHot(OpKind op, absl::Span<const TensorDesc> in,
+                                  const OpAttrs& attrs) {
+  const OneHotAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "indices", {DType::kInt32, DType::kInt64}));
+  const ShapeSpan idx = in[0].shape;
+  NDS_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(a->axis, idx.size() + 1, "OneHot"));
+  Shape out(idx.begin(), idx.end());
+  out.insert(out.begin() + axis, a->depth);
+  NDS_RETURN_IF_ERROR(ValidateShape(out, "OneHot output"));
+  return Descs{{a->dtype, out}};
 }
 
 }  // namespace ndserve::kernels::rules

@@ -319,6 +319,77 @@ def resize_nd_ref(x, mode, coord, nearest, scales, sizes, cubic_a=-0.75, exclude
     return y.astype(np.float32)
 
 
+def _grid_reflect(x, lo2, hi2):
+    if lo2 == hi2:
+        return 0.0
+    lo, span = lo2 / 2, (hi2 - lo2) / 2
+    x = abs(x - lo)
+    extra, flips = np.fmod(x, span), int(np.floor(x / span))
+    return extra + lo if flips % 2 == 0 else span - extra + lo
+
+
+def _grid_pad(x, size, padding, align):
+    if padding == "zeros":
+        return x
+    if padding == "reflection":
+        x = _grid_reflect(x, 0, 2 * (size - 1)) if align else _grid_reflect(x, -1, 2 * size - 1)
+    return min(max(x, 0.0), size - 1.0)
+
+
+def grid_sample_ref(x, grid, mode="bilinear", padding="zeros", align=0):
+    """GridSample-16 as PyTorch's grid_sampler_2d defines it, in float64, point by point."""
+    n, c, h, w = x.shape
+    _, ho, wo, _ = grid.shape
+    xd, y = x.astype(np.float64), np.zeros((n, c, ho, wo))
+
+    def unnorm(g, size):
+        return (g + 1) / 2 * (size - 1) if align else ((g + 1) * size - 1) / 2
+
+    def pixel(img, yi, xi, pad_taps):
+        if pad_taps:
+            yi = int(_grid_pad(float(yi), h, padding, align))
+            xi = int(_grid_pad(float(xi), w, padding, align))
+        if 0 <= yi < h and 0 <= xi < w:
+            return xd[img, :, yi, xi]
+        return np.zeros(c)
+
+    def cubic(t):
+        a = -0.75
+        d = [t + 1, t, 1 - t, 2 - t]
+        return [((a + 2) * v - (a + 3)) * v * v + 1 if k in (1, 2)
+                else ((a * v - 5 * a) * v + 8 * a) * v - 4 * a for k, v in enumerate(d)]
+
+    for i in range(n):
+        for r in range(ho):
+            for q in range(wo):
+                gx, gy = float(grid[i, r, q, 0]), float(grid[i, r, q, 1])
+                px, py = unnorm(gx, w), unnorm(gy, h)
+                if mode == "bicubic":
+                    fx, fy = np.floor(px), np.floor(py)
+                    wx, wy = cubic(px - fx), cubic(py - fy)
+                    acc = np.zeros(c)
+                    for a_ in range(4):
+                        for b_ in range(4):
+                            acc += wy[a_] * wx[b_] * pixel(i, int(fy) - 1 + a_, int(fx) - 1 + b_,
+                                                           True)
+                    y[i, :, r, q] = acc
+                    continue
+                if mode == "nearest":  # in float32, as the kernels pick the pixel
+                    f = np.float32
+                    fx32 = f(_grid_pad(f(unnorm(f(gx), f(w))), w, padding, align))
+                    fy32 = f(_grid_pad(f(unnorm(f(gy), f(h))), h, padding, align))
+                    y[i, :, r, q] = pixel(i, int(np.rint(fy32)), int(np.rint(fx32)), False)
+                    continue
+                px, py = _grid_pad(px, w, padding, align), _grid_pad(py, h, padding, align)
+                fx, fy = int(np.floor(px)), int(np.floor(py))
+                ax, ay = px - fx, py - fy
+                y[i, :, r, q] = ((1 - ay) * (1 - ax) * pixel(i, fy, fx, False) +
+                                 (1 - ay) * ax * pixel(i, fy, fx + 1, False) +
+                                 ay * (1 - ax) * pixel(i, fy + 1, fx, False) +
+                                 ay * ax * pixel(i, fy + 1, fx + 1, False))
+    return y.astype(np.float32)
+
+
 def _ints(v):
     return ("ints", list(v))
 
@@ -709,3 +780,25 @@ def cases(add, rng):
             if excl:
                 attrs["exclude_outside"] = ("int", 1)
         add(name, "Resize", 13, inputs, [("Y", y)], attrs=attrs, tol=RESIZE_TOL)
+
+    # GridSample (F.grid_sample: spatial transformers, optical flow warps) -----------------
+    for name, mode, padding, align in [
+            ("gridsample_bilinear_zeros", None, None, 0),
+            ("gridsample_bilinear_border_align_corners", "bilinear", "border", 1),
+            ("gridsample_nearest_reflection", "nearest", "reflection", 0),
+            ("gridsample_bicubic_zeros", "bicubic", "zeros", 0),
+            ("gridsample_bicubic_reflection_align_corners", "bicubic", "reflection", 1)]:
+        r = gen()
+        x = float_data(r, (2, 3, 5, 6))
+        grid = r.uniform(-1.3, 1.3, size=(2, 4, 7, 2)).astype(np.float32)
+        grid[0, 0, :3] = [[1.0, 1.0], [-1.0, -1.0], [0.0, 0.0]]  # corners and the centre
+        y = grid_sample_ref(x, grid, mode or "bilinear", padding or "zeros", align)
+        attrs = {}
+        if mode:
+            attrs["mode"] = ("string", mode)
+        if padding:
+            attrs["padding_mode"] = ("string", padding)
+        if align:
+            attrs["align_corners"] = ("int", 1)
+        add(name, "GridSample", 16, [("input", "X", x), ("input", "grid", grid)], [("Y", y)],
+            attrs=attrs, tol=RESIZE_TOL)

@@ -309,3 +309,27 @@ def cases(add, _shared_rng):
         [("input", "data", xi), ("input", "indices", ind), ("input", "updates", upd)],
         [("output", scatter_elements(xi, ind, upd, -1, "mul"))],
         attrs={"axis": ("int", -1), "reduction": ("string", "mul")})
+
+    # OneHot (F.one_hot): depth and values are constants read on the host -----------------
+    def one_hot(idx, depth, off, on, axis, dtype):
+        axis %= idx.ndim + 1
+        norm = np.where(idx < 0, idx + depth, idx)
+        classes = np.arange(depth).reshape((-1,) + (1,) * (idx.ndim - axis))
+        hit = np.expand_dims(norm, axis) == classes
+        return np.where(hit, on, off).astype(dtype)
+
+    ind = np.array([[0, 4, -1], [2, 7, -6]], np.int64)  # 7 and -6 are out of range
+    add("onehot_int64_last_axis", "OneHot", 13,
+        [("input", "indices", ind), ("const", "depth", np.array(5, np.int64)),
+         ("const", "values", np.array([0, 1], np.int64))],
+        [("output", one_hot(ind, 5, 0, 1, -1, np.int64))])
+    ind = np.array([2, 0, -3, 1], np.int32)
+    add("onehot_fp32_axis0_float_depth", "OneHot", 13,
+        [("input", "indices", ind), ("const", "depth", np.array([3.0], np.float32)),
+         ("const", "values", np.array([-1.0, 2.5], np.float32))],
+        [("output", one_hot(ind, 3, -1.0, 2.5, 0, np.float32))], attrs={"axis": ("int", 0)})
+    ind = np.array([[[1], [0]], [[3], [2]]], np.int64)
+    add("onehot_int32_middle_axis", "OneHot", 13,
+        [("input", "indices", ind), ("const", "depth", np.array(4, np.int32)),
+         ("const", "values", np.array([5, -5], np.int32))],
+        [("output", one_hot(ind, 4, 5, -5, 1, np.int32))], attrs={"axis": ("int", 1)})

@@ -110,6 +110,7 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"Mod", {0, 0}},
       {"ScatterND", {0, 0}},
       {"GatherElements", {0, 0}},
+      {"OneHot", {0, 0}},
       {"Tan", {1e-6, 1e-5}},
       {"Asin", {1e-6, 1e-5}},
       {"Acos", {1e-6, 1e-5}},
@@ -138,6 +139,7 @@ const std::map<std::string, Tolerance>& OpTolerances() {
       {"MaxPool", {0, 0}},
       {"AveragePool", {1e-5, 1e-5}},
       {"Resize", {1e-5, 1e-5}},
+      {"GridSample", {1e-5, 1e-5}},
 
       // Recurrent ops and Einsum
       {"LSTM", {2e-5, 1e-4}},

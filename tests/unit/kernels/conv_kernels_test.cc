@@ -188,9 +188,8 @@ TEST_P(ConvKernelsTest, GroupedStridedDilatedConv3dMatchesNaive) {
   // Out: (5 + 1 - 2) / 2 + 1 = 3; (7 + 3 - 5) / 1 + 1 = 6; (6 + 2 - 3) / 2 + 1 = 3.
   const auto got = Run(OpKind::kConv, {x, w, HostTensor::Of<float>({6}, b)}, a);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_TRUE(AllClose(got[0],
-                       NaiveConv3d(x, w, &b, {2, 1, 2}, {1, 2, 1}, {1, 2, 1}, {3, 6, 3}, 2), kAtol,
-                       kRtol));
+  EXPECT_TRUE(AllClose(got[0], NaiveConv3d(x, w, &b, {2, 1, 2}, {1, 2, 1}, {1, 2, 1}, {3, 6, 3}, 2),
+                       kAtol, kRtol));
   // Depthwise over a volume: one input channel per group.
   const HostTensor dw = RandomTensor({8, 1, 3, 3, 3}, 24, -1.0f, 1.0f);
   ConvAttrs d;
@@ -240,7 +239,8 @@ TEST_P(ConvKernelsTest, MaxPoolPropagatesNaNAndGivesIndices) {
 // Planes from 1 float to 57x57, enough of them that the CPU splits them over threads, the
 // sums in double beside them; and a NaN poisons its own plane only.
 TEST_P(ConvKernelsTest, GlobalAveragePoolMatchesADoubleSum) {
-  for (const Shape& s : std::vector<Shape>{{2, 3, 1, 1}, {1, 5, 3, 7}, {2, 40, 57, 57}, {1, 96, 28, 28}}) {
+  for (const Shape& s :
+       std::vector<Shape>{{2, 3, 1, 1}, {1, 5, 3, 7}, {2, 40, 57, 57}, {1, 96, 28, 28}}) {
     const HostTensor x = RandomTensor(s, 77, -1.0f, 3.0f);
     const std::vector<float> xv = x.Values<float>();
     const int64_t planes = s[0] * s[1], plane = s[2] * s[3];
@@ -257,8 +257,8 @@ TEST_P(ConvKernelsTest, GlobalAveragePoolMatchesADoubleSum) {
   }
   std::vector<float> v(2 * 9, 1.0f);
   v[4] = std::nanf("");
-  const auto nan = Run(OpKind::kGlobalAveragePool, {HostTensor::Of<float>({1, 2, 3, 3}, v)},
-                       NoAttrs{}, 1);
+  const auto nan =
+      Run(OpKind::kGlobalAveragePool, {HostTensor::Of<float>({1, 2, 3, 3}, v)}, NoAttrs{}, 1);
   ASSERT_EQ(nan.size(), 1u);
   EXPECT_TRUE(std::isnan(nan[0].Values<float>()[0]));
   EXPECT_EQ(nan[0].Values<float>()[1], 1.0f);
@@ -400,9 +400,9 @@ TEST(ConvRulesTest, ResizeErrors) {
     return HostInputs({std::nullopt, std::nullopt, std::move(h)});
   };
   ExpectError(BuildOpAttrs(OpKind::kResize, 13, {}).status(), inv, "scales");
-  auto cubic = BuildOpAttrs(OpKind::kResize, 13,
-                            {{"mode", std::string("cubic")}, {"cubic_coeff_a", -0.5f}},
-                            scales({1, 1, 2, 2}));
+  auto cubic =
+      BuildOpAttrs(OpKind::kResize, 13, {{"mode", std::string("cubic")}, {"cubic_coeff_a", -0.5f}},
+                   scales({1, 1, 2, 2}));
   ASSERT_TRUE(cubic.ok()) << cubic.status();
   EXPECT_EQ(std::get<ResizeAttrs>(*cubic).mode, ResizeMode::kCubic);
   EXPECT_EQ(std::get<ResizeAttrs>(*cubic).cubic_a, -0.5f);
@@ -447,6 +447,33 @@ TEST_P(ConvKernelsTest, ResizeNearestUpsampleRepeatsPixels) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].Values<float>(), std::vector<float>({1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3,  //
                                                         4, 4, 5, 5, 6, 6, 4, 4, 5, 5, 6, 6}));
+}
+
+// A grid point that is NaN or astronomically far out samples 0 in every mode and padding
+// (no float-to-index conversion out of range); the point beside it still samples.
+TEST_P(ConvKernelsTest, GridSampleOfANaNOrFarPointIsZero) {
+  const HostTensor x = RandomTensor({1, 2, 3, 4}, 31);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const HostTensor grid =
+      HostTensor::Of<float>({1, 1, 3, 2}, {nan, 0.0f, 1e20f, -1e20f, 0.0f, 0.0f});
+  for (auto mode :
+       {GridSampleMode::kBilinear, GridSampleMode::kNearest, GridSampleMode::kBicubic}) {
+    for (auto pad :
+         {GridSamplePadding::kZeros, GridSamplePadding::kBorder, GridSamplePadding::kReflection}) {
+      GridSampleAttrs a;
+      a.mode = mode;
+      a.padding = pad;
+      const auto got = Run(OpKind::kGridSample, {x, grid}, a);
+      ASSERT_EQ(got.size(), 1u);
+      const std::vector<float> v = got[0].Values<float>();
+      ASSERT_EQ(v.size(), 6u);
+      for (int ch = 0; ch < 2; ++ch) {
+        EXPECT_EQ(v[ch * 3 + 0], 0.0f);
+        EXPECT_EQ(v[ch * 3 + 1], 0.0f);
+        EXPECT_TRUE(std::isfinite(v[ch * 3 + 2]));
+      }
+    }
+  }
 }
 
 TEST(ConvRulesTest, GeometryOfAutoPadAndCeilMode) {

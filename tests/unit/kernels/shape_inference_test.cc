@@ -205,6 +205,47 @@ TEST(ShapeInference, FloatClassCompareAndCelu) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// GridSample: (N, C, H_out, W_out) from X (N, C, H, W) and grid (N, H_out, W_out, 2). OneHot:
+// depth inserted at axis, the values' type out.
+TEST(ShapeInference, GridSampleAndOneHot) {
+  EXPECT_THAT(
+      OutShape(OpKind::kGridSample, {F32({2, 3, 5, 6}), F32({2, 4, 7, 2})}, GridSampleAttrs{}),
+      ElementsAre(2, 3, 4, 7));
+  absl::Status s =
+      Error(OpKind::kGridSample, {F32({2, 3, 5, 6}), F32({1, 4, 7, 2})}, GridSampleAttrs{});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("GridSample"), HasSubstr("[1,4,7,2]")));
+  EXPECT_EQ(
+      Error(OpKind::kGridSample, {F32({2, 3, 5, 6, 2}), F32({2, 4, 7, 3, 3})}, GridSampleAttrs{})
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  OneHotAttrs oh;
+  oh.depth = 5;
+  oh.axis = 1;
+  oh.dtype = DType::kInt64;
+  auto out = InferOutputs(OpKind::kOneHot, {I64({2, 3})}, oh);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].dtype, DType::kInt64);
+  EXPECT_THAT((*out)[0].shape, ElementsAre(2, 5, 3));
+  oh.axis = 3;
+  EXPECT_EQ(Error(OpKind::kOneHot, {I64({2, 3})}, oh).code(), absl::StatusCode::kInvalidArgument);
+  // depth and values must be constants, values two of them.
+  EXPECT_EQ(BuildOpAttrs(OpKind::kOneHot, 13, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  HostValue depth;
+  depth.dtype = DType::kInt64;
+  depth.ints = {4};
+  HostValue three = HostValue::OfInts({0, 1, 2});
+  EXPECT_EQ(BuildOpAttrs(OpKind::kOneHot, 13, {}, HostInputs({std::nullopt, depth, three}))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  auto ok = BuildOpAttrs(OpKind::kOneHot, 13, {},
+                         HostInputs({std::nullopt, depth, HostValue::OfInts({0, 1})}));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(std::get<OneHotAttrs>(*ok).depth, 4);
+}
+
 // torch.gather and scatter / scatter_add: the indices' shape out (GatherElements), data's
 // (ScatterElements); indices of another rank, a non-axis dim past data's, or updates
 // unlike the indices are INVALID_ARGUMENT naming the op and the shapes.
