@@ -16,11 +16,8 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define NDS_HOST_DEVICE __host__ __device__
-#else
-#define NDS_HOST_DEVICE
-#endif
+#include "kernels/elementwise_ops.h"  // NDS_HD_OP
+#include "kernels/resize_coord.h"     // CubicWeights
 
 namespace ndserve::kernels {
 
@@ -33,13 +30,13 @@ struct GridTaps {
 };
 
 // Pixel coordinate of grid value g along a dim of `size` pixels.
-NDS_HOST_DEVICE inline float GridUnnormalize(float g, int64_t size, bool align_corners) {
+NDS_HD_OP float GridUnnormalize(float g, int64_t size, bool align_corners) {
   return align_corners ? (g + 1.0f) * 0.5f * static_cast<float>(size - 1)
                        : ((g + 1.0f) * static_cast<float>(size) - 1.0f) * 0.5f;
 }
 
 // x mirrored into [lo2 / 2, hi2 / 2] (the bounds given doubled, so they stay integers).
-NDS_HOST_DEVICE inline float GridReflect(float x, int64_t lo2, int64_t hi2) {
+NDS_HD_OP float GridReflect(float x, int64_t lo2, int64_t hi2) {
   if (lo2 == hi2) return 0.0f;
   const float lo = static_cast<float>(lo2) * 0.5f;
   const float span = static_cast<float>(hi2 - lo2) * 0.5f;
@@ -51,7 +48,7 @@ NDS_HOST_DEVICE inline float GridReflect(float x, int64_t lo2, int64_t hi2) {
 
 // Border or reflection padding of a coordinate; zeros leaves it. The result of border
 // and reflection lies in [0, size - 1]; NaN stays NaN.
-NDS_HOST_DEVICE inline float GridPad(float x, int64_t size, int padding, bool align_corners) {
+NDS_HD_OP float GridPad(float x, int64_t size, int padding, bool align_corners) {
   if (padding == 0) return x;
   if (padding == 2) {
     x = align_corners ? GridReflect(x, 0, 2 * (size - 1)) : GridReflect(x, -1, 2 * size - 1);
@@ -61,33 +58,22 @@ NDS_HOST_DEVICE inline float GridPad(float x, int64_t size, int padding, bool al
 }
 
 // An integer index padded as GridPad pads a coordinate, or -1 outside with zeros.
-NDS_HOST_DEVICE inline int64_t GridIndex(int64_t i, int64_t size, int padding, bool align_corners) {
+NDS_HD_OP int64_t GridIndex(int64_t i, int64_t size, int padding, bool align_corners) {
   if (padding != 0) {
     i = static_cast<int64_t>(GridPad(static_cast<float>(i), size, padding, align_corners));
   }
   return i >= 0 && i < size ? i : -1;
 }
 
-NDS_HOST_DEVICE inline void GridAddTap(GridTaps* t, int64_t y, int64_t x, int64_t w, float weight) {
+NDS_HD_OP void GridAddTap(GridTaps* t, int64_t y, int64_t x, int64_t w, float weight) {
   t->at[t->n] = (y < 0 || x < 0) ? -1 : y * w + x;
   t->w[t->n] = weight;
   ++t->n;
 }
 
-// Keys' cubic weights (a = -0.75) of the four taps around fractional position t.
-NDS_HOST_DEVICE inline void GridCubicWeights(float t, float* w) {
-  const float a = -0.75f;
-  const float s[4] = {t + 1.0f, t, 1.0f - t, 2.0f - t};
-  for (int k = 0; k < 4; ++k) {
-    const float d = s[k];
-    w[k] = (k == 1 || k == 2) ? ((a + 2.0f) * d - (a + 3.0f)) * d * d + 1.0f
-                              : ((a * d - 5.0f * a) * d + 8.0f * a) * d - 4.0f * a;
-  }
-}
-
 // The taps of the sample at grid point (gx, gy) in an h x w plane.
-NDS_HOST_DEVICE inline GridTaps GridSampleTaps(float gx, float gy, int64_t h, int64_t w, int mode,
-                                               int padding, bool align_corners) {
+NDS_HD_OP GridTaps GridSampleTaps(float gx, float gy, int64_t h, int64_t w, int mode, int padding,
+                                  bool align_corners) {
   GridTaps t;
   float x = GridUnnormalize(gx, w, align_corners);
   float y = GridUnnormalize(gy, h, align_corners);
@@ -100,8 +86,8 @@ NDS_HOST_DEVICE inline GridTaps GridSampleTaps(float gx, float gy, int64_t h, in
   if (mode == 2) {  // bicubic: padding per tap
     const float fx = floorf(x), fy = floorf(y);
     float wx[4], wy[4];
-    GridCubicWeights(x - fx, wx);
-    GridCubicWeights(y - fy, wy);
+    CubicWeights(x - fx, -0.75f, wx);
+    CubicWeights(y - fy, -0.75f, wy);
     const int64_t x0 = static_cast<int64_t>(fx) - 1, y0 = static_cast<int64_t>(fy) - 1;
     for (int i = 0; i < 4; ++i) {
       const int64_t yi = GridIndex(y0 + i, h, padding, align_corners);
@@ -136,7 +122,5 @@ NDS_HOST_DEVICE inline GridTaps GridSampleTaps(float gx, float gy, int64_t h, in
 }
 
 }  // namespace ndserve::kernels
-
-#undef NDS_HOST_DEVICE
 
 #endif  // NDSERVE_KERNELS_GRID_SAMPLE_COORD_H_

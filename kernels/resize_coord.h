@@ -10,17 +10,13 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define NDS_HOST_DEVICE __host__ __device__
-#else
-#define NDS_HOST_DEVICE
-#endif
+#include "kernels/elementwise_ops.h"  // NDS_HD_OP
 
 namespace ndserve::kernels {
 
 // The input coordinate that output coordinate `x` maps to (coordinate_transformation_mode).
-NDS_HOST_DEVICE inline float ResizeSourceCoord(int coord, float x, float scale, int64_t in_len,
-                                               int64_t out_len) {
+NDS_HD_OP float ResizeSourceCoord(int coord, float x, float scale, int64_t in_len,
+                                  int64_t out_len) {
   switch (coord) {
     case 0:  // half_pixel
       return (x + 0.5f) / scale - 0.5f;
@@ -37,7 +33,7 @@ NDS_HOST_DEVICE inline float ResizeSourceCoord(int coord, float x, float scale, 
 }
 
 // The input index nearest mode `mode` picks for source coordinate `x`, clamped inside.
-NDS_HOST_DEVICE inline int64_t ResizeNearestIndex(int mode, float x, int64_t in_len) {
+NDS_HD_OP int64_t ResizeNearestIndex(int mode, float x, int64_t in_len) {
   const float fl = floorf(x);
   const bool half = x == fl + 0.5f;
   float r;
@@ -61,8 +57,7 @@ NDS_HOST_DEVICE inline int64_t ResizeNearestIndex(int mode, float x, int64_t in_
 
 // Linear interpolation taps: the source coordinate clamped into [0, in_len - 1], its two
 // neighbours and the weight of the upper one.
-NDS_HOST_DEVICE inline void ResizeLinearTaps(float x, int64_t in_len, int64_t* i0, int64_t* i1,
-                                             float* w1) {
+NDS_HD_OP void ResizeLinearTaps(float x, int64_t in_len, int64_t* i0, int64_t* i1, float* w1) {
   const float hi = static_cast<float>(in_len - 1);
   x = x < 0.0f ? 0.0f : (x > hi ? hi : x);
   *i0 = static_cast<int64_t>(floorf(x));
@@ -70,19 +65,26 @@ NDS_HOST_DEVICE inline void ResizeLinearTaps(float x, int64_t in_len, int64_t* i
   *w1 = x - static_cast<float>(*i0);
 }
 
-// Cubic convolution taps: the four inputs floor(x) - 1 .. floor(x) + 2 (clamped inside, as
-// if the input were padded with its edge values) and Keys' weights with coefficient `a`;
-// with exclude_outside, taps that fall outside get weight 0 and the rest are renormalized.
-NDS_HOST_DEVICE inline void ResizeCubicTaps(float x, int64_t in_len, float a, bool exclude_outside,
-                                            int64_t* i, float* w) {
-  const float fl = floorf(x);
-  const float t = x - fl;
+// Keys' cubic convolution weights, coefficient `a`, of the four taps floor(x) - 1 ..
+// floor(x) + 2 around a point at fraction t past floor(x) (Resize and GridSample).
+NDS_HD_OP void CubicWeights(float t, float a, float* w) {
   const float s[4] = {t + 1.0f, t, 1.0f - t, 2.0f - t};  // distances to the four taps
-  float sum = 0.0f;
   for (int k = 0; k < 4; ++k) {
     const float d = s[k];
     w[k] = (k == 1 || k == 2) ? ((a + 2.0f) * d - (a + 3.0f)) * d * d + 1.0f
                               : ((a * d - 5.0f * a) * d + 8.0f * a) * d - 4.0f * a;
+  }
+}
+
+// Cubic convolution taps: the four inputs floor(x) - 1 .. floor(x) + 2 (clamped inside, as
+// if the input were padded with its edge values) and Keys' weights with coefficient `a`;
+// with exclude_outside, taps that fall outside get weight 0 and the rest are renormalized.
+NDS_HD_OP void ResizeCubicTaps(float x, int64_t in_len, float a, bool exclude_outside, int64_t* i,
+                               float* w) {
+  const float fl = floorf(x);
+  CubicWeights(x - fl, a, w);
+  float sum = 0.0f;
+  for (int k = 0; k < 4; ++k) {
     const int64_t at = static_cast<int64_t>(fl) - 1 + k;
     if (exclude_outside && (at < 0 || at >= in_len)) w[k] = 0.0f;
     sum += w[k];
@@ -95,9 +97,9 @@ NDS_HOST_DEVICE inline void ResizeCubicTaps(float x, int64_t in_len, float a, bo
 
 // The taps of output coordinate `o` along one dim: mode 0 (nearest) one input with weight
 // 1, 1 (linear) two, 2 (cubic) four. Returns the count; i and w hold four entries.
-NDS_HOST_DEVICE inline int ResizeTapsOf(int mode, int coord, int nearest, float cubic_a,
-                                        bool exclude_outside, int64_t o, float scale,
-                                        int64_t in_len, int64_t out_len, int64_t* i, float* w) {
+NDS_HD_OP int ResizeTapsOf(int mode, int coord, int nearest, float cubic_a, bool exclude_outside,
+                           int64_t o, float scale, int64_t in_len, int64_t out_len, int64_t* i,
+                           float* w) {
   const float x = ResizeSourceCoord(coord, static_cast<float>(o), scale, in_len, out_len);
   if (mode == 0) {
     i[0] = ResizeNearestIndex(nearest, x, in_len);
@@ -114,7 +116,5 @@ NDS_HOST_DEVICE inline int ResizeTapsOf(int mode, int coord, int nearest, float 
 }
 
 }  // namespace ndserve::kernels
-
-#undef NDS_HOST_DEVICE
 
 #endif  // NDSERVE_KERNELS_RESIZE_COORD_H_
