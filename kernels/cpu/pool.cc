@@ -132,17 +132,33 @@ void MaxPoolRows(const ConvGeometry& g, const float* x, float* y, int64_t first,
   }
 }
 
+// The pool's geometry and how many planes it runs over. A 3-D window one slice deep that
+// steps one slice at a time with no depth padding (the (1, 3, 3) MaxPool3d of video
+// ResNets) pools each depth slice on its own: it is the 2-D pool over N * C * D planes,
+// whose fast paths then apply. Its flat indices are the same either way.
+absl::StatusOr<ConvGeometry> PoolGeometry(absl::string_view name, const PoolAttrs& a, ShapeSpan xs,
+                                          int64_t* planes) {
+  NDS_ASSIGN_OR_RETURN(ConvGeometry g, MakePoolGeometry(name, a, xs.subspan(2)));
+  *planes = xs[0] * xs[1];
+  if (!g.IsPlanar() && g.k_d == 1 && g.stride_d == 1 && g.pad_front == 0 && g.pad_back == 0) {
+    *planes *= g.in_d;
+    g.spatial_rank = 2;
+    g.in_d = g.out_d = 1;
+  }
+  return g;
+}
+
 template <bool kMax>
 absl::Status Pool(absl::string_view name, absl::Span<const TensorView> in,
                   absl::Span<const TensorView> out, const PoolAttrs& a) {
-  const ShapeSpan xs = in[0].shape;
-  NDS_ASSIGN_OR_RETURN(const ConvGeometry g, MakePoolGeometry(name, a, xs.subspan(2)));
+  int64_t planes = 0;
+  NDS_ASSIGN_OR_RETURN(const ConvGeometry g, PoolGeometry(name, a, in[0].shape, &planes));
   const float* x = in[0].as<const float>();
   float* y = out[0].as<float>();
   int64_t* indices = out.size() > 1 ? out[1].as<int64_t>() : nullptr;
   // About 16K window taps per chunk at least, so a chunk outweighs handing it over.
   const int64_t taps = std::max<int64_t>(1, g.out_plane() * g.k_plane());
-  ParallelFor(xs[0] * xs[1], (int64_t{16} << 10) / taps, [&](int64_t first, int64_t end) {
+  ParallelFor(planes, (int64_t{16} << 10) / taps, [&](int64_t first, int64_t end) {
     if (kMax && indices == nullptr && g.IsPlanar()) {
       MaxPoolRows(g, x, y, first, end);
     } else {
@@ -160,10 +176,10 @@ absl::Status MaxPool(const KernelContext& ctx, absl::Span<const TensorView> in,
   // 3x3 windows without indices (resnet's stem) take the separable max of
   // max_pool3x3.cc, when the caller gives scratch for its lines.
   if (out.size() == 1 && ctx.scratch != nullptr) {
-    const ShapeSpan xs = in[0].shape;
-    NDS_ASSIGN_OR_RETURN(const ConvGeometry g, MakePoolGeometry("MaxPool", a, xs.subspan(2)));
+    int64_t planes = 0;
+    NDS_ASSIGN_OR_RETURN(const ConvGeometry g, PoolGeometry("MaxPool", a, in[0].shape, &planes));
     if (MaxPool3x3Applies(g)) {
-      return MaxPool3x3(ctx, g, xs[0] * xs[1], in[0].as<const float>(), out[0].as<float>());
+      return MaxPool3x3(ctx, g, planes, in[0].as<const float>(), out[0].as<float>());
     }
   }
   return Pool<true>("MaxPool", in, out, a);

@@ -802,3 +802,24 @@ def cases(add, rng):
             attrs["align_corners"] = ("int", 1)
         add(name, "GridSample", 16, [("input", "X", x), ("input", "grid", grid)], [("Y", y)],
             attrs=attrs, tol=RESIZE_TOL)
+
+    # 3-D pools whose window is one slice deep (the (1, 3, 3) MaxPool3d of video ResNets):
+    # the CPU pools each depth slice as a 2-D plane.
+    for name, op, kernel, strides, pads, extra in [
+            ("maxpool3d_unit_depth_window", "MaxPool", [1, 3, 3], [1, 2, 2], [0, 1, 1, 0, 1, 1],
+             {}),
+            ("maxpool3d_unit_depth_window_indices", "MaxPool", [1, 2, 3], [1, 2, 1],
+             [0, 0, 1, 0, 1, 1], {"indices": 1}),
+            ("averagepool3d_unit_depth_window", "AveragePool", [1, 3, 2], [1, 2, 2],
+             [0, 1, 0, 0, 1, 1], {"count_include_pad": 1})]:
+        r = gen()
+        x = float_data(r, (2, 3, 3, 7, 6))
+        attrs = {"kernel_shape": _ints(kernel), "strides": _ints(strides), "pads": _ints(pads)}
+        if op == "MaxPool":
+            y, idx = pool_nd_ref(x, "max", kernel, strides, pads)
+            outputs = [("Y", y)] + ([("Indices", idx)] if extra.get("indices") else [])
+            add(name, op, 13, [("input", "X", x)], outputs, attrs=attrs, tol=EXACT)
+        else:
+            attrs["count_include_pad"] = ("int", 1)
+            y = pool_nd_ref(x, "avg", kernel, strides, pads, 0, 1)
+            add(name, op, 13, [("input", "X", x)], [("Y", y)], attrs=attrs, tol=POOL_AVG_TOL)
