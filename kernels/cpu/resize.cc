@@ -44,6 +44,36 @@ Taps IdentityTaps(int64_t len) {
   return t;
 }
 
+// One output row of a linear resize: the same sums in the same order as the generic loop
+// below (and the CUDA kernel), with the two column taps fixed and the (depth, row) taps'
+// pointers and weights looked up once for the row rather than once per output.
+void LinearRow(const Taps& deps, const Taps& rows, const Taps& cols, const float* xv,
+               int64_t in_plane, int64_t in_w, int64_t z, int64_t r, int64_t out_w, float* y) {
+  const float* src[2][2];
+  float wr[2][2], wz[2];
+  for (int kz = 0; kz < deps.n; ++kz) {
+    wz[kz] = deps.w[z * deps.n + kz];
+    for (int kr = 0; kr < 2; ++kr) {
+      src[kz][kr] = xv + deps.i[z * deps.n + kz] * in_plane + rows.i[r * 2 + kr] * in_w;
+      wr[kz][kr] = rows.w[r * 2 + kr];
+    }
+  }
+  const int64_t* ci = cols.i.data();
+  const float* cw = cols.w.data();
+  for (int64_t c = 0; c < out_w; ++c) {
+    const int64_t c0 = ci[2 * c], c1 = ci[2 * c + 1];
+    const float w0 = cw[2 * c], w1 = cw[2 * c + 1];
+    float acc = 0.0f;
+    for (int kz = 0; kz < deps.n; ++kz) {
+      const float top = src[kz][0][c0] * w0 + src[kz][0][c1] * w1;
+      const float bottom = src[kz][1][c0] * w0 + src[kz][1][c1] * w1;
+      const float plane = top * wr[kz][0] + bottom * wr[kz][1];
+      acc = kz == 0 ? plane * wz[0] : acc + plane * wz[kz];
+    }
+    y[c] = acc;
+  }
+}
+
 }  // namespace
 
 absl::Status Resize(const KernelContext&, absl::Span<const TensorView> in,
@@ -68,6 +98,11 @@ absl::Status Resize(const KernelContext&, absl::Span<const TensorView> in,
         if (a.mode == ResizeMode::kNearest) {  // one tap per dim: a gather
           const float* xr = xv + deps.i[z] * in_plane + rows.i[r] * p.in_w;
           for (int64_t c = 0; c < p.out_w; ++c) *y++ = xr[cols.i[c]];
+          continue;
+        }
+        if (a.mode == ResizeMode::kLinear) {
+          LinearRow(deps, rows, cols, xv, in_plane, p.in_w, z, r, p.out_w, y);
+          y += p.out_w;
           continue;
         }
         for (int64_t c = 0; c < p.out_w; ++c, ++y) {
