@@ -202,6 +202,30 @@ TEST_P(ConvKernelsTest, GroupedStridedDilatedConv3dMatchesNaive) {
                        kAtol, kRtol));
 }
 
+// Convs whose output grid is the input's (stride 1, "same" pads, some dilated and
+// asymmetric): the CPU's im2col copies each tap's shifted image in one run there.
+TEST_P(ConvKernelsTest, SameSizeConvsMatchNaive) {
+  const HostTensor x = RandomTensor({2, 3, 4, 5, 6}, 28);
+  const HostTensor w = RandomTensor({4, 3, 3, 2, 3}, 29, -1.0f, 1.0f);
+  ConvAttrs a;
+  a.dilations = {2, 1, 2};
+  a.pads = {2, 0, 2, 2, 1, 2};  // 4 + 4 - 5 + 1 = 4; 5 + 1 - 2 + 1 = 5; 6 + 4 - 5 + 1 = 6
+  const auto got = Run(OpKind::kConv, {x, w}, a);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(AllClose(got[0],
+                       NaiveConv3d(x, w, nullptr, {1, 1, 1}, {2, 1, 2}, {2, 0, 2}, {4, 5, 6}, 1),
+                       kAtol, kRtol));
+  const HostTensor x2 = RandomTensor({1, 4, 7, 9}, 30);
+  const HostTensor w2 = RandomTensor({6, 2, 3, 3}, 31, -1.0f, 1.0f);
+  ConvAttrs b;
+  b.group = 2;
+  b.pads = {1, 1, 1, 1};
+  const auto got2 = Run(OpKind::kConv, {x2, w2}, b);
+  ASSERT_EQ(got2.size(), 1u);
+  EXPECT_TRUE(
+      AllClose(got2[0], NaiveConv(x2, w2, nullptr, 1, 1, 1, 1, 1, 1, 7, 9, 2), kAtol, kRtol));
+}
+
 TEST_P(ConvKernelsTest, ConvTranspose3dIsTheAdjointOfConv3d) {
   const HostTensor x = RandomTensor({1, 4, 5, 6, 5}, 25);
   const HostTensor w = RandomTensor({6, 2, 3, 2, 2}, 26, -1.0f, 1.0f);
