@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/numeric_dispatch.h"
+#include "kernels/cpu/strided_gather.h"  // ForElementSize
 #include "kernels/elementwise_ops.h"
 #include "kernels/plans.h"
 
@@ -60,31 +61,20 @@ absl::StatusOr<std::vector<int64_t>> ElementsOffsets(absl::string_view op, const
 }
 
 // dst[i] = src[offsets[i]] (gather) or dst[offsets[i]] = src[i] (scatter), for elements
-// of `bytes` bytes.
-template <typename E>
-void Move(const std::vector<int64_t>& offsets, const void* src, void* dst, bool gather) {
-  const E* s = static_cast<const E*>(src);
-  E* d = static_cast<E*>(dst);
-  const int64_t n = static_cast<int64_t>(offsets.size());
-  if (gather) {
-    for (int64_t i = 0; i < n; ++i) d[i] = s[offsets[i]];
-  } else {
-    for (int64_t i = 0; i < n; ++i) d[offsets[i]] = s[i];
-  }
-}
-
-void MoveElements(std::size_t bytes, const std::vector<int64_t>& offsets, const void* src,
-                  void* dst, bool gather) {
-  switch (bytes) {
-    case 1:
-      return Move<uint8_t>(offsets, src, dst, gather);
-    case 2:
-      return Move<uint16_t>(offsets, src, dst, gather);
-    case 4:
-      return Move<uint32_t>(offsets, src, dst, gather);
-    default:
-      return Move<uint64_t>(offsets, src, dst, gather);
-  }
+// of `dtype`'s width.
+void MoveElements(DType dtype, const std::vector<int64_t>& offsets, const void* src, void* dst,
+                  bool gather) {
+  ForElementSize(dtype, [&](auto tag) {
+    using E = decltype(tag);
+    const E* s = static_cast<const E*>(src);
+    E* d = static_cast<E*>(dst);
+    const int64_t n = static_cast<int64_t>(offsets.size());
+    if (gather) {
+      for (int64_t i = 0; i < n; ++i) d[i] = s[offsets[i]];
+    } else {
+      for (int64_t i = 0; i < n; ++i) d[offsets[i]] = s[i];
+    }
+  });
 }
 
 }  // namespace
@@ -94,7 +84,7 @@ absl::Status GatherElements(const KernelContext&, absl::Span<const TensorView> i
   absl::StatusOr<std::vector<int64_t>> offsets =
       ElementsOffsets("GatherElements", std::get<ElementsAttrs>(attrs), in[0], in[1]);
   if (!offsets.ok()) return offsets.status();
-  MoveElements(DTypeSize(in[0].dtype), *offsets, in[0].data, out[0].data, /*gather=*/true);
+  MoveElements(in[0].dtype, *offsets, in[0].data, out[0].data, /*gather=*/true);
   return absl::OkStatus();
 }
 
@@ -108,7 +98,7 @@ absl::Status ScatterElements(const KernelContext&, absl::Span<const TensorView> 
     std::memcpy(out[0].data, in[0].data, in[0].nbytes());
   }
   if (a.reduction == ScatterReduction::kNone) {
-    MoveElements(DTypeSize(in[0].dtype), *offsets, in[2].data, out[0].data, /*gather=*/false);
+    MoveElements(in[0].dtype, *offsets, in[2].data, out[0].data, /*gather=*/false);
     return absl::OkStatus();
   }
   return ForNumeric(in[0].dtype, [&](auto tag) {

@@ -2,7 +2,7 @@
 #define NDSERVE_KERNELS_CUDA_DEVICE_UTIL_CUH_
 
 // Shared device helpers for the .cu files: grid sizing for grid-stride loops, IndexMap
-// offsets and warp reductions.
+// offsets, warp reductions and the element-type switches of the launchers.
 
 #include <cuda_runtime.h>
 
@@ -58,6 +58,41 @@ __device__ __forceinline__ float WarpSum(float v) {
 __device__ __forceinline__ float WarpMax(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+
+// Returns f(E{}) with E the unsigned integer `elem_bytes` wide, the type a byte-moving
+// kernel instantiates for every dtype of that width; cudaErrorInvalidValue for another
+// width.
+template <typename F>
+cudaError_t ForElementBytes(int elem_bytes, F&& f) {
+  switch (elem_bytes) {
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    case 8:
+      return f(uint64_t{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+// Returns f(T{}) for FP32, INT32 or INT64 `type` (what the arithmetic scatters admit);
+// cudaErrorInvalidValue for any other.
+template <typename F>
+cudaError_t ForNumericType(ScalarType type, F&& f) {
+  switch (type) {
+    case ScalarType::kFp32:
+      return f(float{});
+    case ScalarType::kInt32:
+      return f(int32_t{});
+    case ScalarType::kInt64:
+      return f(int64_t{});
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace ndserve::kernels::gpu

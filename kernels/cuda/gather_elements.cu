@@ -64,82 +64,44 @@ __global__ void ScatterElementsReduceKernel(const void* indices, const T* update
   }
 }
 
-template <typename E>
-cudaError_t Gather(const void* data, const void* indices, void* out, const ElementsArgs& a,
-                   int32_t* error_flag, cudaStream_t stream) {
-  GatherElementsKernel<E><<<GridFor(a.count), kBlock, 0, stream>>>(
-      static_cast<const E*>(data), indices, static_cast<E*>(out), a, error_flag);
-  return cudaGetLastError();
-}
-
-template <typename E>
-cudaError_t Scatter(const void* indices, const void* updates, void* out, const ElementsArgs& a,
-                    int32_t* error_flag, cudaStream_t stream) {
-  ScatterElementsKernel<E><<<GridFor(a.count), kBlock, 0, stream>>>(
-      indices, static_cast<const E*>(updates), static_cast<E*>(out), a, error_flag);
-  return cudaGetLastError();
-}
-
-template <typename Op>
-cudaError_t Reduce(ScalarType type, const void* indices, const void* updates, void* out,
-                   const ElementsArgs& a, int32_t* error_flag, cudaStream_t stream) {
-  const unsigned grid = GridFor(a.lines);
-  switch (type) {
-    case ScalarType::kFp32:
-      ScatterElementsReduceKernel<float, Op><<<grid, kBlock, 0, stream>>>(
-          indices, static_cast<const float*>(updates), static_cast<float*>(out), a, error_flag);
-      break;
-    case ScalarType::kInt32:
-      ScatterElementsReduceKernel<int32_t, Op><<<grid, kBlock, 0, stream>>>(
-          indices, static_cast<const int32_t*>(updates), static_cast<int32_t*>(out), a, error_flag);
-      break;
-    case ScalarType::kInt64:
-      ScatterElementsReduceKernel<int64_t, Op><<<grid, kBlock, 0, stream>>>(
-          indices, static_cast<const int64_t*>(updates), static_cast<int64_t*>(out), a, error_flag);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
-}
-
 }  // namespace
 
 cudaError_t LaunchGatherElements(const void* data, int elem_bytes, const void* indices, void* out,
                                  const ElementsArgs& a, int32_t* error_flag, cudaStream_t stream) {
   if (a.count == 0) return cudaSuccess;
-  switch (elem_bytes) {
-    case 1:
-      return Gather<uint8_t>(data, indices, out, a, error_flag, stream);
-    case 2:
-      return Gather<uint16_t>(data, indices, out, a, error_flag, stream);
-    case 4:
-      return Gather<uint32_t>(data, indices, out, a, error_flag, stream);
-    case 8:
-      return Gather<uint64_t>(data, indices, out, a, error_flag, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return ForElementBytes(elem_bytes, [&](auto tag) {
+    using E = decltype(tag);
+    GatherElementsKernel<E><<<GridFor(a.count), kBlock, 0, stream>>>(
+        static_cast<const E*>(data), indices, static_cast<E*>(out), a, error_flag);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t LaunchScatterElements(int reduction, ScalarType type, int elem_bytes,
                                   const void* indices, const void* updates, void* out,
                                   const ElementsArgs& a, int32_t* error_flag, cudaStream_t stream) {
   if (a.count == 0) return cudaSuccess;
-  if (reduction == 1) return Reduce<AddOp>(type, indices, updates, out, a, error_flag, stream);
-  if (reduction == 2) return Reduce<MulOp>(type, indices, updates, out, a, error_flag, stream);
-  switch (elem_bytes) {
-    case 1:
-      return Scatter<uint8_t>(indices, updates, out, a, error_flag, stream);
-    case 2:
-      return Scatter<uint16_t>(indices, updates, out, a, error_flag, stream);
-    case 4:
-      return Scatter<uint32_t>(indices, updates, out, a, error_flag, stream);
-    case 8:
-      return Scatter<uint64_t>(indices, updates, out, a, error_flag, stream);
-    default:
-      return cudaErrorInvalidValue;
+  if (reduction != 0) {
+    return ForNumericType(type, [&](auto tag) {
+      using T = decltype(tag);
+      const T* u = static_cast<const T*>(updates);
+      T* y = static_cast<T*>(out);
+      if (reduction == 1) {
+        ScatterElementsReduceKernel<T, AddOp>
+            <<<GridFor(a.lines), kBlock, 0, stream>>>(indices, u, y, a, error_flag);
+      } else {
+        ScatterElementsReduceKernel<T, MulOp>
+            <<<GridFor(a.lines), kBlock, 0, stream>>>(indices, u, y, a, error_flag);
+      }
+      return cudaGetLastError();
+    });
   }
+  return ForElementBytes(elem_bytes, [&](auto tag) {
+    using E = decltype(tag);
+    ScatterElementsKernel<E><<<GridFor(a.count), kBlock, 0, stream>>>(
+        indices, static_cast<const E*>(updates), static_cast<E*>(out), a, error_flag);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace ndserve::kernels::gpu

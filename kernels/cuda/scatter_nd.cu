@@ -38,8 +38,8 @@ __global__ void ScatterKernel(const int64_t* idx, const E* updates, E* out, Scat
 }
 
 template <typename T, typename Op>
-__global__ void ScatterReduceKernel(const int64_t* idx, const T* updates, T* out,
-                                    ScatterNDArgs a, volatile int32_t* error_flag) {
+__global__ void ScatterReduceKernel(const int64_t* idx, const T* updates, T* out, ScatterNDArgs a,
+                                    volatile int32_t* error_flag) {
   const Op op;
   for (int64_t j = GlobalThread(); j < a.slice; j += GridThreads()) {
     for (int64_t t = 0; t < a.tuples; ++t) {
@@ -53,36 +53,15 @@ __global__ void ScatterReduceKernel(const int64_t* idx, const T* updates, T* out
   }
 }
 
-template <typename E>
-cudaError_t LaunchPlain(const int64_t* idx, const void* updates, void* out, const ScatterNDArgs& a,
-                        int32_t* error_flag, cudaStream_t stream) {
-  const int64_t total = a.tuples * a.slice;
-  ScatterKernel<E><<<GridFor(total), kBlock, 0, stream>>>(
-      idx, static_cast<const E*>(updates), static_cast<E*>(out), a, total, error_flag);
-  return cudaGetLastError();
-}
-
 template <typename Op>
 cudaError_t LaunchReduce(ScalarType type, const int64_t* idx, const void* updates, void* out,
                          const ScatterNDArgs& a, int32_t* error_flag, cudaStream_t stream) {
-  const unsigned grid = GridFor(a.slice);
-  switch (type) {
-    case ScalarType::kFp32:
-      ScatterReduceKernel<float, Op><<<grid, kBlock, 0, stream>>>(
-          idx, static_cast<const float*>(updates), static_cast<float*>(out), a, error_flag);
-      break;
-    case ScalarType::kInt32:
-      ScatterReduceKernel<int32_t, Op><<<grid, kBlock, 0, stream>>>(
-          idx, static_cast<const int32_t*>(updates), static_cast<int32_t*>(out), a, error_flag);
-      break;
-    case ScalarType::kInt64:
-      ScatterReduceKernel<int64_t, Op><<<grid, kBlock, 0, stream>>>(
-          idx, static_cast<const int64_t*>(updates), static_cast<int64_t*>(out), a, error_flag);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return ForNumericType(type, [&](auto tag) {
+    using T = decltype(tag);
+    ScatterReduceKernel<T, Op><<<GridFor(a.slice), kBlock, 0, stream>>>(
+        idx, static_cast<const T*>(updates), static_cast<T*>(out), a, error_flag);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace
@@ -91,20 +70,17 @@ cudaError_t LaunchScatterND(int reduction, ScalarType type, int elem_bytes, cons
                             const void* updates, void* out, const ScatterNDArgs& a,
                             int32_t* error_flag, cudaStream_t stream) {
   if (a.tuples == 0 || a.slice == 0) return cudaSuccess;
-  if (reduction == 1) return LaunchReduce<AddOp>(type, indices, updates, out, a, error_flag, stream);
-  if (reduction == 2) return LaunchReduce<MulOp>(type, indices, updates, out, a, error_flag, stream);
-  switch (elem_bytes) {
-    case 1:
-      return LaunchPlain<uint8_t>(indices, updates, out, a, error_flag, stream);
-    case 2:
-      return LaunchPlain<uint16_t>(indices, updates, out, a, error_flag, stream);
-    case 4:
-      return LaunchPlain<uint32_t>(indices, updates, out, a, error_flag, stream);
-    case 8:
-      return LaunchPlain<uint64_t>(indices, updates, out, a, error_flag, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  if (reduction == 1)
+    return LaunchReduce<AddOp>(type, indices, updates, out, a, error_flag, stream);
+  if (reduction == 2)
+    return LaunchReduce<MulOp>(type, indices, updates, out, a, error_flag, stream);
+  return ForElementBytes(elem_bytes, [&](auto tag) {
+    using E = decltype(tag);
+    const int64_t total = a.tuples * a.slice;
+    ScatterKernel<E><<<GridFor(total), kBlock, 0, stream>>>(
+        indices, static_cast<const E*>(updates), static_cast<E*>(out), a, total, error_flag);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace ndserve::kernels::gpu

@@ -203,22 +203,27 @@ def instancenorm_ref(x, scale, b, eps):
     return (y * scale.reshape(shape) + b.reshape(shape)).astype(np.float32)
 
 
+def _source_coord(o, n_in, n_out, scale, coord):
+    """The input coordinate output index o maps to, in float32 as the kernels compute."""
+    f = np.float32
+    x = f(o)
+    if coord == "half_pixel":
+        return (x + f(0.5)) / f(scale) - f(0.5)
+    if coord == "pytorch_half_pixel":
+        return (x + f(0.5)) / f(scale) - f(0.5) if n_out > 1 else f(0)
+    if coord == "align_corners":
+        return f(0) if n_out == 1 else x * f(n_in - 1) / f(n_out - 1)
+    if coord == "asymmetric":
+        return x / f(scale)
+    return (x + f(0.5)) / f(scale)  # tf_half_pixel_for_nn
+
+
 def _resize_axis(n_in, n_out, scale, mode, coord, nearest):
     """Per output index: (i0, i1, w1) along one axis, in float32 as the kernels compute."""
     f = np.float32
     taps = []
     for o in range(n_out):
-        x = f(o)
-        if coord == "half_pixel":
-            s = (x + f(0.5)) / f(scale) - f(0.5)
-        elif coord == "pytorch_half_pixel":
-            s = (x + f(0.5)) / f(scale) - f(0.5) if n_out > 1 else f(0)
-        elif coord == "align_corners":
-            s = f(0) if n_out == 1 else x * f(n_in - 1) / f(n_out - 1)
-        elif coord == "asymmetric":
-            s = x / f(scale)
-        else:  # tf_half_pixel_for_nn
-            s = (x + f(0.5)) / f(scale)
+        s = _source_coord(o, n_in, n_out, scale, coord)
         if mode == "nearest":
             fl = np.floor(s)
             half = s == fl + f(0.5)
@@ -239,15 +244,18 @@ def _resize_axis(n_in, n_out, scale, mode, coord, nearest):
     return taps
 
 
+def _resize_out(xs, scales, sizes):
+    """Resize's output sizes and per-dim scales, from whichever of scales and sizes is given."""
+    if sizes is not None:
+        return list(sizes), [np.float32(o) / np.float32(i) for o, i in zip(sizes, xs)]
+    return [int(np.floor(i * float(np.float32(s)))) for i, s in zip(xs, scales)], scales
+
+
 def resize_ref(x, mode, coord, nearest, scales, sizes):
     """Resize over the last two dims (np.round is half-to-even, but exact halves never reach
     it: they are decided by the nearest mode first)."""
     xs = list(x.shape)
-    if sizes is not None:
-        out = list(sizes)
-        scales = [np.float32(o) / np.float32(i) for o, i in zip(out, xs)]
-    else:
-        out = [int(np.floor(i * float(np.float32(s)))) for i, s in zip(xs, scales)]
+    out, scales = _resize_out(xs, scales, sizes)
     x3 = x.reshape((-1, 1 if x.ndim == 1 else xs[-2], xs[-1])).astype(np.float64)
     hin, win = x3.shape[1], x3.shape[2]
     hout = 1 if x.ndim == 1 else out[-2]
@@ -275,16 +283,7 @@ def _axis_matrix(n_in, n_out, scale, mode, coord, nearest, cubic_a=-0.75, exclud
         return m
     a = cubic_a
     for o in range(n_out):
-        # The source coordinate as _resize_axis computes it, without the linear clamp.
-        f = np.float32
-        if coord == "half_pixel":
-            s = (f(o) + f(0.5)) / f(scale) - f(0.5)
-        elif coord == "pytorch_half_pixel":
-            s = (f(o) + f(0.5)) / f(scale) - f(0.5) if n_out > 1 else f(0)
-        elif coord == "align_corners":
-            s = f(0) if n_out == 1 else f(o) * f(n_in - 1) / f(n_out - 1)
-        else:
-            s = f(o) / f(scale)
+        s = _source_coord(o, n_in, n_out, scale, coord)  # no linear clamp for cubic
         fl = int(np.floor(s))
         t = float(s) - fl
         d = [t + 1, t, 1 - t, 2 - t]
@@ -304,11 +303,7 @@ def resize_nd_ref(x, mode, coord, nearest, scales, sizes, cubic_a=-0.75, exclude
     """Resize of any rank as one interpolation matrix per resized axis (n-linear and
     n-cubic are separable)."""
     xs = list(x.shape)
-    if sizes is not None:
-        out = list(sizes)
-        scales = [np.float32(o) / np.float32(i) for o, i in zip(out, xs)]
-    else:
-        out = [int(np.floor(i * float(np.float32(s)))) for i, s in zip(xs, scales)]
+    out, scales = _resize_out(xs, scales, sizes)
     y = x.astype(np.float64)
     for axis in range(x.ndim):
         if out[axis] == xs[axis] and float(scales[axis]) == 1.0:

@@ -207,6 +207,15 @@ def cases(add, _shared_rng):
     add("spacetodepth", "SpaceToDepth", 13, [("input", "input", x)],
         [("output", space_to_depth(x, 2))], attrs={"blocksize": ("int", 2)})
 
+    def combine(out, key, update, reduction):
+        """One scatter update: replaced, added or multiplied in (ScatterND, ScatterElements)."""
+        if reduction == "add":
+            out[key] = out[key] + update
+        elif reduction == "mul":
+            out[key] = out[key] * update
+        else:
+            out[key] = update
+
     # ScatterND: numpy's indexed assignment, tuples applied in order ----------------------
     def scatter_nd(data, indices, updates, reduction="none"):
         out = data.copy()
@@ -214,13 +223,7 @@ def cases(add, _shared_rng):
         flat = indices.reshape(-1, k)
         ups = updates.reshape((flat.shape[0],) + data.shape[k:])
         for t, tup in enumerate(flat):
-            key = tuple(int(v) for v in tup)
-            if reduction == "add":
-                out[key] = out[key] + ups[t]
-            elif reduction == "mul":
-                out[key] = out[key] * ups[t]
-            else:
-                out[key] = ups[t]
+            combine(out, tuple(int(v) for v in tup), ups[t], reduction)
         return out
 
     x = float_data(rng(), (4, 3))
@@ -264,13 +267,8 @@ def cases(add, _shared_rng):
         axis %= data.ndim
         out = data.copy()
         for pos in np.ndindex(*idx.shape):  # index order, as both kernels apply them
-            t = elements_target(idx, pos, axis, data.shape[axis])
-            if reduction == "add":
-                out[t] = out[t] + updates[pos]
-            elif reduction == "mul":
-                out[t] = out[t] * updates[pos]
-            else:
-                out[t] = updates[pos]
+            combine(out, elements_target(idx, pos, axis, data.shape[axis]), updates[pos],
+                    reduction)
         return out
 
     r = rng()
