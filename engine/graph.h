@@ -44,6 +44,9 @@ struct NodeDef {
   std::vector<std::string> inputs;   // "" marks an absent optional input
   std::vector<std::string> outputs;  // "" marks an unused optional output
   kernels::AttrMap attrs;
+  // A node of an If branch the loader inlined (engine/onnx_loader.cc): it runs only when
+  // each named condition (a BOOL value of one element) holds the given value.
+  std::vector<std::pair<std::string, bool>> guards;
 };
 
 // A whole graph as the file states it. Initializers' byte counts are already checked
@@ -99,6 +102,9 @@ struct Node {
   std::vector<std::pair<int, int>> dynamic_host_inputs;        // (input position, value id)
   std::vector<std::optional<kernels::HostValue>> host_values;  // by input position
   kernels::AttrMap attr_map;
+  // (condition value, value it must hold): a node of an inlined If branch, skipped in a
+  // run where a condition differs, so its outputs are never computed (NodeDef::guards).
+  std::vector<std::pair<int, bool>> guards;
 
   bool has_dynamic_attrs() const { return !dynamic_host_inputs.empty(); }
 };

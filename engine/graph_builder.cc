@@ -61,6 +61,28 @@ kernels::TensorView HostView(const Initializer& init) {
   return v;
 }
 
+// Output j of an If is, in a run, one of its branches' values j (input 1 + j or
+// 1 + K + j), under the same bytes. So the storages of those values join the output's:
+// liveness then keeps the taken value until the output's last reader, and the output's
+// slot, which holds whichever was taken, is the one released. A value that joins and was
+// not taken is never released early; nothing is freed twice.
+void MergeIfStorages(std::vector<Value>& values, absl::Span<const Node> nodes) {
+  for (const Node& node : nodes) {
+    if (node.op != OpKind::kIf) continue;
+    const std::size_t k = node.outputs.size();
+    for (std::size_t j = 0; j < k; ++j) {
+      const int out = node.outputs[j];
+      if (out == kNoValue) continue;
+      const int root = values[out].storage;
+      const int a = values[node.inputs[1 + j]].storage;
+      const int b = values[node.inputs[1 + k + j]].storage;
+      for (Value& v : values) {
+        if (v.storage == a || v.storage == b) v.storage = root;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Graph> GraphBuilder::Build() {
@@ -201,6 +223,7 @@ absl::Status GraphBuilder::ResolveOps() {
       }
     }
     rn.outputs = std::move(nd.outputs);
+    rn.guards = std::move(nd.guards);
     while (!rn.outputs.empty() && rn.outputs.back().empty()) rn.outputs.pop_back();
     if (rn.outputs.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(rn.where, ": the node has no outputs"));
@@ -252,6 +275,7 @@ absl::Status GraphBuilder::CheckInputsDefinedAndOrder() {
     };
     for (const std::string& in : rn.inputs) NDS_RETURN_IF_ERROR(depend(in));
     for (const auto& [pos, in] : rn.host_inputs) NDS_RETURN_IF_ERROR(depend(in));
+    for (const auto& [cond, taken] : rn.guards) NDS_RETURN_IF_ERROR(depend(cond));
   }
   std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
   for (int i = 0; i < n; ++i) {
@@ -338,7 +362,11 @@ absl::StatusOr<bool> GraphBuilder::Fold(Resolved& rn) {
 
 absl::Status GraphBuilder::FoldConstants() {
   for (int i : order_) {
-    NDS_ASSIGN_OR_RETURN(nodes_[i].folded, Fold(nodes_[i]));
+    absl::StatusOr<bool> folded = Fold(nodes_[i]);
+    // A branch node may fail on constants its branch never sees taken: it stays a node,
+    // and reports that only in a run that takes the branch.
+    if (!folded.ok() && !nodes_[i].guards.empty()) folded = false;
+    NDS_ASSIGN_OR_RETURN(nodes_[i].folded, std::move(folded));
     if (nodes_[i].folded) ++folded_;
   }
   return absl::OkStatus();
@@ -363,7 +391,9 @@ void GraphBuilder::PlaceShapeArithmeticOnHost() {
   };
   for (int i : order_) {
     Resolved& rn = nodes_[i];
-    if (rn.folded || !kernels::Lookup(rn.op, Device::Cpu()).ok()) continue;
+    // If has no kernel: it can be on the host when the values it picks from are.
+    const bool control = kernels::GetOpInfo(rn.op).control;
+    if (rn.folded || (!control && !kernels::Lookup(rn.op, Device::Cpu()).ok())) continue;
     // Data and host inputs alike: ConstantOfShape and Range have only host inputs.
     bool all_can = true;
     bool any_computed = false;
@@ -466,6 +496,9 @@ absl::StatusOr<Graph> GraphBuilder::MakeGraph() {
     for (const std::string& in : nodes_[i].inputs) {
       if (IsInitializer(in)) use_initializer(in);
     }
+    for (const auto& [cond, taken] : nodes_[i].guards) {
+      if (IsInitializer(cond)) use_initializer(cond);
+    }
   }
   for (const TensorSpec& out : def_.outputs) {
     if (IsInitializer(out.name)) use_initializer(out.name);
@@ -490,6 +523,7 @@ absl::StatusOr<Graph> GraphBuilder::MakeGraph() {
     for (const auto& [pos, in] : rn.dynamic_host_inputs) {
       node.dynamic_host_inputs.emplace_back(pos, value_of.at(in));
     }
+    for (const auto& [cond, taken] : rn.guards) node.guards.emplace_back(value_of.at(cond), taken);
     const int node_index = static_cast<int>(g.nodes_.size());
     for (const std::string& out : rn.outputs) {
       if (out.empty()) {
@@ -517,6 +551,8 @@ absl::StatusOr<Graph> GraphBuilder::MakeGraph() {
     g.output_values_.push_back(it->second);
   }
 
+  MergeIfStorages(g.values_, g.nodes_);
+
   // A storage that backs a graph output or an initializer is kept until the request ends.
   constexpr int kKeep = -2;
   std::vector<int> last_read(g.values_.size(), kNoValue);
@@ -532,6 +568,7 @@ absl::StatusOr<Graph> GraphBuilder::MakeGraph() {
     };
     for (int in : g.nodes_[n].inputs) read(in);
     for (const auto& [pos, in] : g.nodes_[n].dynamic_host_inputs) read(in);
+    for (const auto& [cond, taken] : g.nodes_[n].guards) read(cond);
   }
   for (const Value& v : g.values_) {
     if (v.is_graph_output || v.source == ValueSource::kInitializer) last_read[v.storage] = kKeep;

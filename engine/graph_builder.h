@@ -36,6 +36,7 @@ class GraphBuilder {
     kernels::OpAttrs attrs;
     std::vector<std::pair<int, std::string>> dynamic_host_inputs;
     std::vector<std::optional<kernels::HostValue>> host_values;
+    std::vector<std::pair<std::string, bool>> guards;  // NodeDef::guards
     bool on_host = false;
     bool folded = false;
   };

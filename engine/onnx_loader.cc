@@ -6,8 +6,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -244,6 +247,148 @@ absl::Status ConstantToInitializer(onnx::NodeProto& n, Initializer* out) {
   return absl::OkStatus();
 }
 
+// Appends a graph's nodes to a GraphDef, inlining each If: the nodes of both branches
+// join the graph with guards (NodeDef::guards) naming the condition and the branch, and
+// the If itself is left as [cond, then outputs..., else outputs...] -> outputs, so the
+// engine runs the taken branch's nodes and hands its values on (docs/design.md §4).
+// Names a branch defines get the prefix "<If>/then/" or "<If>/else/", so they cannot
+// collide with the outer graph's or the other branch's; names it does not define are the
+// enclosing scopes' (ONNX's outer-scope references).
+class BranchInliner {
+ public:
+  struct Scope {
+    absl::flat_hash_map<std::string, std::string> renamed;  // branch-local name -> graph name
+    std::vector<std::pair<std::string, bool>> guards;
+    std::string prefix;  // for node names and the names the scope defines
+  };
+
+  explicit BranchInliner(GraphDef* def) : def_(def) {}
+
+  absl::Status AddNodes(onnx::GraphProto& graph, const Scope& scope) {
+    for (onnx::NodeProto& n : *graph.mutable_node()) {
+      if (n.op_type() == "Constant" && IsDefaultDomain(n.domain())) {
+        Initializer init;
+        NDS_RETURN_IF_ERROR(ConstantToInitializer(n, &init));
+        init.name = Name(scope, init.name);
+        def_->initializers.push_back(std::move(init));
+        continue;
+      }
+      if (n.op_type() == "If" && IsDefaultDomain(n.domain())) {
+        NDS_RETURN_IF_ERROR(AddIf(n, scope));
+        continue;
+      }
+      NodeDef nd;
+      nd.name = n.name().empty() ? n.name() : scope.prefix + n.name();
+      nd.op_type = n.op_type();
+      nd.domain = n.domain();
+      for (const std::string& in : n.input()) nd.inputs.push_back(Name(scope, in));
+      for (const std::string& out : n.output()) nd.outputs.push_back(Name(scope, out));
+      nd.guards = scope.guards;
+      for (const onnx::AttributeProto& a : n.attribute()) {
+        // The engine's own rewrites (engine/fusion.h) mark nodes with these names.
+        if (absl::StartsWith(a.name(), "ndserve.")) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("node '", n.name(), "' (", n.op_type(), "): attribute '", a.name(),
+                           "' uses the prefix 'ndserve.' reserved for the engine's own rewrites"));
+        }
+        if (a.type() == onnx::AttributeProto::GRAPH) {
+          return absl::UnimplementedError(absl::StrCat(
+              "node '", n.name(), "' (", n.op_type(), "): its attribute '", a.name(),
+              "' is a subgraph; control flow other than If (Loop, Scan) is not supported"));
+        }
+        absl::StatusOr<kernels::AttrValue> value = ConvertAttribute(a);
+        if (!value.ok()) {
+          return Prefixed(value.status(), absl::StrCat("node '", n.name(), "' (", n.op_type(), ")"));
+        }
+        nd.attrs.emplace(a.name(), *std::move(value));
+      }
+      def_->nodes.push_back(std::move(nd));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // `name` as the graph knows it: renamed where a branch defined it, else unchanged ("",
+  // an absent input, stays "").
+  static std::string Name(const Scope& scope, const std::string& name) {
+    auto it = scope.renamed.find(name);
+    return it == scope.renamed.end() ? name : it->second;
+  }
+
+  absl::Status AddIf(onnx::NodeProto& n, const Scope& scope) {
+    const std::string label = n.name().empty() ? absl::StrCat("If_", ifs_) : n.name();
+    ++ifs_;
+    const std::string where = absl::StrCat("node '", label, "' (If)");
+    if (n.input_size() != 1 || n.input(0).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": If takes one input, the condition"));
+    }
+    onnx::GraphProto* branches[2] = {nullptr, nullptr};  // then, else
+    for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+      const int b = a.name() == "then_branch" ? 0 : a.name() == "else_branch" ? 1 : -1;
+      if (b < 0 || a.type() != onnx::AttributeProto::GRAPH || !a.has_g()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": unexpected attribute '", a.name(), "'"));
+      }
+      branches[b] = a.mutable_g();
+    }
+    if (branches[0] == nullptr || branches[1] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": needs both then_branch and else_branch"));
+    }
+    const std::string cond = Name(scope, n.input(0));
+    NodeDef select;
+    select.name = scope.prefix + label;
+    select.op_type = "If";
+    select.inputs.push_back(cond);
+    select.guards = scope.guards;
+    for (int b = 0; b < 2; ++b) {
+      onnx::GraphProto& g = *branches[b];
+      const char* side = b == 0 ? "then" : "else";
+      if (g.input_size() != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": its ", side, "_branch declares inputs; If branches take none"));
+      }
+      if (g.output_size() != n.output_size()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: its %s_branch has %d outputs, the node %d", where, side,
+                            g.output_size(), n.output_size()));
+      }
+      if (g.sparse_initializer_size() > 0) {
+        return absl::UnimplementedError(absl::StrCat(where, ": sparse initializer in ", side,
+                                                     "_branch is not supported"));
+      }
+      Scope inner;
+      inner.renamed = scope.renamed;
+      inner.guards = scope.guards;
+      inner.guards.emplace_back(cond, b == 0);
+      inner.prefix = absl::StrCat(scope.prefix, label, "/", side, "/");
+      auto define = [&](const std::string& local) {
+        if (!local.empty()) inner.renamed[local] = inner.prefix + local;
+      };
+      for (const onnx::TensorProto& t : g.initializer()) define(t.name());
+      for (const onnx::NodeProto& bn : g.node()) {
+        for (const std::string& out : bn.output()) define(out);
+      }
+      for (onnx::TensorProto& t : *g.mutable_initializer()) {
+        Initializer init;
+        NDS_RETURN_IF_ERROR(Prefixed(ConvertInitializer(t, &init), where));
+        init.name = Name(inner, t.name());
+        def_->initializers.push_back(std::move(init));
+      }
+      NDS_RETURN_IF_ERROR(AddNodes(g, inner));
+      for (const onnx::ValueInfoProto& out : g.output()) {
+        select.inputs.push_back(Name(inner, out.name()));
+      }
+    }
+    for (const std::string& out : n.output()) select.outputs.push_back(Name(scope, out));
+    def_->nodes.push_back(std::move(select));
+    return absl::OkStatus();
+  }
+
+  GraphDef* def_;
+  int ifs_ = 0;
+};
+
 absl::StatusOr<GraphDef> ToGraphDef(onnx::ModelProto& model) {
   if (!model.has_graph()) {
     return absl::InvalidArgumentError("not an ONNX model (it has no graph)");
@@ -283,34 +428,8 @@ absl::StatusOr<GraphDef> ToGraphDef(onnx::ModelProto& model) {
     NDS_RETURN_IF_ERROR(ConvertInitializer(*graph.mutable_initializer(i), &def.initializers[i]));
   }
   def.nodes.reserve(graph.node_size());
-  for (onnx::NodeProto& n : *graph.mutable_node()) {
-    if (n.op_type() == "Constant" && IsDefaultDomain(n.domain())) {
-      Initializer init;
-      NDS_RETURN_IF_ERROR(ConstantToInitializer(n, &init));
-      def.initializers.push_back(std::move(init));
-      continue;
-    }
-    NodeDef nd;
-    nd.name = n.name();
-    nd.op_type = n.op_type();
-    nd.domain = n.domain();
-    nd.inputs.assign(n.input().begin(), n.input().end());
-    nd.outputs.assign(n.output().begin(), n.output().end());
-    for (const onnx::AttributeProto& a : n.attribute()) {
-      // The engine's own rewrites (engine/fusion.h) mark nodes with these names.
-      if (absl::StartsWith(a.name(), "ndserve.")) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("node '", n.name(), "' (", n.op_type(), "): attribute '", a.name(),
-                         "' uses the prefix 'ndserve.' reserved for the engine's own rewrites"));
-      }
-      absl::StatusOr<kernels::AttrValue> value = ConvertAttribute(a);
-      if (!value.ok()) {
-        return Prefixed(value.status(), absl::StrCat("node '", n.name(), "' (", n.op_type(), ")"));
-      }
-      nd.attrs.emplace(a.name(), *std::move(value));
-    }
-    def.nodes.push_back(std::move(nd));
-  }
+  BranchInliner inliner(&def);
+  NDS_RETURN_IF_ERROR(inliner.AddNodes(graph, BranchInliner::Scope()));
   return def;
 }
 

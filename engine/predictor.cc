@@ -39,10 +39,15 @@ void DeleteCapturedRun(void* handle) {
   delete run;
 }
 
-// Host code between kernels on per-request host buffers cannot be replayed.
+// Host code between kernels on per-request host buffers cannot be replayed, and neither
+// can a run whose path or sizes the data decides (an If's branch, NonZero's count).
 bool Capturable(const Graph& graph) {
   for (const Node& node : graph.nodes()) {
-    if (node.on_host || node.has_dynamic_attrs()) return false;
+    const kernels::OpInfo& info = kernels::GetOpInfo(node.op);
+    if (node.on_host || node.has_dynamic_attrs() || info.data_shape || info.control ||
+        !node.guards.empty()) {
+      return false;
+    }
   }
   return true;
 }
@@ -54,6 +59,10 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(std::shared_ptr<con
   std::unique_ptr<Predictor> p(new Predictor(std::move(model), index));
   const Model& m = *p->model_;
   for (const Node& node : m.graph().nodes()) {
+    if (kernels::GetOpInfo(node.op).control) {  // the context runs it (RunIf)
+      p->kernels_.push_back(nullptr);
+      continue;
+    }
     // Host-placed shape arithmetic runs the CPU kernels whatever the model's device.
     absl::StatusOr<kernels::KernelFn> fn =
         kernels::Lookup(node.op, node.on_host ? Device::Cpu() : m.device());

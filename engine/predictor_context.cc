@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -233,9 +234,60 @@ absl::StatusOr<kernels::OpAttrs> PredictorContext::RequestAttrs(const Node& node
                                kernels::HostInputs(std::move(values)));
 }
 
+absl::StatusOr<bool> PredictorContext::Condition(int value) {
+  if (auto it = conditions_.find(value); it != conditions_.end()) return it->second;
+  const Slot& slot = slots_[value];
+  if (slot.array.is_null()) {
+    return absl::InternalError(
+        absl::StrCat("condition '", model_.graph().values()[value].name, "' was never computed"));
+  }
+  if (slot.array.dtype() != DType::kBool || kernels::NumElements(slot.shape) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("condition '", model_.graph().values()[value].name,
+                     "' must be one BOOL, it is ", DTypeName(slot.array.dtype()), " ",
+                     kernels::ShapeToString(slot.shape)));
+  }
+  uint8_t byte = 0;
+  if (gpu_ != nullptr && !slot.host) {
+    // A condition computed from device data: the run waits for it here.
+    NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
+    NDS_RETURN_IF_ERROR(gpu_->CopyToHost(&byte, data, 1));
+    NDS_RETURN_IF_ERROR(gpu_->Synchronize());
+  } else {
+    NDS_RETURN_IF_ERROR(slot.array.CopyToHost(absl::MakeSpan(&byte, 1)));
+  }
+  conditions_[value] = byte != 0;
+  return byte != 0;
+}
+
+absl::StatusOr<bool> PredictorContext::GuardsHold(const Node& node) {
+  for (const auto& [cond, taken] : node.guards) {
+    NDS_ASSIGN_OR_RETURN(const bool value, Condition(cond));
+    if (value != taken) return false;
+  }
+  return true;
+}
+
+absl::Status PredictorContext::RunIf(const Node& node) {
+  NDS_ASSIGN_OR_RETURN(const bool cond, Condition(node.inputs[0]));
+  const std::size_t k = node.outputs.size();
+  for (std::size_t j = 0; j < k; ++j) {
+    if (node.outputs[j] == kNoValue) continue;
+    const int picked = node.inputs[cond ? 1 + j : 1 + k + j];
+    if (slots_[picked].array.is_null()) {
+      return absl::InternalError(absl::StrCat("the ", cond ? "then" : "else", " branch's value '",
+                                              model_.graph().values()[picked].name,
+                                              "' was never computed"));
+    }
+    slots_[node.outputs[j]] = slots_[picked];
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PredictorContext::RunNode(int n) {
   const Graph& graph = model_.graph();
   const Node& node = graph.nodes()[n];
+  if (node.op == kernels::OpKind::kIf) return RunIf(node);
   const bool on_host = node.on_host;
   if (on_host && gpu_ != nullptr) NDS_RETURN_IF_ERROR(EnsureHostManager());
   std::optional<kernels::OpAttrs> request_attrs;
@@ -278,20 +330,38 @@ absl::Status PredictorContext::RunNode(int n) {
   NDManager& out_manager = on_host ? *host_manager_ : *manager_;
   absl::InlinedVector<kernels::TensorView, 3> outputs;
   absl::InlinedVector<NDArray, 3> ignored;  // outputs the graph does not read
-  for (int j = 0; j < static_cast<int>(node.outputs.size()); ++j) {
-    const kernels::TensorDesc& desc = inferred[j];
+  // Creates output j with `shape` in out_manager and gives it its slot.
+  auto make_output = [&](int j, kernels::ShapeSpan shape) -> absl::StatusOr<kernels::TensorView> {
     const int value = node.outputs[j];
     NDS_ASSIGN_OR_RETURN(
         NDArray array,
-        out_manager.Create(desc.shape, desc.dtype,
+        out_manager.Create(shape, inferred[j].dtype,
                            value == kNoValue ? absl::string_view() : graph.values()[value].name));
-    NDS_ASSIGN_OR_RETURN(kernels::TensorView view, ViewOf(array, desc.shape));
+    NDS_ASSIGN_OR_RETURN(kernels::TensorView view, ViewOf(array, shape));
     output_bytes_ += array.nbytes();
-    outputs.push_back(std::move(view));
     if (value == kNoValue) {
       ignored.push_back(std::move(array));
     } else {
-      slots_[value] = Slot{std::move(array), desc.shape, host_memory};
+      slots_[value] = Slot{std::move(array), kernels::Shape(shape.begin(), shape.end()), host_memory};
+    }
+    return view;
+  };
+  const bool data_shape = kernels::GetOpInfo(node.op).data_shape;
+  // kOpDataShape ops (NonZero, NonMaxSuppression) ask for their outputs once the kernel
+  // knows their dims.
+  struct LateOutputs : kernels::OutputAllocator {
+    explicit LateOutputs(decltype(make_output)& m) : make(m) {}
+    absl::StatusOr<kernels::TensorView> Allocate(int index, kernels::ShapeSpan shape) override {
+      made.push_back(index);
+      return make(index, shape);
+    }
+    decltype(make_output)& make;
+    absl::InlinedVector<int, 2> made;
+  } late(make_output);
+  if (!data_shape) {
+    for (int j = 0; j < static_cast<int>(node.outputs.size()); ++j) {
+      NDS_ASSIGN_OR_RETURN(kernels::TensorView view, make_output(j, inferred[j].shape));
+      outputs.push_back(std::move(view));
     }
   }
   NotePeak();
@@ -300,9 +370,18 @@ absl::Status PredictorContext::RunNode(int n) {
   kernels::KernelContext ctx = on_host ? host_context_ : node_context_;
   if (!on_host) ctx.packed_weight = model_.packed_weight(n);
   if (defer_errors_ && !on_host) ctx.error_flag = gpu_->error_flag(n);
+  if (data_shape) ctx.outputs = &late;
   absl::Status ran = kernels_[n](ctx, inputs, outputs, attrs);
   ReleaseScratch();
   NDS_RETURN_IF_ERROR(ran);
+  if (data_shape) {
+    NotePeak();
+    for (int j = 0; j < static_cast<int>(node.outputs.size()); ++j) {
+      if (absl::c_find(late.made, j) == late.made.end()) {
+        return absl::InternalError(absl::StrCat("the kernel made no output ", j));
+      }
+    }
+  }
   if (gpu_ == nullptr || on_host) {
     for (const NDArray& a : ignored) NDManager::UnsafeFree(a).IgnoreError();
   }
@@ -328,7 +407,16 @@ absl::Status PredictorContext::Run(const std::atomic<bool>* cancel) {
                                                graph.nodes()[n].name, "' (", n, " of ", nodes,
                                                " nodes run)"));
     }
-    if (profile != nullptr) {
+    bool run = true;
+    if (!graph.nodes()[n].guards.empty()) {
+      absl::StatusOr<bool> holds = GuardsHold(graph.nodes()[n]);
+      NDS_RETURN_IF_ERROR(AtNode(holds.status(), graph.nodes()[n]));
+      run = *holds;
+    }
+    if (!run) {
+      // A branch not taken: its values stay uncomputed, and what it would have been the
+      // last to read is released below all the same.
+    } else if (profile != nullptr) {
       NDS_RETURN_IF_ERROR(AtNode(RunNodeProfiled(n, *profile), graph.nodes()[n]));
     } else {
       NDS_RETURN_IF_ERROR(AtNode(RunNode(n), graph.nodes()[n]));

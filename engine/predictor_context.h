@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -135,6 +136,13 @@ class PredictorContext : private kernels::ScratchAllocator {
   // The attributes of `node` for this request (see Node::has_dynamic_attrs).
   absl::StatusOr<kernels::OpAttrs> RequestAttrs(const Node& node);
   absl::Status RunNode(int n);
+  // Whether node `n`'s guards (Node::guards) hold in this run.
+  absl::StatusOr<bool> GuardsHold(const Node& node);
+  // The value of BOOL `value` (one element), read once per run; on a GPU a device value
+  // costs a copy to the host and a synchronization.
+  absl::StatusOr<bool> Condition(int value);
+  // An If: each output takes the slot of the taken branch's value.
+  absl::Status RunIf(const Node& node);
   // RunNode timed into `profile` (run_profile.h).
   absl::Status RunNodeProfiled(int n, RunProfile& profile);
   // The device buffer of graph value `value` (`what` names it in the error).
@@ -159,6 +167,7 @@ class PredictorContext : private kernels::ScratchAllocator {
   // context manager (made on first use) on a GPU.
   std::shared_ptr<NDManager> host_manager_;
   std::vector<Slot> slots_;  // per graph value
+  absl::flat_hash_map<int, bool> conditions_;  // If conditions read in this run
   // The predictor's kernel context with `scratch` pointing at this context.
   kernels::KernelContext node_context_;
   // The same for host-placed nodes: the CPU, with scratch from host_manager_.

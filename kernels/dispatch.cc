@@ -1,5 +1,6 @@
 #include "kernels/dispatch.h"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -32,6 +33,48 @@ absl::Status NoKernel(const KernelContext&, absl::Span<const TensorView>,
 
 namespace {
 
+// Stands between a kOpDataShape kernel and the engine's allocator: each output is
+// allocated once, with the inferred rank and every dim the rules fixed, on the kernel's
+// device and of the inferred type, so such a kernel is held to its rules as the others are.
+class CheckedOutputs : public OutputAllocator {
+ public:
+  CheckedOutputs(OpKind op, const KernelContext& ctx, std::vector<TensorDesc> expected)
+      : op_(op), ctx_(ctx), expected_(std::move(expected)), given_(expected_.size(), false) {}
+
+  absl::StatusOr<TensorView> Allocate(int index, ShapeSpan shape) override {
+    if (index < 0 || index >= static_cast<int>(expected_.size()) || given_[index]) {
+      return absl::InternalError(
+          absl::StrFormat("%s: output %d allocated twice or out of range", OpKindName(op_), index));
+    }
+    const TensorDesc& want = expected_[index];
+    bool fits = shape.size() == want.shape.size();
+    for (std::size_t i = 0; fits && i < shape.size(); ++i) {
+      fits = want.shape[i] == kDataDependentDim ? shape[i] >= 0 : shape[i] == want.shape[i];
+    }
+    if (!fits) {
+      return absl::InternalError(absl::StrFormat("%s: output %d allocated as %s, inferred %s",
+                                                 OpKindName(op_), index, ShapeToString(shape),
+                                                 ShapeToString(want.shape)));
+    }
+    NDS_RETURN_IF_ERROR(ValidateShape(shape, absl::StrCat(OpKindName(op_), " output")));
+    NDS_ASSIGN_OR_RETURN(TensorView view, ctx_.outputs->Allocate(index, shape));
+    if (view.dtype != want.dtype || view.device != ctx_.device || !std::equal(view.shape.begin(), view.shape.end(), shape.begin(), shape.end()) ||
+        (view.data == nullptr && NumElements(shape) != 0)) {
+      return absl::InternalError(absl::StrFormat("%s: output %d was allocated as %s on %s",
+                                                 OpKindName(op_), index, view.desc().ToString(),
+                                                 view.device.ToString()));
+    }
+    given_[index] = true;
+    return view;
+  }
+
+ private:
+  const OpKind op_;
+  const KernelContext& ctx_;
+  const std::vector<TensorDesc> expected_;
+  std::vector<bool> given_;
+};
+
 // Every table entry is Checked<...>: the validation runs once here for all kernels, so no
 // kernel can be reached with shapes it was not written for.
 template <OpKind op, DeviceKind kind, KernelFn impl>
@@ -43,6 +86,15 @@ absl::Status Checked(const KernelContext& ctx, absl::Span<const TensorView> inpu
                      " called with a context on ", ctx.device.ToString()));
   }
   NDS_RETURN_IF_ERROR(ValidateKernelCall(op, ctx, inputs, outputs, attrs));
+  if (GetOpInfo(op).data_shape) {
+    std::vector<TensorDesc> descs;
+    for (const TensorView& v : inputs) descs.push_back(v.desc());
+    NDS_ASSIGN_OR_RETURN(std::vector<TensorDesc> expected, InferOutputs(op, descs, attrs));
+    CheckedOutputs checked(op, ctx, std::move(expected));
+    KernelContext inner = ctx;
+    inner.outputs = &checked;
+    return impl(inner, inputs, outputs, attrs);
+  }
   return impl(ctx, inputs, outputs, attrs);
 }
 
@@ -119,6 +171,16 @@ absl::Status ValidateKernelCall(OpKind op, const KernelContext& ctx,
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       NDS_RETURN_IF_ERROR(check_view(inputs[i], "input", i));
     }
+  }
+  if (GetOpInfo(op).data_shape) {
+    // Its outputs come from ctx.outputs once the kernel knows their dims (CheckedOutputs).
+    if (!outputs.empty() || ctx.outputs == nullptr) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "%s: its output shape depends on the data, so it takes no preallocated outputs and "
+          "needs an output allocator in its context",
+          OpKindName(op)));
+    }
+    return absl::OkStatus();
   }
   if (outputs.empty() || outputs.size() > expected.size()) {
     return absl::InvalidArgumentError(absl::StrFormat(

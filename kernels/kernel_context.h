@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 
+#include "kernels/tensor_view.h"
 #include "memory/device.h"
 
 namespace ndserve::kernels {
@@ -32,6 +33,18 @@ class ScratchAllocator {
   virtual ~ScratchAllocator() = default;
   // `bytes` of device memory (on the context's device), aligned to 256 bytes.
   virtual absl::StatusOr<void*> Allocate(std::size_t bytes) = 0;
+};
+
+// Where the kernel of an op whose output dims depend on its input values (kOpDataShape,
+// ops.def: NonZero, NonMaxSuppression) gets its outputs, once it has worked out their
+// shapes; such a kernel is called with no outputs. The engine implements it over the
+// request's scope, like ScratchAllocator. The buffer is on the context's device, of the
+// type InferOutputs gave, and valid until the request's context closes.
+class OutputAllocator {
+ public:
+  virtual ~OutputAllocator() = default;
+  // Output `index` with `shape`: the inferred shape with each kDataDependentDim decided.
+  virtual absl::StatusOr<TensorView> Allocate(int index, ShapeSpan shape) = 0;
 };
 
 struct KernelContext {
@@ -61,6 +74,8 @@ struct KernelContext {
   // CPU Conv, Gemm and MatMul read it instead of their weight input. Null when there is
   // none; a kernel checks its dims against its call before using it.
   const cpu::PackedMatrix* packed_weight = nullptr;
+  // Set for kOpDataShape ops (and only for them): see OutputAllocator.
+  OutputAllocator* outputs = nullptr;
 
   static KernelContext Cpu() { return KernelContext{}; }
 };

@@ -255,6 +255,19 @@ struct BoolEqualOp {
 // alike. LogSumExp subtracts the values' max before exp (no overflow) and gives the max
 // itself when that is infinite or NaN; an empty reduction gives 0, 0, -inf, 1 and 0.
 enum class FoldReduce : int { kL2, kSumSquare, kLogSumExp, kProd, kL1 };
+
+// a * b for INT32/INT64 with two's-complement wraparound instead of signed overflow (UB).
+template <typename T>
+NDS_HD_OP T WrappingMul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+struct WrappingProdOp {
+  template <typename T>
+  NDS_HD_OP T operator()(T a, T b) const {
+    return WrappingMul(a, b);
+  }
+};
 template <typename Get>
 NDS_HD_OP float FoldReduceValues(FoldReduce kind, int64_t n, const Get& get) {
   if (kind == FoldReduce::kProd) {

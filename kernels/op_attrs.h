@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/attrs/conv.h"
 #include "kernels/attrs/data.h"
+#include "kernels/attrs/detection.h"
 #include "kernels/attrs/math.h"
 #include "kernels/attrs/rnn.h"
 #include "kernels/attrs/shape_of.h"
@@ -130,6 +131,7 @@ using OpAttrs = std::variant<
     ScatterNDAttrs,
     ElementsAttrs,
     OneHotAttrs,
+    GatherNDAttrs,
     ShapeAttrs,
 
     // kernels/attrs/conv.h
@@ -141,6 +143,10 @@ using OpAttrs = std::variant<
 
     // kernels/attrs/rnn.h
     RecurrentAttrs, EinsumAttrs,
+
+    // kernels/attrs/detection.h
+    NmsAttrs,
+    RoiAlignAttrs,
 
     CastAttrs>;
 

@@ -10,7 +10,8 @@ namespace {
 
 constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
 #define NDS_OP(name, since, rules, cpu, cuda, host, flags) \
-  {#name, since, host, ((flags) & kOpAlias) != 0, ((flags) & kOpReadsShapes) != 0},
+  {#name, since, host, ((flags) & kOpAlias) != 0, ((flags) & kOpReadsShapes) != 0, \
+   ((flags) & kOpDataShape) != 0, ((flags) & kOpControl) != 0},
 #include "kernels/ops.def"
 #undef NDS_OP
 }};

@@ -27,6 +27,8 @@ inline constexpr int kMaxOpset = 17;
 // Flags column of ops.def.
 inline constexpr uint32_t kOpAlias = 1;
 inline constexpr uint32_t kOpReadsShapes = 2;
+inline constexpr uint32_t kOpDataShape = 4;
+inline constexpr uint32_t kOpControl = 8;
 
 // One row of ops.def, minus the functions (op_rules.h and dispatch.h reach those).
 struct OpInfo {
@@ -35,6 +37,8 @@ struct OpInfo {
   uint32_t host_inputs;    // bit i: input i is read on the host (see ops.def)
   bool alias;              // output aliases input 0's bytes
   bool reads_shapes_only;  // the kernel never reads its inputs' data
+  bool data_shape;         // output dims depend on input values (kOpDataShape)
+  bool control;            // run by the engine itself, no kernel (kOpControl: If)
 
   bool IsHostInput(int i) const { return i < 32 && (host_inputs >> i) & 1u; }
 };

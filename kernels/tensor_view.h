@@ -20,6 +20,10 @@ namespace ndserve::kernels {
 using Shape = absl::InlinedVector<int64_t, 6>;
 using ShapeSpan = absl::Span<const int64_t>;
 
+// In an output shape InferOutputs gives for an op whose output dims depend on its input
+// values (kOpDataShape, ops.def): a dim the kernel decides when it runs.
+inline constexpr int64_t kDataDependentDim = -1;
+
 // Type and shape without data: what shape inference reads and produces. A plain value.
 struct TensorDesc {
   DType dtype = DType::kFp32;

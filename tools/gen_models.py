@@ -550,7 +550,7 @@ def op_cases():
     return cases
 
 
-OP_CASE_FAMILIES = ("math", "data", "conv", "rnn", "shape_of")
+OP_CASE_FAMILIES = ("math", "data", "conv", "rnn", "shape_of", "detection")
 
 
 def build_op_model(case):
@@ -1009,6 +1009,68 @@ def build_value_dependent_shape():
     return make_model(graph, 17)
 
 
+def build_if_branches():
+    """If as exporters write it: a condition from the data (a sum's sign) choosing between
+    a branch with its own initializer and outer-scope reads and a branch holding a nested
+    If; and a condition from the shape (batch == 1) whose then branch is an Identity of an
+    outer value, as torchvision's exports have."""
+    w = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
+    then_b = helper.make_graph(
+        [helper.make_node("Mul", ["x", "two"], ["t1"], name="double"),
+         helper.make_node("Add", ["t1", "w"], ["t_out"], name="add_w")],
+        "then_b", [], [value_info("t_out", TensorProto.FLOAT, ["batch", 4])],
+        initializer=[init("two", np.array([2.0], np.float32))])
+    inner_then = helper.make_graph(
+        [helper.make_node("Sub", ["x", "w"], ["i_then"], name="sub_w")],
+        "inner_then", [], [value_info("i_then", TensorProto.FLOAT, ["batch", 4])])
+    inner_else = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["i_else"], name="neg")],
+        "inner_else", [], [value_info("i_else", TensorProto.FLOAT, ["batch", 4])])
+    else_b = helper.make_graph(
+        [helper.make_node("ReduceMax", ["x"], ["mx"], name="max", keepdims=0),
+         helper.make_node("Constant", [], ["minus_one"], name="minus_one", value_float=-1.0),
+         helper.make_node("Greater", ["mx", "minus_one"], ["c2"], name="above"),
+         helper.make_node("If", ["c2"], ["t_out"], name="inner_if",
+                          then_branch=inner_then, else_branch=inner_else)],
+        "else_b", [], [value_info("t_out", TensorProto.FLOAT, ["batch", 4])])
+    one_then = helper.make_graph(
+        [helper.make_node("Identity", ["row_sum"], ["r_then"], name="pass_sum")],
+        "one_then", [], [value_info("r_then", TensorProto.FLOAT, ["batch"])])
+    one_else = helper.make_graph(
+        [helper.make_node("ReduceMax", ["x"], ["r_else"], name="row_max", axes=[1], keepdims=0)],
+        "one_else", [], [value_info("r_else", TensorProto.FLOAT, ["batch"])])
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["total"], name="total", keepdims=0),
+        helper.make_node("Greater", ["total", "zero"], ["positive"], name="positive"),
+        helper.make_node("If", ["positive"], ["y"], name="by_sign",
+                         then_branch=then_b, else_branch=else_b),
+        helper.make_node("ReduceSum", ["x", "axis1"], ["row_sum"], name="row_sum", keepdims=0),
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "i0"], ["batch"], name="batch", axis=0),
+        helper.make_node("Equal", ["batch", "one"], ["single"], name="single"),
+        helper.make_node("If", ["single"], ["y2"], name="by_batch",
+                         then_branch=one_then, else_branch=one_else),
+    ]
+    graph = helper.make_graph(
+        nodes, "if_branches", [value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [value_info("y", TensorProto.FLOAT, ["batch", 4]),
+         value_info("y2", TensorProto.FLOAT, ["batch"])],
+        initializer=[init("w", w), init("zero", np.array(0.0, np.float32)),
+                     init("i0", np.array(0, np.int64)), init("one", np.array(1, np.int64)),
+                     init("axis1", np.array([1], np.int64))])
+
+    def reference(x):
+        if x.sum() > 0:
+            y = x * np.float32(2.0) + w
+        elif x.max() > -1.0:
+            y = x - w
+        else:
+            y = -x
+        y2 = x.sum(axis=1) if x.shape[0] == 1 else x.max(axis=1)
+        return [("y", y.astype(np.float32)), ("y2", y2.astype(np.float32))]
+    return make_model(graph, 17), reference
+
+
 def write_graph_models(w):
     r = np.random.default_rng(111)
     base = "tests/fixtures/graphs"
@@ -1034,6 +1096,15 @@ def write_graph_models(w):
         write_graph_case(w, "shape_reshape", f"batch{batch}_seq{seq}", [("x", x)], ref(x))
 
     w.write_model(f"{base}/value_dependent_shape/model.onnx", build_value_dependent_shape())
+
+    model, ref = build_if_branches()
+    w.write_model(f"{base}/if_branches/model.onnx", model)
+    ri = np.random.default_rng(113)
+    for case, batch, offset in (("then_batch3", 3, 1.5), ("then_batch1", 1, 1.5),
+                                ("else_then_batch3", 3, -0.5), ("else_else_batch2", 2, -4.0),
+                                ("else_else_batch1", 1, -4.0)):
+        x = (ri.uniform(-0.4, 0.4, (batch, 4)) + offset).astype(np.float32)
+        write_graph_case(w, "if_branches", case, [("x", x)], ref(x))
 
     # Graphs that refuse the warm-up's made-up dims (engine/predictor.h WarmUp): pairs of
     # values need an even length, so ones fail and the second try's 64 fits; a fixed
@@ -1061,6 +1132,26 @@ def write_graph_models(w):
     w.write_model("tests/fixtures/bad/constant_string.onnx", make_model(helper.make_graph(
         [helper.make_node("Constant", [], ["c"], name="string_c", value_string="hello"),
          helper.make_node("Identity", ["x"], ["y"])], "constant_string", [xv], [yv]), 13))
+    # An If whose branch has one output too many, and a Loop (control flow not served).
+    one = helper.make_graph([helper.make_node("Neg", ["x"], ["a"])], "one", [],
+                            [value_info("a", TensorProto.FLOAT, [2])])
+    two = helper.make_graph([helper.make_node("Neg", ["x"], ["b"]),
+                             helper.make_node("Abs", ["x"], ["c"])], "two", [],
+                            [value_info("b", TensorProto.FLOAT, [2]),
+                             value_info("c", TensorProto.FLOAT, [2])])
+    cv = value_info("cond", TensorProto.BOOL, [])
+    w.write_model("tests/fixtures/bad/if_output_count.onnx", make_model(helper.make_graph(
+        [helper.make_node("If", ["cond"], ["y"], name="uneven", then_branch=one,
+                          else_branch=two)], "if_output_count", [xv, cv], [yv]), 13))
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Neg", ["v_in"], ["v_out"])], "body",
+        [value_info("i", TensorProto.INT64, []), value_info("c_in", TensorProto.BOOL, []),
+         value_info("v_in", TensorProto.FLOAT, [2])],
+        [value_info("c_out", TensorProto.BOOL, []), value_info("v_out", TensorProto.FLOAT, [2])])
+    w.write_model("tests/fixtures/bad/loop.onnx", make_model(helper.make_graph(
+        [helper.make_node("Loop", ["trips", "", "x"], ["y"], name="repeat", body=body)],
+        "loop", [xv], [yv], initializer=[init("trips", np.array(3, np.int64))]), 13))
     w.write_model("tests/fixtures/bad/dropout_mask.onnx", make_model(helper.make_graph(
         [helper.make_node("Dropout", ["x"], ["y", "mask"], name="drop")], "dropout_mask", [xv],
         [yv, value_info("mask", TensorProto.BOOL, [2])]), 13))

@@ -48,6 +48,12 @@ def table():
             notes = (notes + "; " if notes else "") + "aliases its input (no copy)"
         if "kOpReadsShapes" in flags:
             notes = (notes + "; " if notes else "") + "reads only its input's shape"
+        if "kOpDataShape" in flags:
+            notes = (notes + "; " if notes else "") + "output dims depend on the data"
+        if "kOpControl" in flags:
+            # No kernel: the loader inlines the branches and the engine runs the taken one.
+            notes = (notes + "; " if notes else "") + "branches inlined at load"
+            cpu = cuda = True
         lines.append(f"| {name} | {since}–{last} | {'yes' if cpu else '—'} | "
                      f"{'yes' if cuda else '—'} | {notes} |")
     lines.append(END)

@@ -403,10 +403,56 @@ class MessagePassingGnn(nn.Module):
 # The model table
 
 
+class SsdliteDetector(nn.Module):
+    """torchvision's SSDlite (MobileNetV3-Large backbone, 320 x 320) on one image, four
+    classes: its export holds the detection post-processing torchvision writes for every
+    detector (score filter by NonZero/GatherND, per-level TopK, batched_nms as an If
+    around NonMaxSuppression, boxes clipped to the image). Random weights give every class
+    the same score, so the convolutions are redrawn He-scaled and the class logits scaled
+    to spread the scores; the score threshold keeps a few boxes whose scores lie far enough
+    apart that float rounding cannot reorder them (checked in `check`)."""
+
+    SCORE_THRESH = 0.55
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.detection import ssdlite320_mobilenet_v3_large
+        self.det = ssdlite320_mobilenet_v3_large(
+            weights=None, weights_backbone=None, num_classes=4,
+            score_thresh=self.SCORE_THRESH, detections_per_img=10)
+        g = torch.Generator().manual_seed(SEED)
+        with torch.no_grad():
+            for mod in self.det.modules():
+                if isinstance(mod, nn.Conv2d):
+                    fan_in = mod.in_channels // mod.groups * mod.kernel_size[0] * mod.kernel_size[1]
+                    mod.weight.copy_(torch.randn(mod.weight.shape, generator=g) * (2.0 / fan_in) ** 0.5)
+                    if mod.bias is not None:
+                        mod.bias.copy_(torch.randn(mod.bias.shape, generator=g) * 0.1)
+            for mod in self.det.head.classification_head.modules():
+                if isinstance(mod, nn.Conv2d) and mod.kernel_size == (1, 1):
+                    mod.weight.mul_(0.1)
+
+    def forward(self, image):
+        out = self.det([image[0]])[0]
+        return out["boxes"], out["scores"], out["labels"]
+
+    @classmethod
+    def check(cls, outputs):
+        """Scores at least 1e-4 apart and from the threshold, and some boxes found."""
+        scores = np.sort(outputs[1])[::-1]
+        if scores.size == 0:
+            return "no detections"
+        gaps = np.concatenate([np.diff(-scores), [scores[-1] - cls.SCORE_THRESH]])
+        if gaps.min() < 1e-4:
+            return f"scores {scores.tolist()} closer than 1e-4"
+        return None
+
+
 class Spec:
     """One model: how to build it, its graph inputs/outputs, and its input sets."""
 
-    def __init__(self, name, build, inputs, outputs, dynamic, sets, calibrate=None, fp16=False):
+    def __init__(self, name, build, inputs, outputs, dynamic, sets, calibrate=None, fp16=False,
+                 check=None):
         self.name = name
         self.build = build  # () -> nn.Module
         self.inputs = inputs  # input names, in forward()'s order
@@ -415,11 +461,20 @@ class Spec:
         self.sets = sets  # [(set name, (rng) -> [np.ndarray per input])]
         self.calibrate = calibrate  # (rng) -> inputs for BN calibration, or None
         self.fp16 = fp16  # also write the FP16 twin <name>_fp16 (its first two input sets)
+        self.check = check  # (reference outputs) -> None, or why the set is unusable
 
 
 def image_set(batch, size=224):
     def make(rng):
         return [rng.standard_normal((batch, 3, size, size)).astype(np.float32)]
+
+    return make
+
+
+def unit_image_set(height, width):
+    """One RGB image with values in [0, 1], as torchvision's detectors take them."""
+    def make(rng):
+        return [rng.uniform(0.0, 1.0, (1, 3, height, width)).astype(np.float32)]
 
     return make
 
@@ -545,6 +600,11 @@ MODELS = [
     Spec("gnn_message_passing", MessagePassingGnn, ["node_features", "edge_index"], ["logits"],
          {"node_features": {0: "nodes"}, "edge_index": {1: "edges"}},
          [("n10_e30", graph_set(10, 30)), ("n25_e80", graph_set(25, 80))]),
+    Spec("ssdlite_detector", SsdliteDetector, ["image"], ["boxes", "scores", "labels"],
+         {"image": {2: "height", 3: "width"}, "boxes": {0: "detections"},
+          "scores": {0: "detections"}, "labels": {0: "detections"}},
+         [("h320_w320", unit_image_set(320, 320)), ("h240_w288", unit_image_set(240, 288))],
+         check=SsdliteDetector.check),
 ]
 
 
@@ -584,7 +644,9 @@ def run_reference(model, arrays):
         out = model(*[torch.from_numpy(a) for a in arrays])
     if isinstance(out, torch.Tensor):
         out = (out,)
-    return [o.detach().numpy().astype(np.float32) for o in out]
+    # Integer outputs (a detector's labels) keep their type; floats are compared as FP32.
+    return [o.detach().numpy() if not o.is_floating_point() else
+            o.detach().numpy().astype(np.float32) for o in out]
 
 
 def le_bytes(a):
@@ -666,6 +728,9 @@ def generate(spec, out_dir):
         outputs = run_reference(model, arrays)
         if len(outputs) != len(spec.outputs):
             raise SystemExit(f"{spec.name}: {len(outputs)} outputs, want {len(spec.outputs)}")
+        problem = spec.check(outputs) if spec.check else None
+        if problem:
+            raise SystemExit(f"{spec.name}: input set {set_name}: {problem}")
         write_case(os.path.join(model_dir, "cases", set_name), spec, arrays, outputs)
     if spec.fp16:
         generate_fp16_twin(spec, model, proto, sets[:2], out_dir)

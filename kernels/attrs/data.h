@@ -91,6 +91,12 @@ struct ElementsAttrs {
   ScatterReduction reduction = ScatterReduction::kNone;
 };
 
+// GatherND: slices of data picked by the last dim of indices (an index tuple of up to
+// data's rank minus batch_dims numbers), the first `batch_dims` dims shared.
+struct GatherNDAttrs {
+  int64_t batch_dims = 0;
+};
+
 // OneHot (F.one_hot): `depth` classes inserted at `axis` of the indices' shape; the
 // output, of `dtype` (the values input's: FP32, INT32 or INT64), is `on` where a class is
 // its index (negative ones counting from the end) and `off` elsewhere. depth and values

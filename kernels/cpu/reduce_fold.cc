@@ -48,6 +48,28 @@ absl::Status Fold(OpKind op, FoldReduce kind, absl::Span<const TensorView> in,
   return absl::OkStatus();
 }
 
+// Integer products wrap on overflow, as the CUDA kernel's do (math_ops.h WrappingMul).
+template <typename T>
+absl::Status IntProd(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                     const OpAttrs& attrs) {
+  const std::vector<int64_t> axes = *ResolveReduceAxes(std::get<ReduceAttrs>(attrs),
+                                                       in[0].shape.size(), "ReduceProd");
+  const T* x = in[0].as<const T>();
+  T* y = out[0].as<T>();
+  const ReducePlan p = MakeReducePlan(in[0].shape, axes);
+  const ReduceSplit split = SplitReducePlan(p);
+  const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
+  for (int64_t o = 0; o < p.out_numel; ++o) {
+    const T* base = x + (reduce_n == 0 ? 0 : OffsetOf(o, split.kept_dims, split.kept_strides));
+    T acc = 1;
+    for (int64_t r = 0; r < reduce_n; ++r) {
+      acc = WrappingMul(acc, base[OffsetOf(r, split.reduced_dims, split.reduced_strides)]);
+    }
+    y[o] = acc;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ReduceL2(const KernelContext&, absl::Span<const TensorView> in,
@@ -64,6 +86,8 @@ absl::Status ReduceLogSumExp(const KernelContext&, absl::Span<const TensorView> 
 }
 absl::Status ReduceProd(const KernelContext&, absl::Span<const TensorView> in,
                         absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  if (in[0].dtype == DType::kInt64) return IntProd<int64_t>(in, out, attrs);
+  if (in[0].dtype == DType::kInt32) return IntProd<int32_t>(in, out, attrs);
   return Fold(OpKind::kReduceProd, FoldReduce::kProd, in, out, attrs);
 }
 absl::Status ReduceL1(const KernelContext&, absl::Span<const TensorView> in,

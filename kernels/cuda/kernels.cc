@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/error_flag.h"
 #include "kernels/plans.h"
 #include "kernels/shape_inference.h"
 #include "base/status_macros.h"
@@ -124,30 +125,6 @@ absl::Status LayerNormalization(const KernelContext& ctx, absl::Span<const Tenso
 
 namespace {
 
-// After a kernel that raises the context's error flag for bad indices: unless the caller
-// defers the check, waits for the stream and turns a raised flag into INVALID_ARGUMENT
-// with `message`. The stream is idle after each such check, so no earlier kernel can still
-// be writing the flag when the next one clears it.
-absl::Status CheckErrorFlag(const KernelContext& ctx, absl::string_view op,
-                            absl::string_view message) {
-  if (ctx.defer_error_check) return absl::OkStatus();
-  // Synchronous so bad indices come back as INVALID_ARGUMENT for this request; the cost
-  // is one stream sync per such node.
-  NDS_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(StreamOf(ctx)),
-                                 absl::StrCat(op, " cudaStreamSynchronize")));
-  if (*static_cast<volatile int32_t*>(ctx.error_flag) != 0) {
-    *ctx.error_flag = 0;
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", message));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RequireErrorFlag(const KernelContext& ctx, absl::string_view op) {
-  if (ctx.error_flag != nullptr) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat(op, ": the CUDA context has no error flag (use GpuResources)"));
-}
-
 // GatherElements' and ScatterElements' walk of the indices (kernels/plans.h).
 absl::StatusOr<ElementsArgs> ElementsArgsFor(absl::string_view op, const ElementsAttrs& a,
                                              const TensorView& data, const TensorView& indices) {
@@ -182,9 +159,7 @@ absl::Status Gather(const KernelContext& ctx, absl::Span<const TensorView> in,
   // A fused embedding bag reads rows of a [rows, dim] table: axis 0.
   const int64_t axis = a.bag_mean ? 0 : *NormalizeAxis(a.axis, in[0].shape.size(), "Gather");
   const AxisPlan p = MakeAxisPlan(in[0].shape, axis);
-  // The stream is idle after each Gather (we synchronize below), so no earlier kernel can
-  // still be writing the flag when it is cleared. Deferred: the caller cleared it.
-  if (!ctx.defer_error_check) *ctx.error_flag = 0;
+  ClearErrorFlag(ctx);
   const bool int64_ids = in[1].dtype == DType::kInt64;
   cudaError_t launched;
   if (a.bag_mean) {
@@ -229,8 +204,7 @@ absl::Status ScatterND(const KernelContext& ctx, absl::Span<const TensorView> in
                                                    cudaMemcpyDeviceToDevice, StreamOf(ctx)),
                                    "ScatterND cudaMemcpyAsync"));
   }
-  // As Gather: the stream is idle after each check below, so the flag is ours to clear.
-  if (!ctx.defer_error_check) *ctx.error_flag = 0;
+  ClearErrorFlag(ctx);
   NDS_RETURN_IF_ERROR(CudaStatus(
       LaunchScatterND(static_cast<int>(std::get<ScatterNDAttrs>(attrs).reduction),
                       ToScalarType(in[0].dtype), static_cast<int>(DTypeSize(in[0].dtype)),
@@ -266,7 +240,7 @@ absl::Status GatherElements(const KernelContext& ctx, absl::Span<const TensorVie
   const ElementsAttrs& a = std::get<ElementsAttrs>(attrs);
   NDS_ASSIGN_OR_RETURN(const ElementsArgs args,
                        ElementsArgsFor("GatherElements", a, in[0], in[1]));
-  if (!ctx.defer_error_check) *ctx.error_flag = 0;
+  ClearErrorFlag(ctx);
   NDS_RETURN_IF_ERROR(CudaStatus(
       LaunchGatherElements(in[0].data, static_cast<int>(DTypeSize(in[0].dtype)), in[1].data,
                            out[0].data, args, ctx.error_flag, StreamOf(ctx)),
@@ -288,7 +262,7 @@ absl::Status ScatterElements(const KernelContext& ctx, absl::Span<const TensorVi
                                                    cudaMemcpyDeviceToDevice, StreamOf(ctx)),
                                    "ScatterElements cudaMemcpyAsync"));
   }
-  if (!ctx.defer_error_check) *ctx.error_flag = 0;
+  ClearErrorFlag(ctx);
   NDS_RETURN_IF_ERROR(CudaStatus(
       LaunchScatterElements(static_cast<int>(a.reduction), ToScalarType(in[0].dtype),
                             static_cast<int>(DTypeSize(in[0].dtype)), in[1].data, in[2].data,

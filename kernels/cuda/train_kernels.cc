@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "kernels/cuda/cublas_util.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/error_flag.h"
 #include "kernels/cuda/train_launchers.h"
 
 namespace ndserve::kernels::gpu {
@@ -36,12 +37,6 @@ absl::Status Prepare(const KernelContext& ctx, absl::string_view op,
     }
   }
   return ActivateDevice(ctx);
-}
-
-absl::Status NeedsFlag(const KernelContext& ctx, absl::string_view op) {
-  if (ctx.error_flag != nullptr) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat(op, ": the CUDA context has no error flag (use GpuResources)"));
 }
 
 absl::Status Gemm(const KernelContext& ctx, bool trans_a, bool trans_b, std::int64_t m,
@@ -102,7 +97,7 @@ absl::Status Loss(const KernelContext& ctx, TrainLossKind kind, const float* x, 
   NDS_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(loss, 0, sizeof(float), StreamOf(ctx)),
                                "training loss cudaMemsetAsync"));
   if (kind == TrainLossKind::kCrossEntropy) {
-    NDS_RETURN_IF_ERROR(NeedsFlag(ctx, "CrossEntropyLoss"));
+    NDS_RETURN_IF_ERROR(RequireErrorFlag(ctx, "CrossEntropyLoss"));
     return CudaStatus(LaunchCrossEntropy(x, static_cast<const std::int64_t*>(labels), rows, cols,
                                        loss, grad, ctx.error_flag, StreamOf(ctx)),
                     "CrossEntropyLoss launch");
@@ -124,7 +119,7 @@ absl::Status AddRows(const KernelContext& ctx, const std::int64_t* ids, std::int
                      const float* grad, std::int64_t width, float* table_grad,
                      std::int64_t table_rows) {
   NDS_RETURN_IF_ERROR(Prepare(ctx, "Gather backward", {count, width}, {ids, grad, table_grad}));
-  NDS_RETURN_IF_ERROR(NeedsFlag(ctx, "Gather backward"));
+  NDS_RETURN_IF_ERROR(RequireErrorFlag(ctx, "Gather backward"));
   return CudaStatus(
       LaunchAddRows(ids, count, grad, width, table_grad, table_rows, ctx.error_flag, StreamOf(ctx)),
       "Gather backward launch");

@@ -1,4 +1,4 @@
-// Rules of Gather, ScatterND, GatherElements, ScatterElements and OneHot.
+// Rules of Gather, ScatterND, GatherElements, ScatterElements, OneHot, GatherND and NonZero.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -228,6 +228,64 @@ absl::StatusOr<Descs> InferOneHot(OpKind op, absl::Span<const TensorDesc> in,
   out.insert(out.begin() + axis, a->depth);
   NDS_RETURN_IF_ERROR(ValidateShape(out, "OneHot output"));
   return Descs{{a->dtype, out}};
+}
+
+// GatherND: indices [..., k] (INT64) pick slices of data: the output is indices' dims but
+// the last, then data's dims after batch_dims + k. The first batch_dims dims of both are
+// equal (opset 12's batch_dims; ONNX has no broadcasting there).
+absl::StatusOr<OpAttrs> BuildGatherND(OpKind op, int, const AttrMap& attrs, const HostInputs&) {
+  GatherNDAttrs a;
+  NDS_ASSIGN_OR_RETURN(a.batch_dims, GetAttr<int64_t>(op, attrs, "batch_dims", 0));
+  if (a.batch_dims < 0) return Invalid(op, "batch_dims must not be negative");
+  return a;
+}
+
+absl::StatusOr<Descs> InferGatherND(OpKind op, absl::Span<const TensorDesc> in,
+                                    const OpAttrs& attrs) {
+  const GatherNDAttrs* a;
+  NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 2, 2));
+  NDS_RETURN_IF_ERROR(CheckFixedSize(op, in[0], "data"));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[1], "indices", {DType::kInt64}));
+  const ShapeSpan d = in[0].shape, i = in[1].shape;
+  const int64_t b = a->batch_dims;
+  if (d.empty() || i.empty() || b >= static_cast<int64_t>(std::min(d.size(), i.size()))) {
+    return Invalid(op, absl::StrCat("data ", ShapeToString(d), " and indices ", ShapeToString(i),
+                                    " must both have more than batch_dims = ", b, " dims"));
+  }
+  const int64_t k = i.back();
+  if (k < 1 || b + k > static_cast<int64_t>(d.size())) {
+    return Invalid(op, absl::StrCat("the last dim of indices ", ShapeToString(i),
+                                    " must be 1 to ", d.size() - b, " for data ",
+                                    ShapeToString(d), " and batch_dims ", b));
+  }
+  for (int64_t j = 0; j < b; ++j) {
+    if (d[j] != i[j]) {
+      return Invalid(op, absl::StrCat("data ", ShapeToString(d), " and indices ", ShapeToString(i),
+                                      " differ in batch dim ", j));
+    }
+  }
+  Shape out(i.begin(), i.end() - 1);
+  out.insert(out.end(), d.begin() + b + k, d.end());
+  // Tuples times slice elements can overflow where neither input does.
+  NDS_RETURN_IF_ERROR(ValidateShape(out, "GatherND output"));
+  return Descs{{in[0].dtype, out}};
+}
+
+// NonZero: [rank, count] INT64, the coordinates of the non-zero elements in row-major
+// order; count is known only from the data (kOpDataShape). A scalar counts as one
+// element of a 1-D tensor, as numpy's nonzero reads a 0-d array.
+absl::StatusOr<OpAttrs> BuildNonZero(OpKind, int, const AttrMap&, const HostInputs&) {
+  return NoAttrs{};
+}
+
+absl::StatusOr<Descs> InferNonZero(OpKind op, absl::Span<const TensorDesc> in, const OpAttrs&) {
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input",
+                                 {DType::kFp32, DType::kInt32, DType::kInt64, DType::kBool,
+                                  DType::kUint8, DType::kInt8}));
+  const int64_t rank = std::max<int64_t>(1, static_cast<int64_t>(in[0].shape.size()));
+  return Descs{{DType::kInt64, Shape{rank, kDataDependentDim}}};
 }
 
 }  // namespace ndserve::kernels::rules

@@ -55,6 +55,24 @@ absl::StatusOr<Descs> InferReduceAttr(OpKind op, absl::Span<const TensorDesc> in
   return InferReduceSum(op, in, attrs);
 }
 
+// ReduceProd also takes INT32 and INT64: detection exports count a tensor's elements as
+// the product of its Shape (torchvision's `boxes.numel() == 0`).
+absl::StatusOr<OpAttrs> BuildReduceProd(OpKind op, int opset, const AttrMap& attrs,
+                                        const HostInputs& host) {
+  return BuildReduceAttr(op, opset, attrs, host);
+}
+
+absl::StatusOr<Descs> InferReduceProd(OpKind op, absl::Span<const TensorDesc> in,
+                                      const OpAttrs& attrs) {
+  NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
+  NDS_RETURN_IF_ERROR(
+      CheckDType(op, in[0], "input", {DType::kFp32, DType::kInt32, DType::kInt64}));
+  const TensorDesc as_float{DType::kFp32, in[0].shape};
+  NDS_ASSIGN_OR_RETURN(Descs out, InferReduceSum(op, absl::MakeConstSpan(&as_float, 1), attrs));
+  out[0].dtype = in[0].dtype;
+  return out;
+}
+
 }  // namespace ndserve::kernels::rules
 
 namespace ndserve::kernels {

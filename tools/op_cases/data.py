@@ -331,3 +331,57 @@ def cases(add, _shared_rng):
         [("input", "indices", ind), ("const", "depth", np.array(4, np.int32)),
          ("const", "values", np.array([5, -5], np.int32))],
         [("output", one_hot(ind, 4, 5, -5, 1, np.int32))], attrs={"axis": ("int", 1)})
+
+    # GatherND (torch indexing with index tensors, detection post-processing) -------------
+    def gather_nd(data, idx, batch_dims=0):
+        b = batch_dims
+        k = idx.shape[-1]
+        batch_shape = data.shape[:b]
+        d = data.reshape((-1,) + data.shape[b:])
+        t = idx.reshape((d.shape[0], -1, k))
+        out = np.stack([np.stack([d[i][tuple(int(v) for v in tup)] for tup in t[i]])
+                        if t.shape[1] else np.zeros((0,) + data.shape[b + k:], data.dtype)
+                        for i in range(d.shape[0])])
+        return out.reshape(batch_shape + idx.shape[b:-1] + data.shape[b + k:])
+
+    r = rng()
+    x = float_data(r, (3, 4, 5))
+    ind = np.stack([r.integers(-3, 3, size=6), r.integers(-4, 4, size=6),
+                    r.integers(-5, 5, size=6)], axis=-1).reshape(2, 3, 3).astype(np.int64)
+    add("gathernd_fp32_elements_negative", "GatherND", 13,
+        [("input", "data", x), ("input", "indices", ind)], [("output", gather_nd(x, ind))])
+    xi = r.integers(-1000, 1000, size=(4, 3, 2)).astype(np.int64)
+    ind = np.array([[[3], [-1]], [[0], [-4]], [[2], [1]]], np.int64)
+    add("gathernd_int64_slices", "GatherND", 13,
+        [("input", "data", xi), ("input", "indices", ind)], [("output", gather_nd(xi, ind))])
+    x = float_data(r, (2, 3, 4))
+    ind = np.array([[[2], [0], [-1]], [[1], [-3], [1]]], np.int64)
+    add("gathernd_fp32_batch1_slices", "GatherND", 13,
+        [("input", "data", x), ("input", "indices", ind)],
+        [("output", gather_nd(x, ind, 1))], attrs={"batch_dims": ("int", 1)})
+    xi = r.integers(-50, 50, size=(2, 3, 4)).astype(np.int64)
+    ind = np.array([[[0, 3], [-1, -4]], [[2, 1], [1, -1]]], np.int64)
+    add("gathernd_int64_batch1_elements", "GatherND", 13,
+        [("input", "data", xi), ("const", "indices", ind)],
+        [("output", gather_nd(xi, ind, 1))], attrs={"batch_dims": ("int", 1)})
+    x = float_data(r, (5, 4))
+    ind = np.zeros((0, 1), np.int64)  # no detections: no rows picked
+    add("gathernd_no_tuples", "GatherND", 13,
+        [("input", "data", x), ("input", "indices", ind)], [("output", gather_nd(x, ind))])
+
+    # NonZero (torch.nonzero / numpy.nonzero, stacked: [rank, count]) ----------------------
+    def non_zero(a):
+        return np.array(np.nonzero(a), np.int64).reshape(a.ndim, -1)
+
+    r = rng()
+    x = float_data(r, (4, 5))
+    x[r.random((4, 5)) < 0.4] = 0.0
+    x[0, 1], x[2, 3], x[3, 0] = -0.0, -0.0, 0.0  # negative zeros are zero
+    add("nonzero_fp32", "NonZero", 13, [("input", "x", x)], [("y", non_zero(x))])
+    xb = r.random((3, 7)) < 0.3
+    add("nonzero_bool", "NonZero", 13, [("input", "x", xb)], [("y", non_zero(xb))])
+    xi = r.integers(-2, 3, size=(2, 3, 4)).astype(np.int32)
+    add("nonzero_int32_3d", "NonZero", 13, [("input", "x", xi)], [("y", non_zero(xi))])
+    x = np.zeros((3, 4), np.float32)
+    x[1, 2] = -0.0
+    add("nonzero_all_zero", "NonZero", 13, [("input", "x", x)], [("y", non_zero(x))])

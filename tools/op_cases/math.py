@@ -440,3 +440,13 @@ def _trig_compare_class_cases(add, gen):
     add("reducel1_middle_axis", "ReduceL1", 13, [("input", "data", m)],
         [("reduced", np.abs(_f64(m)).sum(axis=1, keepdims=True).astype(np.float32))],
         attrs={"axes": ("ints", [1])}, tol=REDUCE_TOL)
+    # ReduceProd of a Shape (torchvision's numel() == 0 tests), and an INT32 product that
+    # wraps past 2^31 as two's complement.
+    s = np.array([[3, 4, 5], [2, 0, 7]], np.int64)
+    add("reduceprod_int64_rows", "ReduceProd", 13, [("input", "data", s)],
+        [("reduced", np.prod(s, axis=1, keepdims=False))],
+        attrs={"axes": ("ints", [1]), "keepdims": ("int", 0)}, tol=REDUCE_TOL)
+    w32 = np.array([46341, 46341, 3, -7], np.int32)
+    add("reduceprod_int32_wraps", "ReduceProd", 13, [("input", "data", w32)],
+        [("reduced", np.array([np.int64(46341) * 46341 * 3 * -7], np.int64)
+          .astype(np.uint64).astype(np.uint32).view(np.int32).reshape(1))], tol=REDUCE_TOL)

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -131,6 +132,23 @@ class TestScratch : public ScratchAllocator {
 // Runs kernels on one device with buffers from that device's raw allocator, and scratch
 // (TestScratch) from it too. Not thread-safe.
 class DeviceRunner {
+  // KernelContext::outputs for kOpDataShape ops: buffers from the runner, kept per output.
+  struct RunnerOutputs : OutputAllocator {
+    RunnerOutputs(DeviceRunner& r, const std::vector<TensorDesc>& descs)
+        : runner(r), dtypes(), views(descs.size()) {
+      for (const TensorDesc& d : descs) dtypes.push_back(d.dtype);
+    }
+    absl::StatusOr<TensorView> Allocate(int index, ShapeSpan shape) override {
+      NDS_ASSIGN_OR_RETURN(TensorView v,
+                           runner.Allocate(TensorDesc{dtypes.at(index), Shape(shape.begin(), shape.end())}));
+      views.at(index) = v;
+      return v;
+    }
+    DeviceRunner& runner;
+    std::vector<DType> dtypes;
+    std::vector<std::optional<TensorView>> views;
+  };
+
  public:
   explicit DeviceRunner(Device device) : device_(device) {
     auto alloc = MakeDeviceAllocator(device);
@@ -202,11 +220,26 @@ class DeviceRunner {
       NDS_ASSIGN_OR_RETURN(TensorView v, Upload(t));
       in_views.push_back(v);
     }
-    for (const TensorDesc& d : out_descs) {
-      NDS_ASSIGN_OR_RETURN(TensorView v, Allocate(d));
-      out_views.push_back(v);
+    // An op whose output dims depend on the data allocates its outputs as it runs.
+    const bool data_shape = GetOpInfo(op).data_shape;
+    RunnerOutputs late(*this, out_descs);
+    if (!data_shape) {
+      for (const TensorDesc& d : out_descs) {
+        NDS_ASSIGN_OR_RETURN(TensorView v, Allocate(d));
+        out_views.push_back(v);
+      }
     }
-    absl::Status run = RunKernel(op, context(), in_views, out_views, attrs);
+    KernelContext ctx = context();
+    if (data_shape) ctx.outputs = &late;
+    absl::Status run = RunKernel(op, ctx, in_views, out_views, attrs);
+    if (data_shape && run.ok()) {
+      for (std::size_t i = 0; i < late.views.size(); ++i) {
+        if (!late.views[i].has_value()) {
+          return absl::InternalError(absl::StrCat("output ", i, " was never allocated"));
+        }
+        out_views.push_back(*late.views[i]);
+      }
+    }
     if (gpu_ && !run.ok()) gpu_->Synchronize().IgnoreError();  // before scratch goes back
     if (!run.ok()) {
       scratch_.Release();
