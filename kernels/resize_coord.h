@@ -100,7 +100,12 @@ NDS_HD_OP void ResizeCubicTaps(float x, int64_t in_len, float a, bool exclude_ou
 NDS_HD_OP int ResizeTapsOf(int mode, int coord, int nearest, float cubic_a, bool exclude_outside,
                            int64_t o, float scale, int64_t in_len, int64_t out_len, int64_t* i,
                            float* w) {
-  const float x = ResizeSourceCoord(coord, static_cast<float>(o), scale, in_len, out_len);
+  // A dim kept at its size and scale 1 is not resized: each output reads its own input,
+  // whatever the mode (tf_half_pixel_for_nn would shift it by half a pixel otherwise), as
+  // the reference in tools/op_cases/conv.py and ONNX Runtime leave such a dim.
+  const float x = in_len == out_len && scale == 1.0f
+                      ? static_cast<float>(o)
+                      : ResizeSourceCoord(coord, static_cast<float>(o), scale, in_len, out_len);
   if (mode == 0) {
     i[0] = ResizeNearestIndex(nearest, x, in_len);
     w[0] = 1.0f;

@@ -83,4 +83,9 @@ absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& a, ShapeSpan x) {
   return p;
 }
 
+bool IsIdentityResize(const ResizePlan& p) {
+  return p.in_d == p.out_d && p.in_h == p.out_h && p.in_w == p.out_w && p.scale_d == 1.0f &&
+         p.scale_h == 1.0f && p.scale_w == 1.0f;
+}
+
 }  // namespace ndserve::kernels

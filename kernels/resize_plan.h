@@ -30,6 +30,11 @@ struct ResizePlan {
 // when cubic would resize a depth.
 absl::StatusOr<ResizePlan> MakeResizePlan(const ResizeAttrs& attrs, ShapeSpan x);
 
+// Whether no dim of `p` changes: sizes kept at scale 1. Each dim's taps are then its own
+// input with weight 1 (kernels/resize_coord.h ResizeTapsOf; cubic's others weigh 0), so
+// Resize is a copy (torchvision's detectors resize a 320 x 320 input to 320 x 320).
+bool IsIdentityResize(const ResizePlan& p);
+
 }  // namespace ndserve::kernels
 
 #endif  // NDSERVE_KERNELS_RESIZE_PLAN_H_

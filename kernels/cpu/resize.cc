@@ -2,6 +2,7 @@
 // a 5-D X for nearest and linear). Each dim's taps (source indices and weights,
 // kernels/resize_coord.h) are worked out once per call, then every plane is a separable
 // weighted gather with them, summed in the same order as the CUDA kernel.
+#include <cstring>
 #include <vector>
 
 #include "base/status_macros.h"
@@ -81,6 +82,10 @@ absl::Status Resize(const KernelContext&, absl::Span<const TensorView> in,
   const ResizeAttrs& a = std::get<ResizeAttrs>(attrs);
   NDS_ASSIGN_OR_RETURN(const ResizePlan p, MakeResizePlan(a, in[0].shape));
   if (out[0].numel() == 0) return absl::OkStatus();
+  if (IsIdentityResize(p)) {
+    std::memcpy(out[0].data, in[0].data, in[0].nbytes());
+    return absl::OkStatus();
+  }
   const int mode = static_cast<int>(a.mode);
   // Index tables of a few entries per output coordinate: small next to the tensors.
   const Taps deps = p.depth && a.mode != ResizeMode::kCubic

@@ -818,3 +818,21 @@ def cases(add, rng):
             attrs["count_include_pad"] = ("int", 1)
             y = pool_nd_ref(x, "avg", kernel, strides, pads, 0, 1)
             add(name, op, 13, [("input", "X", x)], [("Y", y)], attrs=attrs, tol=POOL_AVG_TOL)
+
+    # Resize to its own size at scale 1 (torchvision detectors' 320 x 320 transform): a
+    # copy on both devices, tf_half_pixel_for_nn (which would shift by half a pixel)
+    # included; and one dim kept while the other is resized under it.
+    for name, mode, coord, nearest, scales, sizes in [
+            ("resize_linear_same_size", "linear", "half_pixel", None, None, [1, 3, 5, 6]),
+            ("resize_cubic_scale_one", "cubic", "align_corners", None, [1.0, 1.0, 1.0, 1.0], None),
+            ("resize_nearest_tf_half_pixel_same_size_ceil", "nearest", "tf_half_pixel_for_nn",
+             "round_prefer_ceil", None, [1, 2, 4, 5]),
+            ("resize_nearest_tf_half_pixel_width_only_ceil", "nearest", "tf_half_pixel_for_nn",
+             "round_prefer_ceil", [1.0, 1.0, 1.0, 1.5], None),
+            ("resize_linear_tf_half_pixel_width_only", "linear", "tf_half_pixel_for_nn", None,
+             [1.0, 1.0, 1.0, 2.0], None)]:
+        r = gen()
+        x = float_data(r, tuple(sizes) if sizes else (2, 2, 4, 3))
+        y = resize_nd_ref(x, mode, coord, nearest or "round_prefer_floor", scales, sizes, -0.75, 0)
+        inputs, attrs = _resize_node(x, mode, coord, nearest, scales, sizes)
+        add(name, "Resize", 13, inputs, [("Y", y)], attrs=attrs, tol=RESIZE_TOL)
