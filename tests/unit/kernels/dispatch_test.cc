@@ -70,6 +70,41 @@ TEST(Dispatch, ValidatesOutputs) {
   EXPECT_THAT(bad_bcast.status().message(), AllOf(HasSubstr("[2,3]"), HasSubstr("[4]")));
 }
 
+// An allocator that hands out views of a wrong shape or type on request, to check that the
+// dispatch wrapper holds a kOpDataShape kernel's outputs to its rules.
+class LyingOutputs : public OutputAllocator {
+ public:
+  absl::StatusOr<TensorView> Allocate(int, ShapeSpan shape) override {
+    storage_.assign(std::max<int64_t>(NumElements(shape), 1), 0);
+    return TensorView{storage_.data(), dtype_, Shape(shape.begin(), shape.end()), Device::Cpu()};
+  }
+  DType dtype_ = DType::kInt64;
+
+ private:
+  std::vector<int64_t> storage_;
+};
+
+TEST(Dispatch, DataShapedOpsTakeNoOutputsAndAllocateWhatTheirRulesSay) {
+  float x[4] = {0, 2, 0, 4};
+  const TensorView in{x, DType::kFp32, {2, 2}, Device::Cpu()};
+  LyingOutputs outputs;
+  KernelContext ctx = KernelContext::Cpu();
+  // No allocator, or preallocated outputs: refused before the kernel runs.
+  int64_t y[8];
+  const TensorView pre{y, DType::kInt64, {2, 2}, Device::Cpu()};
+  EXPECT_EQ(RunKernel(OpKind::kNonZero, ctx, {in}, {}, NoAttrs{}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ctx.outputs = &outputs;
+  EXPECT_EQ(RunKernel(OpKind::kNonZero, ctx, {in}, {pre}, NoAttrs{}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(RunKernel(OpKind::kNonZero, ctx, {in}, {}, NoAttrs{}).ok());
+  // An allocator answering with the wrong type is an engine bug, reported as such.
+  outputs.dtype_ = DType::kFp32;
+  absl::Status wrong = RunKernel(OpKind::kNonZero, ctx, {in}, {}, NoAttrs{});
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(wrong.message(), HasSubstr("NonZero"));
+}
+
 TEST(Dispatch, RejectsViewsOnAnotherDeviceAndMissingData) {
   float x[4] = {1, 2, 3, 4}, y[4];
   TensorView in{x, DType::kFp32, {4}, Device::Cpu()};
