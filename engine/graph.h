@@ -153,6 +153,9 @@ class Graph {
 
   // How many nodes of the file constant folding replaced by initializers.
   int folded_nodes() const { return folded_nodes_; }
+  // Some node's host input (a shape, a bound) is computed from data, not from shapes
+  // alone: zero-filled inputs make up its value (Predictor::WarmUp).
+  bool shapes_from_values() const { return shapes_from_values_; }
   bool has_host_nodes() const;
 
   // Frees the host copies of the initializers once they are on the device, except those
@@ -173,6 +176,7 @@ class Graph {
   std::vector<Value> values_;
   std::vector<std::vector<int>> released_after_;  // per node
   int folded_nodes_ = 0;
+  bool shapes_from_values_ = false;
 };
 
 // The largest output constant folding computes at load; bigger ones stay nodes.

@@ -437,19 +437,10 @@ absl::Status GraphBuilder::BuildAttributes() {
     if (rn.folded) continue;
     for (const auto& [pos, in] : rn.host_inputs) {
       if (IsInitializer(in)) continue;
-      if (input_names_.contains(in)) {
-        return absl::UnimplementedError(absl::StrCat(
-            rn.where, ": input '", in,
-            "' decides the output shape and must be an initializer, not a graph input"));
-      }
-      if (!IsHostValue(in)) {
-        return absl::UnimplementedError(absl::StrCat(
-            rn.where, ": input '", in,
-            "' decides the output shape and must be an initializer or computed on the host "
-            "from shapes alone, but it is computed by ",
-            nodes_[producer_.at(in)].where,
-            " from graph input values or by an op without a CPU kernel"));
-      }
+      // Computed per request: on the host from shapes (free), or from data (a graph input,
+      // a device node's output), which the request then reads back from the device
+      // (PredictorContext::RequestAttrs): torch.arange(lengths.max()), x[:, :n].
+      if (!IsHostValue(in)) shapes_from_values_ = true;
       rn.dynamic_host_inputs.emplace_back(pos, in);
     }
     NDS_ASSIGN_OR_RETURN(std::vector<std::optional<kernels::HostValue>> host,
@@ -474,6 +465,7 @@ absl::StatusOr<Graph> GraphBuilder::MakeGraph() {
   g.name_ = std::move(def_.name);
   g.opset_ = def_.opset;
   g.folded_nodes_ = folded_;
+  g.shapes_from_values_ = shapes_from_values_;
   absl::flat_hash_map<std::string, int> value_of;
   auto add_value = [&](const std::string& name, ValueSource source, int index) {
     const int id = static_cast<int>(g.values_.size());

@@ -67,6 +67,7 @@ class GraphBuilder {
   absl::flat_hash_map<std::string, int> producer_;  // value name -> index into nodes_
   std::vector<int> order_;                          // topological
   int folded_ = 0;
+  bool shapes_from_values_ = false;
 };
 
 }  // namespace ndserve::engine

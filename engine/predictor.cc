@@ -282,7 +282,8 @@ absl::Status Predictor::LaunchAndFetch(CapturedRun& run, const ValidatedRequest&
 
 absl::Status Predictor::WarmUp(const std::atomic<bool>* cancel) {
   const ModelSignature& sig = model_->signature();
-  bool guessed = false;  // some variable dim was made up
+  // Some variable dim was made up, or a shape the graph reads from input values is.
+  bool guessed = model_->graph().shapes_from_values();
   for (const TensorSpec& spec : sig.inputs) {
     if (spec.any_rank) {
       // No shape to make up; the first request checks the graph.

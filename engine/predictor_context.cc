@@ -223,6 +223,26 @@ void PredictorContext::NotePeak() {
 absl::StatusOr<kernels::OpAttrs> PredictorContext::RequestAttrs(const Node& node) {
   std::vector<std::optional<kernels::HostValue>> values = node.host_values;
   for (const auto& [pos, value] : node.dynamic_host_inputs) {
+    const Slot& slot = slots_[value];
+    if (gpu_ != nullptr && !slot.host &&
+        model_.graph().values()[value].source != ValueSource::kInitializer) {
+      // Computed from data on the device: the run waits for it here (such a graph is
+      // never captured, has_dynamic_attrs).
+      if (slot.array.is_null()) {
+        return absl::InternalError(absl::StrCat(
+            "value '", model_.graph().values()[value].name, "' was never computed"));
+      }
+      std::vector<uint8_t> bytes(slot.array.nbytes());
+      NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
+      if (!bytes.empty()) {
+        NDS_RETURN_IF_ERROR(gpu_->CopyToHost(bytes.data(), data, bytes.size()));
+        NDS_RETURN_IF_ERROR(gpu_->Synchronize());
+      }
+      NDS_ASSIGN_OR_RETURN(values[pos], kernels::HostValue::FromBytes(
+                                            slot.array.dtype(), slot.shape,
+                                            absl::MakeConstSpan(bytes)));
+      continue;
+    }
     NDS_ASSIGN_OR_RETURN(kernels::TensorView view, HostView(value, /*shape_only=*/false));
     NDS_ASSIGN_OR_RETURN(
         values[pos],

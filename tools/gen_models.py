@@ -996,7 +996,7 @@ def build_shape_reshape():
 
 
 def build_value_dependent_shape():
-    """A Reshape whose shape is computed from a graph input's values: refused at load."""
+    """A Reshape whose shape is computed from a graph input's values: read per request."""
     nodes = [
         helper.make_node("Add", ["dims", "one"], ["dims1"], name="dims_plus_one"),
         helper.make_node("Reshape", ["x", "dims1"], ["y"], name="reshape_by_values"),
@@ -1096,6 +1096,11 @@ def write_graph_models(w):
         write_graph_case(w, "shape_reshape", f"batch{batch}_seq{seq}", [("x", x)], ref(x))
 
     w.write_model(f"{base}/value_dependent_shape/model.onnx", build_value_dependent_shape())
+    for case, dims in (("to_3x2", [2, 1]), ("to_1x6", [0, 5])):
+        x = r.standard_normal((2, 3)).astype(np.float32)
+        d = np.array(dims, np.int64)
+        write_graph_case(w, "value_dependent_shape", case, [("x", x), ("dims", d)],
+                         [("y", x.reshape(d + 1))])
 
     model, ref = build_if_branches()
     w.write_model(f"{base}/if_branches/model.onnx", model)

@@ -403,6 +403,24 @@ class MessagePassingGnn(nn.Module):
 # The model table
 
 
+class LengthMaskedPool(nn.Module):
+    """A padded batch pooled by its lengths, as speech and text models write it: the batch
+    trimmed to its longest sequence (`x[:, :lengths.max()]`: a Slice bound computed from
+    data) and a padding mask from `torch.arange(lengths.max()) < lengths[:, None]` (a Range
+    whose limit is data), then a masked mean and a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 5)
+
+    def forward(self, features, lengths):
+        longest = lengths.max()
+        x = features[:, :longest]
+        mask = (torch.arange(longest) < lengths.unsqueeze(1)).unsqueeze(2).to(x.dtype)
+        pooled = (x * mask).sum(1) / lengths.unsqueeze(1).to(x.dtype)
+        return self.proj(pooled)
+
+
 class SsdliteDetector(nn.Module):
     """torchvision's SSDlite (MobileNetV3-Large backbone, 320 x 320) on one image, four
     classes: its export holds the detection post-processing torchvision writes for every
@@ -467,6 +485,16 @@ class Spec:
 def image_set(batch, size=224):
     def make(rng):
         return [rng.standard_normal((batch, 3, size, size)).astype(np.float32)]
+
+    return make
+
+
+def lengths_set(batch, padded, longest):
+    """Features [batch, padded, 8] and INT64 lengths in 1..longest, one of them longest."""
+    def make(rng):
+        lengths = rng.integers(1, longest + 1, size=(batch,)).astype(np.int64)
+        lengths[0] = longest
+        return [rng.standard_normal((batch, padded, 8)).astype(np.float32), lengths]
 
     return make
 
@@ -600,6 +628,10 @@ MODELS = [
     Spec("gnn_message_passing", MessagePassingGnn, ["node_features", "edge_index"], ["logits"],
          {"node_features": {0: "nodes"}, "edge_index": {1: "edges"}},
          [("n10_e30", graph_set(10, 30)), ("n25_e80", graph_set(25, 80))]),
+    Spec("length_masked_pool", LengthMaskedPool, ["features", "lengths"], ["pooled"],
+         {"features": {0: "batch", 1: "padded"}, "lengths": {0: "batch"},
+          "pooled": {0: "batch"}},
+         [("b3_p12_l9", lengths_set(3, 12, 9)), ("b5_p20_l20", lengths_set(5, 20, 20))]),
     Spec("ssdlite_detector", SsdliteDetector, ["image"], ["boxes", "scores", "labels"],
          {"image": {2: "height", 3: "width"}, "boxes": {0: "detections"},
           "scores": {0: "detections"}, "labels": {0: "detections"}},

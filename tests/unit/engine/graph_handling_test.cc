@@ -4,6 +4,7 @@
 // request's own batch and sequence length, metadata with dynamic dims, and the load's
 // warm-up of graphs that refuse its made-up dims.
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -221,15 +222,23 @@ TEST(HostShapeArithmeticTest, ReshapeFollowsEachRequestsBatchAndSequenceLength) 
   EXPECT_EQ(ExpectReferenceOutputs(*model, "shape_reshape"), 4);
 }
 
-TEST(HostShapeArithmeticTest, AShapeComputedFromInputValuesFailsAtLoadNamingTheNode) {
-  absl::StatusOr<Graph> g =
-      LoadOnnxGraph((GraphDir("value_dependent_shape") / "model.onnx").string());
-  ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(g.status().message()),
-              HasSubstr("node 'reshape_by_values' (Reshape): input 'dims1' decides the output "
-                        "shape and must be an initializer"));
-  EXPECT_THAT(std::string(g.status().message()), HasSubstr("node 'dims_plus_one' (Add)"));
+// A shape computed from a graph input's values (torch.arange(lengths.max()), x[:, :n]) is
+// read per request; a value that does not fit is that request's INVALID_ARGUMENT.
+TEST(HostShapeArithmeticTest, AShapeComputedFromInputValuesIsReadPerRequest) {
+  std::shared_ptr<ServedModel> model = LoadGraphModel("value_dependent_shape");
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(ExpectReferenceOutputs(*model, "value_dependent_shape"), 2);
+  testing::Case c = testing::ReadCase(GraphDir("value_dependent_shape") / "to_3x2");
+  for (testing::CaseTensor& t : c.inputs) {
+    if (t.name != "dims") continue;
+    const int64_t wrong[2] = {4, 4};  // [5, 5]: 25 elements for x's 6
+    std::memcpy(t.bytes.data(), wrong, sizeof(wrong));
+  }
+  absl::StatusOr<InferenceResponse> r = model->Infer(testing::MakeRequest(c, "value_dependent_shape"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("node 'reshape_by_values' (Reshape)"));
+  EXPECT_EQ(ExpectReferenceOutputs(*model, "value_dependent_shape"), 2);
 }
 
 TEST(MetadataTest, DynamicAxesAreMinusOneUnderTheExportersNames) {
