@@ -262,6 +262,17 @@ NDS_HD_OP T WrappingMul(T a, T b) {
   using U = std::make_unsigned_t<T>;
   return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
 }
+template <typename T>
+NDS_HD_OP T WrappingAdd(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+struct WrappingSumOp {
+  template <typename T>
+  NDS_HD_OP T operator()(T a, T b) const {
+    return WrappingAdd(a, b);
+  }
+};
 struct WrappingProdOp {
   template <typename T>
   NDS_HD_OP T operator()(T a, T b) const {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/integer_reduce.h"
 #include "kernels/cpu/isa_clones.h"
 #include "kernels/cpu/row_walker.h"
 #include "kernels/plans.h"
@@ -83,6 +84,7 @@ absl::Status Reduce(OpKind op, absl::Span<const TensorView> in, absl::Span<const
 
 absl::Status ReduceSum(const KernelContext&, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out, const OpAttrs& attrs) {
+  if (in[0].dtype != DType::kFp32) return IntegerReduceSum(in, out, attrs);
   return Reduce(OpKind::kReduceSum, in, out, attrs);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/integer_reduce.h"
 #include "kernels/math_ops.h"
 #include "kernels/plans.h"
 #include "kernels/shape_inference.h"
@@ -48,12 +49,12 @@ absl::Status Fold(OpKind op, FoldReduce kind, absl::Span<const TensorView> in,
   return absl::OkStatus();
 }
 
-// Integer products wrap on overflow, as the CUDA kernel's do (math_ops.h WrappingMul).
-template <typename T>
-absl::Status IntProd(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
-                     const OpAttrs& attrs) {
+// Integer sums and products wrap on overflow, as the CUDA kernels' do (math_ops.h).
+template <typename T, typename Op>
+absl::Status IntFold(OpKind op, T init, absl::Span<const TensorView> in,
+                     absl::Span<const TensorView> out, const OpAttrs& attrs) {
   const std::vector<int64_t> axes = *ResolveReduceAxes(std::get<ReduceAttrs>(attrs),
-                                                       in[0].shape.size(), "ReduceProd");
+                                                       in[0].shape.size(), OpKindName(op));
   const T* x = in[0].as<const T>();
   T* y = out[0].as<T>();
   const ReducePlan p = MakeReducePlan(in[0].shape, axes);
@@ -61,9 +62,9 @@ absl::Status IntProd(absl::Span<const TensorView> in, absl::Span<const TensorVie
   const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
   for (int64_t o = 0; o < p.out_numel; ++o) {
     const T* base = x + (reduce_n == 0 ? 0 : OffsetOf(o, split.kept_dims, split.kept_strides));
-    T acc = 1;
+    T acc = init;
     for (int64_t r = 0; r < reduce_n; ++r) {
-      acc = WrappingMul(acc, base[OffsetOf(r, split.reduced_dims, split.reduced_strides)]);
+      acc = Op()(acc, base[OffsetOf(r, split.reduced_dims, split.reduced_strides)]);
     }
     y[o] = acc;
   }
@@ -86,13 +87,25 @@ absl::Status ReduceLogSumExp(const KernelContext&, absl::Span<const TensorView> 
 }
 absl::Status ReduceProd(const KernelContext&, absl::Span<const TensorView> in,
                         absl::Span<const TensorView> out, const OpAttrs& attrs) {
-  if (in[0].dtype == DType::kInt64) return IntProd<int64_t>(in, out, attrs);
-  if (in[0].dtype == DType::kInt32) return IntProd<int32_t>(in, out, attrs);
+  if (in[0].dtype == DType::kInt64) {
+    return IntFold<int64_t, WrappingProdOp>(OpKind::kReduceProd, 1, in, out, attrs);
+  }
+  if (in[0].dtype == DType::kInt32) {
+    return IntFold<int32_t, WrappingProdOp>(OpKind::kReduceProd, 1, in, out, attrs);
+  }
   return Fold(OpKind::kReduceProd, FoldReduce::kProd, in, out, attrs);
 }
 absl::Status ReduceL1(const KernelContext&, absl::Span<const TensorView> in,
                       absl::Span<const TensorView> out, const OpAttrs& attrs) {
   return Fold(OpKind::kReduceL1, FoldReduce::kL1, in, out, attrs);
+}
+
+absl::Status IntegerReduceSum(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                              const OpAttrs& attrs) {
+  if (in[0].dtype == DType::kInt64) {
+    return IntFold<int64_t, WrappingSumOp>(OpKind::kReduceSum, 0, in, out, attrs);
+  }
+  return IntFold<int32_t, WrappingSumOp>(OpKind::kReduceSum, 0, in, out, attrs);
 }
 
 }  // namespace ndserve::kernels::cpu

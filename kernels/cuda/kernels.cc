@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/math_launchers.h"
 #include "kernels/cuda/error_flag.h"
 #include "kernels/plans.h"
 #include "kernels/shape_inference.h"
@@ -48,6 +49,11 @@ absl::Status Reduce(const KernelContext& ctx, OpKind op, absl::Span<const Tensor
   const float scale = op == OpKind::kReduceMean ? 1.0f / static_cast<float>(p.reduce_numel) : 1.0f;
   // An empty input reduces to zeros (or NaN means): reduce_numel is then 0.
   const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
+  if (in[0].dtype != DType::kFp32) {  // ReduceSum of INT32 or INT64
+    return CudaStatus(LaunchReduceSumInt(in[0].dtype == DType::kInt64, in[0].data, out[0].data,
+                                         kept, reduced, p.out_numel, reduce_n, StreamOf(ctx)),
+                      absl::StrCat(OpKindName(op), " launch"));
+  }
   return CudaStatus(LaunchReduce(in[0].as<const float>(), out[0].as<float>(), kept, reduced,
                                  p.out_numel, reduce_n, scale, StreamOf(ctx)),
                     absl::StrCat(OpKindName(op), " launch"));

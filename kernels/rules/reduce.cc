@@ -33,7 +33,13 @@ absl::StatusOr<Descs> InferReduceSum(OpKind op, absl::Span<const TensorDesc> in,
   const ReduceAttrs* a;
   NDS_RETURN_IF_ERROR(GetAttrs(op, attrs, &a));
   NDS_RETURN_IF_ERROR(CheckInputCount(op, in, 1, 1));
-  NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
+  // ReduceSum also adds INT32 and INT64 (mask.sum(1) of a padding mask, a count).
+  if (op == OpKind::kReduceSum) {
+    NDS_RETURN_IF_ERROR(
+        CheckDType(op, in[0], "input", {DType::kFp32, DType::kInt32, DType::kInt64}));
+  } else {
+    NDS_RETURN_IF_ERROR(CheckDType(op, in[0], "input", {DType::kFp32}));
+  }
   const ShapeSpan x = in[0].shape;
   NDS_ASSIGN_OR_RETURN(const std::vector<int64_t> axes,
                        ResolveReduceAxes(*a, x.size(), OpKindName(op)));
@@ -47,7 +53,7 @@ absl::StatusOr<Descs> InferReduceSum(OpKind op, absl::Span<const TensorDesc> in,
       out.push_back(1);
     }
   }
-  return Descs{{DType::kFp32, out}};
+  return Descs{{in[0].dtype, out}};
 }
 
 absl::StatusOr<Descs> InferReduceAttr(OpKind op, absl::Span<const TensorDesc> in,

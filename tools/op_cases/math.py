@@ -450,3 +450,13 @@ def _trig_compare_class_cases(add, gen):
     add("reduceprod_int32_wraps", "ReduceProd", 13, [("input", "data", w32)],
         [("reduced", np.array([np.int64(46341) * 46341 * 3 * -7], np.int64)
           .astype(np.uint64).astype(np.uint32).view(np.int32).reshape(1))], tol=REDUCE_TOL)
+    # ReduceSum of a padding mask (mask.sum(1)) and of INT32 counts past 2^31 (wrapping).
+    mk = (r.random((4, 7)) < 0.6).astype(np.int64)
+    add("reducesum_int64_mask_rows", "ReduceSum", 13,
+        [("input", "data", mk), ("const", "axes", np.array([1], np.int64))],
+        [("reduced", mk.sum(axis=1, keepdims=True))], tol=REDUCE_TOL)
+    c32 = np.array([[2 ** 30, 2 ** 30, 2 ** 30], [-5, 7, 1]], np.int32)
+    add("reducesum_int32_wraps", "ReduceSum", 13,
+        [("input", "data", c32), ("const", "axes", np.array([-1], np.int64))],
+        [("reduced", c32.astype(np.int64).sum(axis=1).astype(np.uint64).astype(np.uint32)
+          .view(np.int32))], attrs={"keepdims": ("int", 0)}, tol=REDUCE_TOL)
