@@ -31,7 +31,8 @@ HostTensor NaiveGatherND(const HostTensor& data, const HostTensor& indices, int6
   const int64_t per_batch = batches == 0 ? 0 : tuples / batches;
   const Shape strides = ContiguousStrides(data.shape);
   HostTensor out{data.dtype, out_shape, std::vector<uint8_t>(NumElements(out_shape) * esize)};
-  for (int64_t g = 0; g < tuples; ++g) {
+  // An empty slice copies nothing (and empty buffers have no data pointer to pass).
+  for (int64_t g = 0; slice > 0 && g < tuples; ++g) {
     int64_t at = (g / per_batch) * (b == 0 ? 0 : strides[b - 1]);
     for (int64_t i = 0; i < k; ++i) {
       int64_t v = idx[g * k + i];
