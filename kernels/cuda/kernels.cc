@@ -50,9 +50,10 @@ absl::Status Reduce(const KernelContext& ctx, OpKind op, absl::Span<const Tensor
   // An empty input reduces to zeros (or NaN means): reduce_numel is then 0.
   const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
   if (in[0].dtype != DType::kFp32) {  // ReduceSum of INT32 or INT64
-    return CudaStatus(LaunchReduceSumInt(in[0].dtype == DType::kInt64, in[0].data, out[0].data,
-                                         kept, reduced, p.out_numel, reduce_n, StreamOf(ctx)),
-                      absl::StrCat(OpKindName(op), " launch"));
+    return CudaStatus(
+        LaunchIntegerReduce(false, in[0].dtype == DType::kInt64, in[0].data, out[0].data, kept,
+                            reduced, p.out_numel, reduce_n, StreamOf(ctx)),
+        absl::StrCat(OpKindName(op), " launch"));
   }
   return CudaStatus(LaunchReduce(in[0].as<const float>(), out[0].as<float>(), kept, reduced,
                                  p.out_numel, reduce_n, scale, StreamOf(ctx)),

@@ -89,9 +89,10 @@ absl::Status Fold(const KernelContext& ctx, OpKind op, FoldReduce kind,
                        MakeIndexMap(OpKindName(op), s.reduced_dims, s.reduced_strides));
   const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
   if (in[0].dtype != DType::kFp32) {  // ReduceProd of INT32 or INT64
-    return CudaStatus(LaunchReduceProdInt(in[0].dtype == DType::kInt64, in[0].data, out[0].data,
-                                          kept, reduced, p.out_numel, reduce_n, StreamOf(ctx)),
-                      absl::StrCat(OpKindName(op), " launch"));
+    return CudaStatus(
+        LaunchIntegerReduce(true, in[0].dtype == DType::kInt64, in[0].data, out[0].data, kept,
+                            reduced, p.out_numel, reduce_n, StreamOf(ctx)),
+        absl::StrCat(OpKindName(op), " launch"));
   }
   return CudaStatus(LaunchFoldReduce(kind, in[0].as<const float>(), out[0].as<float>(), kept,
                                      reduced, p.out_numel, reduce_n, StreamOf(ctx)),

@@ -87,14 +87,11 @@ cudaError_t LaunchReduceMinMax(bool is_max, ScalarType type, const void* x, void
 cudaError_t LaunchFoldReduce(FoldReduce kind, const float* x, float* y, const IndexMap& kept,
                              const IndexMap& reduced, int64_t out_n, int64_t reduce_n,
                              cudaStream_t stream);
-// ReduceSum of INT64 (else INT32) values, wrapping on overflow like the CPU's.
-cudaError_t LaunchReduceSumInt(bool int64, const void* x, void* y, const IndexMap& kept,
-                               const IndexMap& reduced, int64_t out_n, int64_t reduce_n,
-                               cudaStream_t stream);
-// ReduceProd of INT64 (else INT32) values, wrapping on overflow like the CPU's.
-cudaError_t LaunchReduceProdInt(bool int64, const void* x, void* y, const IndexMap& kept,
-                                const IndexMap& reduced, int64_t out_n, int64_t reduce_n,
-                                cudaStream_t stream);
+// ReduceProd (`product`) or ReduceSum of INT64 (else INT32) values, wrapping on overflow
+// like the CPU's (kernels/math_ops.h WrappingMul, WrappingAdd).
+cudaError_t LaunchIntegerReduce(bool product, bool int64, const void* x, void* y,
+                                const IndexMap& kept, const IndexMap& reduced, int64_t out_n,
+                                int64_t reduce_n, cudaStream_t stream);
 // ArgMin with largest false.
 cudaError_t LaunchArgMax(ScalarType type, const void* x, int64_t* y, int64_t outer,
                          int64_t axis_dim, int64_t inner, bool select_last, bool largest,

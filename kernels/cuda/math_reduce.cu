@@ -162,20 +162,16 @@ cudaError_t LaunchReduceMinMax(bool is_max, ScalarType type, const void* x, void
   }
 }
 
-cudaError_t LaunchReduceSumInt(bool int64, const void* x, void* y, const IndexMap& kept,
-                               const IndexMap& reduced, int64_t out_n, int64_t reduce_n,
-                               cudaStream_t stream) {
+cudaError_t LaunchIntegerReduce(bool product, bool int64, const void* x, void* y,
+                                const IndexMap& kept, const IndexMap& reduced, int64_t out_n,
+                                int64_t reduce_n, cudaStream_t stream) {
   if (out_n == 0) return cudaSuccess;
+  if (product) {
+    return int64 ? Reduce<int64_t, WrappingProdOp>(x, y, kept, reduced, out_n, reduce_n, 1, stream)
+                 : Reduce<int32_t, WrappingProdOp>(x, y, kept, reduced, out_n, reduce_n, 1, stream);
+  }
   return int64 ? Reduce<int64_t, WrappingSumOp>(x, y, kept, reduced, out_n, reduce_n, 0, stream)
                : Reduce<int32_t, WrappingSumOp>(x, y, kept, reduced, out_n, reduce_n, 0, stream);
-}
-
-cudaError_t LaunchReduceProdInt(bool int64, const void* x, void* y, const IndexMap& kept,
-                                const IndexMap& reduced, int64_t out_n, int64_t reduce_n,
-                                cudaStream_t stream) {
-  if (out_n == 0) return cudaSuccess;
-  return int64 ? Reduce<int64_t, WrappingProdOp>(x, y, kept, reduced, out_n, reduce_n, 1, stream)
-               : Reduce<int32_t, WrappingProdOp>(x, y, kept, reduced, out_n, reduce_n, 1, stream);
 }
 
 cudaError_t LaunchFoldReduce(FoldReduce kind, const float* x, float* y, const IndexMap& kept,
