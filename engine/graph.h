@@ -6,6 +6,7 @@
 // and Graph::Build validates it and orders it.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -47,7 +48,33 @@ struct NodeDef {
   // A node of an If branch the loader inlined (engine/onnx_loader.cc): it runs only when
   // each named condition (a BOOL value of one element) holds the given value.
   std::vector<std::pair<std::string, bool>> guards;
+  // A node of a Loop body the loader inlined: the LoopDef::id of the innermost Loop
+  // whose body holds it; -1 outside every loop. It runs only from its Loop, once per
+  // iteration.
+  int loop = -1;
 };
+
+// A Loop the loader inlined (engine/onnx_loader.cc): the names its body reads that the
+// engine sets before each iteration. The Loop node itself is a NodeDef of op "Loop" with
+// inputs [trip count, cond, initial values..., body cond, body carried values..., body
+// scan outputs..., outer values the body reads...] and the attributes
+// kLoopIdAttr, kLoopCarriedAttr and, per scan output, kScanAxesAttr, kScanNewAxisAttr,
+// kScanDTypesAttr (ONNX element types, 0 unknown) and kScanDimsAttr (per output its rank
+// then its dims, -1 unknown; rank -1 unknown): the declarations, for a loop that runs no
+// iteration.
+struct LoopDef {
+  int id = 0;
+  std::string iter;   // INT64 scalar, 0, 1, ...
+  std::string cond;   // BOOL scalar
+  std::vector<std::string> carried;
+};
+
+inline constexpr char kLoopIdAttr[] = "ndserve.loop_id";
+inline constexpr char kLoopCarriedAttr[] = "ndserve.loop_carried";
+inline constexpr char kScanAxesAttr[] = "ndserve.scan_axes";
+inline constexpr char kScanNewAxisAttr[] = "ndserve.scan_new_axis";
+inline constexpr char kScanDTypesAttr[] = "ndserve.scan_dtypes";
+inline constexpr char kScanDimsAttr[] = "ndserve.scan_dims";
 
 // A whole graph as the file states it. Initializers' byte counts are already checked
 // against their shapes by whoever fills this in (the loader).
@@ -58,11 +85,14 @@ struct GraphDef {
   std::vector<TensorSpec> outputs;
   std::vector<Initializer> initializers;
   std::vector<NodeDef> nodes;
+  std::vector<LoopDef> loops;
 };
 
 inline constexpr int kNoValue = -1;
 
-enum class ValueSource : uint8_t { kInitializer, kInput, kNode };
+// kLoop: a value a Loop sets before each iteration of its body (LoopBody::iter, cond,
+// carried); `index` is the Loop node.
+enum class ValueSource : uint8_t { kInitializer, kInput, kNode, kLoop };
 
 // A named tensor of the graph. `index` is into initializers(), inputs() or nodes()
 // according to `source`.
@@ -76,6 +106,30 @@ struct Value {
   int storage = kNoValue;
   // Produced by a host-placed node (Node::on_host): it lives in host memory.
   bool on_host = false;
+};
+
+// How a Loop's scan output is put together from its per-iteration values: stacked along
+// a new axis `axis` (ONNX's scan outputs: axis 0), or concatenated along an existing one
+// (torch.cat of a list, which the loader turns into a scan output). `dtype` and `dims`
+// (kAnyDim where unknown; empty with `any_rank`) are the body's declaration, for a loop
+// that runs no iteration.
+struct ScanOutput {
+  int64_t axis = 0;
+  bool new_axis = true;
+  DType dtype = DType::kFp32;
+  std::vector<int64_t> dims;
+  bool any_rank = true;
+};
+
+// The body of a Loop node (docs/design.md §4). The node's inputs are [trip count, cond,
+// initial values (N), body cond, body carried values (N), body scan outputs (K), outer
+// values the body reads...]; its outputs [final carried values (N), scan outputs (K)].
+struct LoopBody {
+  std::vector<int> nodes;  // the nodes it holds directly, in run order
+  int iter = kNoValue;     // values the Loop sets before each iteration
+  int cond = kNoValue;
+  std::vector<int> carried;
+  std::vector<ScanOutput> scans;
 };
 
 // A validated node. `inputs` are the data inputs the kernel receives (shape-deciding
@@ -105,6 +159,10 @@ struct Node {
   // (condition value, value it must hold): a node of an inlined If branch, skipped in a
   // run where a condition differs, so its outputs are never computed (NodeDef::guards).
   std::vector<std::pair<int, bool>> guards;
+  // A node of a Loop body: the innermost Loop node holding it (it runs from there only).
+  int loop = kNoValue;
+  // A Loop node: what it runs.
+  std::shared_ptr<const LoopBody> body;
 
   bool has_dynamic_attrs() const { return !dynamic_host_inputs.empty(); }
 };

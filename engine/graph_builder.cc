@@ -65,8 +65,12 @@ kernels::TensorView HostView(const Initializer& init) {
 // 1 + K + j), under the same bytes. So the storages of those values join the output's:
 // liveness then keeps the taken value until the output's last reader, and the output's
 // slot, which holds whichever was taken, is the one released. A value that joins and was
-// not taken is never released early; nothing is freed twice.
-void MergeIfStorages(std::vector<Value>& values, absl::Span<const Node> nodes) {
+// not taken is never released early; nothing is freed twice. A branch value made outside
+// the loop body the If is in cannot join (it must outlive the iteration): that output's
+// storage is then never released early (`keep`), and the loop frees what its iteration
+// made (PredictorContext::RunLoop).
+void MergeIfStorages(std::vector<Value>& values, absl::Span<const Node> nodes,
+                     absl::Span<const int> scope, std::vector<bool>& keep) {
   for (const Node& node : nodes) {
     if (node.op != OpKind::kIf) continue;
     const std::size_t k = node.outputs.size();
@@ -74,10 +78,15 @@ void MergeIfStorages(std::vector<Value>& values, absl::Span<const Node> nodes) {
       const int out = node.outputs[j];
       if (out == kNoValue) continue;
       const int root = values[out].storage;
-      const int a = values[node.inputs[1 + j]].storage;
-      const int b = values[node.inputs[1 + k + j]].storage;
-      for (Value& v : values) {
-        if (v.storage == a || v.storage == b) v.storage = root;
+      for (int in : {node.inputs[1 + j], node.inputs[1 + k + j]}) {
+        const int branch = values[in].storage;
+        if (scope[branch] != scope[root]) {
+          keep[root] = true;
+          continue;
+        }
+        for (Value& v : values) {
+          if (v.storage == branch) v.storage = root;
+        }
       }
     }
   }
@@ -123,6 +132,73 @@ absl::Status GraphBuilder::IndexInitializersAndInputs() {
           absl::StrCat("graph input '", spec.name, "' is declared twice"));
     }
     inputs_.push_back(std::move(spec));
+  }
+  for (const LoopDef& loop : def_.loops) {
+    auto add = [&](const std::string& name, bool host) {
+      if (name.empty() || IsInitializer(name) || input_names_.contains(name) ||
+          !loop_values_.emplace(name, host).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("loop body input '", name, "' is empty or defined twice"));
+      }
+      return absl::OkStatus();
+    };
+    NDS_RETURN_IF_ERROR(add(loop.iter, true));
+    NDS_RETURN_IF_ERROR(add(loop.cond, true));
+    for (const std::string& c : loop.carried) NDS_RETURN_IF_ERROR(add(c, false));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GraphBuilder::ResolveLoop(Resolved& rn) {
+  auto ints = [&](const char* name) -> absl::StatusOr<std::vector<int64_t>> {
+    auto it = rn.attr_map.find(name);
+    if (it != rn.attr_map.end()) {
+      if (const int64_t* v = std::get_if<int64_t>(&it->second)) return std::vector<int64_t>{*v};
+      if (const auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        rn.where, ": a Loop without its inlined body (attribute '", name, "')"));
+  };
+  NDS_ASSIGN_OR_RETURN(std::vector<int64_t> id, ints(kLoopIdAttr));
+  NDS_ASSIGN_OR_RETURN(std::vector<int64_t> carried, ints(kLoopCarriedAttr));
+  NDS_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ints(kScanAxesAttr));
+  NDS_ASSIGN_OR_RETURN(std::vector<int64_t> new_axis, ints(kScanNewAxisAttr));
+  NDS_ASSIGN_OR_RETURN(std::vector<int64_t> dtypes, ints(kScanDTypesAttr));
+  NDS_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ints(kScanDimsAttr));
+  for (const char* name : {kLoopIdAttr, kLoopCarriedAttr, kScanAxesAttr, kScanNewAxisAttr,
+                           kScanDTypesAttr, kScanDimsAttr}) {
+    rn.attr_map.erase(name);
+  }
+  if (id.size() != 1 || id[0] < 0 || id[0] >= static_cast<int64_t>(def_.loops.size()) ||
+      carried.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(rn.where, ": malformed inlined Loop"));
+  }
+  rn.loop_id = static_cast<int>(id[0]);
+  rn.carried = static_cast<int>(carried[0]);
+  const std::size_t n = rn.carried;
+  const std::size_t k = axes.size();
+  if (new_axis.size() != k || dtypes.size() != k ||
+      def_.loops[rn.loop_id].carried.size() != n || rn.outputs.size() != n + k ||
+      rn.inputs.size() < 2 + n + 1 + n + k) {
+    return absl::InvalidArgumentError(absl::StrCat(rn.where, ": malformed inlined Loop"));
+  }
+  std::size_t d = 0;
+  for (std::size_t j = 0; j < k; ++j) {
+    ScanOutput scan;
+    scan.axis = axes[j];
+    scan.new_axis = new_axis[j] != 0;
+    if (dtypes[j] != 0) {
+      absl::StatusOr<DType> dtype = kernels::DTypeFromOnnx(static_cast<int>(dtypes[j]));
+      if (!dtype.ok()) return Annotate(dtype.status(), rn.where);
+      scan.dtype = *dtype;
+    }
+    if (d >= dims.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(rn.where, ": malformed inlined Loop"));
+    }
+    const int64_t rank = dims[d++];
+    scan.any_rank = rank < 0;
+    for (int64_t r = 0; r < rank && d < dims.size(); ++r) scan.dims.push_back(dims[d++]);
+    rn.scans.push_back(std::move(scan));
   }
   return absl::OkStatus();
 }
@@ -224,7 +300,12 @@ absl::Status GraphBuilder::ResolveOps() {
     }
     rn.outputs = std::move(nd.outputs);
     rn.guards = std::move(nd.guards);
-    while (!rn.outputs.empty() && rn.outputs.back().empty()) rn.outputs.pop_back();
+    rn.loop = nd.loop;
+    if (rn.op == OpKind::kLoop) {
+      NDS_RETURN_IF_ERROR(ResolveLoop(rn));  // every output keeps its position
+    } else {
+      while (!rn.outputs.empty() && rn.outputs.back().empty()) rn.outputs.pop_back();
+    }
     if (rn.outputs.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(rn.where, ": the node has no outputs"));
     }
@@ -233,7 +314,7 @@ absl::Status GraphBuilder::ResolveOps() {
     rn.attr_map[kernels::kNodeOutputCountAttr] = static_cast<int64_t>(rn.outputs.size());
     for (const std::string& out : rn.outputs) {
       if (out.empty()) continue;
-      if (IsInitializer(out) || input_names_.contains(out)) {
+      if (IsInitializer(out) || input_names_.contains(out) || IsLoopValue(out)) {
         return absl::InvalidArgumentError(absl::StrCat(
             rn.where, ": output '", out, "' has the name of an initializer or graph input"));
       }
@@ -266,7 +347,7 @@ absl::Status GraphBuilder::CheckInputsDefinedAndOrder() {
       if (it != producer_.end()) {
         consumers[it->second].push_back(i);
         ++pending[i];
-      } else if (!IsInitializer(in) && !input_names_.contains(in)) {
+      } else if (!IsInitializer(in) && !input_names_.contains(in) && !IsLoopValue(in)) {
         return absl::InvalidArgumentError(
             absl::StrCat(rn.where, ": missing input '", in,
                          "' (not an initializer, a graph input or the output of any node)"));
@@ -364,8 +445,9 @@ absl::Status GraphBuilder::FoldConstants() {
   for (int i : order_) {
     absl::StatusOr<bool> folded = Fold(nodes_[i]);
     // A branch node may fail on constants its branch never sees taken: it stays a node,
-    // and reports that only in a run that takes the branch.
-    if (!folded.ok() && !nodes_[i].guards.empty()) folded = false;
+    // and reports that only in a run that takes the branch. A loop body's likewise, for a
+    // loop that may run no iteration.
+    if (!folded.ok() && (!nodes_[i].guards.empty() || nodes_[i].loop >= 0)) folded = false;
     NDS_ASSIGN_OR_RETURN(nodes_[i].folded, std::move(folded));
     if (nodes_[i].folded) ++folded_;
   }
@@ -373,6 +455,7 @@ absl::Status GraphBuilder::FoldConstants() {
 }
 
 bool GraphBuilder::IsHostValue(const std::string& name) const {
+  if (auto l = loop_values_.find(name); l != loop_values_.end()) return l->second;
   auto it = producer_.find(name);
   return it != producer_.end() && nodes_[it->second].on_host;
 }
@@ -386,14 +469,21 @@ void GraphBuilder::PlaceShapeArithmeticOnHost() {
   std::vector<bool> can(n, false);
   auto from_can = [&](const std::string& in) {
     if (IsInitializer(in)) return true;
+    // The iteration number and condition a Loop sets are host values; carried ones are not.
+    if (auto l = loop_values_.find(in); l != loop_values_.end()) return l->second;
     auto it = producer_.find(in);
     return it != producer_.end() && can[it->second];
   };
   for (int i : order_) {
     Resolved& rn = nodes_[i];
     // If has no kernel: it can be on the host when the values it picks from are.
+    // A Loop's outputs are device values; an If can be on the host when the values it
+    // picks from are (it has no kernel).
     const bool control = kernels::GetOpInfo(rn.op).control;
-    if (rn.folded || (!control && !kernels::Lookup(rn.op, Device::Cpu()).ok())) continue;
+    if (rn.folded || rn.op == OpKind::kLoop ||
+        (!control && !kernels::Lookup(rn.op, Device::Cpu()).ok())) {
+      continue;
+    }
     // Data and host inputs alike: ConstantOfShape and Range have only host inputs.
     bool all_can = true;
     bool any_computed = false;
@@ -477,6 +567,18 @@ absl::StatusOr<Graph> GraphBuilder::MakeGraph() {
   for (int i = 0; i < static_cast<int>(g.inputs_.size()); ++i) {
     g.input_values_.push_back(add_value(g.inputs_[i].name, ValueSource::kInput, i));
   }
+  // What each Loop sets per iteration (the index becomes its node below).
+  std::vector<LoopBody> bodies(def_.loops.size());
+  for (const LoopDef& loop : def_.loops) {
+    LoopBody& body = bodies[loop.id];
+    body.iter = add_value(loop.iter, ValueSource::kLoop, loop.id);
+    body.cond = add_value(loop.cond, ValueSource::kLoop, loop.id);
+    g.values_[body.iter].on_host = g.values_[body.cond].on_host = true;
+    for (const std::string& c : loop.carried) {
+      body.carried.push_back(add_value(c, ValueSource::kLoop, loop.id));
+    }
+  }
+  std::vector<int> loop_node(def_.loops.size(), kNoValue);  // by LoopDef::id
   auto use_initializer = [&](const std::string& name) {
     if (value_of.contains(name)) return;
     const int index = static_cast<int>(g.initializers_.size());
@@ -517,6 +619,16 @@ absl::StatusOr<Graph> GraphBuilder::MakeGraph() {
     }
     for (const auto& [cond, taken] : rn.guards) node.guards.emplace_back(value_of.at(cond), taken);
     const int node_index = static_cast<int>(g.nodes_.size());
+    node.loop = rn.loop;  // the LoopDef::id for now
+    if (node.op == OpKind::kLoop) {
+      loop_node[rn.loop_id] = node_index;
+      bodies[rn.loop_id].scans = std::move(rn.scans);
+      // The trip count and conditions are read on the host each iteration.
+      for (int pos : {0, 1, 2 + rn.carried}) {
+        const Value& v = g.values_[node.inputs[pos]];
+        if (v.source == ValueSource::kInitializer) g.initializers_[v.index].read_on_host = true;
+      }
+    }
     for (const std::string& out : rn.outputs) {
       if (out.empty()) {
         node.outputs.push_back(kNoValue);
@@ -543,35 +655,86 @@ absl::StatusOr<Graph> GraphBuilder::MakeGraph() {
     g.output_values_.push_back(it->second);
   }
 
-  MergeIfStorages(g.values_, g.nodes_);
+  NDS_RETURN_IF_ERROR(LinkLoops(g, std::move(bodies), loop_node));
+  ComputeLiveness(g);
+  return g;
+}
 
-  // A storage that backs a graph output or an initializer is kept until the request ends.
-  constexpr int kKeep = -2;
-  std::vector<int> last_read(g.values_.size(), kNoValue);
-  for (const Value& v : g.values_) {
-    if (v.source == ValueSource::kNode) {
-      last_read[v.storage] = std::max(last_read[v.storage], v.index);
+absl::Status GraphBuilder::LinkLoops(Graph& g, std::vector<LoopBody> bodies,
+                                     absl::Span<const int> loop_node) {
+  absl::flat_hash_map<int, int> id_of;  // Loop node -> LoopDef::id
+  for (int id = 0; id < static_cast<int>(bodies.size()); ++id) {
+    if (loop_node[id] == kNoValue) {
+      return absl::InternalError(absl::StrCat("loop ", id, " has no Loop node"));
     }
+    id_of[loop_node[id]] = id;
   }
   for (int n = 0; n < static_cast<int>(g.nodes_.size()); ++n) {
-    auto read = [&](int value) {
-      const int s = g.values_[value].storage;
-      last_read[s] = std::max(last_read[s], n);
-    };
-    for (int in : g.nodes_[n].inputs) read(in);
-    for (const auto& [pos, in] : g.nodes_[n].dynamic_host_inputs) read(in);
-    for (const auto& [cond, taken] : g.nodes_[n].guards) read(cond);
+    Node& node = g.nodes_[n];
+    if (node.loop == kNoValue) continue;
+    node.loop = loop_node[node.loop];
+    bodies[id_of.at(node.loop)].nodes.push_back(n);  // in run order, as the nodes are
   }
-  for (const Value& v : g.values_) {
-    if (v.is_graph_output || v.source == ValueSource::kInitializer) last_read[v.storage] = kKeep;
+  for (Value& v : g.values_) {
+    if (v.source == ValueSource::kLoop) v.index = loop_node[v.index];
   }
-  g.released_after_.resize(g.nodes_.size());
-  for (int s = 0; s < static_cast<int>(g.values_.size()); ++s) {
-    if (g.values_[s].storage == s && last_read[s] >= 0) {
+  for (int id = 0; id < static_cast<int>(bodies.size()); ++id) {
+    g.nodes_[loop_node[id]].body = std::make_shared<const LoopBody>(std::move(bodies[id]));
+  }
+  return absl::OkStatus();
+}
+
+// When each storage is read for the last time, scope by scope: a value made in a loop
+// body is released within the iteration after its last reader there, and a read from
+// inside a body of a value made outside counts as a read by the Loop node around the
+// reader that sits in the value's scope, since every iteration reads it again. Storages
+// whose lifetime the loop decides (what it sets per iteration, what the body hands back
+// to it) are never released here: the loop frees what each iteration made
+// (PredictorContext::RunLoop).
+void GraphBuilder::ComputeLiveness(Graph& g) {
+  const int values = static_cast<int>(g.values_.size());
+  // The Loop node whose body makes each value; kNoValue at the top level.
+  std::vector<int> scope(values, kNoValue);
+  for (int v = 0; v < values; ++v) {
+    const Value& val = g.values_[v];
+    if (val.source == ValueSource::kNode) scope[v] = g.nodes_[val.index].loop;
+    if (val.source == ValueSource::kLoop) scope[v] = val.index;
+  }
+  std::vector<bool> keep(values, false);
+  MergeIfStorages(g.values_, g.nodes_, scope, keep);
+  // The node of `target` scope that holds node `n` (itself or a Loop around it).
+  auto in_scope = [&](int n, int target) {
+    while (n != kNoValue && g.nodes_[n].loop != target) n = g.nodes_[n].loop;
+    return n;
+  };
+  std::vector<int> last_read(values, kNoValue);
+  auto note = [&](int n, int value) {
+    const int s = g.values_[value].storage;
+    const int r = in_scope(n, scope[s]);
+    if (r == kNoValue) {
+      keep[s] = true;  // the Loop reads its body's value: the loop decides
+    } else {
+      last_read[s] = std::max(last_read[s], r);
+    }
+  };
+  for (int v = 0; v < values; ++v) {
+    const Value& val = g.values_[v];
+    if (val.source == ValueSource::kNode) note(val.index, v);
+    if (val.source == ValueSource::kLoop) keep[val.storage] = true;
+    // Until the request ends.
+    if (val.is_graph_output || val.source == ValueSource::kInitializer) keep[val.storage] = true;
+  }
+  for (int n = 0; n < static_cast<int>(g.nodes_.size()); ++n) {
+    for (int in : g.nodes_[n].inputs) note(n, in);
+    for (const auto& [pos, in] : g.nodes_[n].dynamic_host_inputs) note(n, in);
+    for (const auto& [cond, taken] : g.nodes_[n].guards) note(n, cond);
+  }
+  g.released_after_.assign(g.nodes_.size(), {});
+  for (int s = 0; s < values; ++s) {
+    if (g.values_[s].storage == s && !keep[s] && last_read[s] >= 0) {
       g.released_after_[last_read[s]].push_back(s);
     }
   }
-  return g;
 }
 
 }  // namespace ndserve::engine

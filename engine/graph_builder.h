@@ -37,6 +37,11 @@ class GraphBuilder {
     std::vector<std::pair<int, std::string>> dynamic_host_inputs;
     std::vector<std::optional<kernels::HostValue>> host_values;
     std::vector<std::pair<std::string, bool>> guards;  // NodeDef::guards
+    int loop = -1;                                     // NodeDef::loop
+    // A Loop node: its LoopDef::id, its carried value count and its scan outputs.
+    int loop_id = -1;
+    int carried = 0;
+    std::vector<ScanOutput> scans;
     bool on_host = false;
     bool folded = false;
   };
@@ -50,8 +55,17 @@ class GraphBuilder {
   void PlaceShapeArithmeticOnHost();
   absl::Status BuildAttributes();
   absl::StatusOr<Graph> MakeGraph();
+  // MakeGraph's last steps: Node::loop and ValueSource::kLoop indices from LoopDef ids to
+  // node indices, and each Loop's LoopBody; then Graph::ReleasedAfter.
+  static absl::Status LinkLoops(Graph& g, std::vector<LoopBody> bodies,
+                                absl::Span<const int> loop_node);
+  static void ComputeLiveness(Graph& g);
 
   bool IsInitializer(const std::string& name) const { return init_index_.contains(name); }
+  // A name a Loop sets per iteration (LoopDef).
+  bool IsLoopValue(const std::string& name) const { return loop_values_.contains(name); }
+  // Reads the Loop attributes (graph.h LoopDef) of `rn` into its fields.
+  absl::Status ResolveLoop(Resolved& rn);
   bool IsHostValue(const std::string& name) const;
   // The host values of `rn`'s host inputs that are initializers, by input position.
   absl::StatusOr<std::vector<std::optional<kernels::HostValue>>> ConstantHostValues(
@@ -62,6 +76,9 @@ class GraphBuilder {
   GraphDef def_;
   absl::flat_hash_map<std::string, int> init_index_;
   absl::flat_hash_set<std::string> input_names_;
+  // Names Loops set per iteration -> whether the value is a host one (the iteration
+  // number and the condition) rather than a carried value.
+  absl::flat_hash_map<std::string, bool> loop_values_;
   std::vector<TensorSpec> inputs_;
   std::vector<Resolved> nodes_;
   absl::flat_hash_map<std::string, int> producer_;  // value name -> index into nodes_

@@ -143,6 +143,33 @@ class PredictorContext : private kernels::ScratchAllocator {
   absl::StatusOr<bool> Condition(int value);
   // An If: each output takes the slot of the taken branch's value.
   absl::Status RunIf(const Node& node);
+
+  // A Loop (docs/design.md §4): sets the body's inputs, runs its nodes, hands the body's
+  // carried values to the next iteration and keeps its scan values, until the trip count
+  // or the body's condition ends it; then the outputs. Each iteration frees what it made
+  // and nothing reads any more (on a GPU after a synchronization), so a loop's memory is
+  // bounded by what it carries, not by its iteration count.
+  absl::Status RunLoop(int n);
+  struct LoopFrame;
+  // The arrays made so far in the current iteration of the loop holding `scope` (a Loop
+  // node; kNoValue: the top level, whose arrays live until Close).
+  void NoteMade(const NDArray& array, int scope);
+  // The Loop node whose body makes `value`; kNoValue at the top level.
+  int ScopeOf(int value) const;
+  // The slot a device node would read for `value` (a host value's uploaded copy).
+  absl::StatusOr<Slot> DeviceSlot(int value);
+  // The one element of `value` (a trip count, a condition), read on the host.
+  absl::StatusOr<int64_t> HostScalar(int value, DType dtype, absl::string_view what);
+  // A scalar the loop sets per iteration (the iteration number, the condition).
+  absl::Status SetLoopScalar(int value, DType dtype, int64_t v, int scope);
+  // Frees the arrays of `frame` that nothing the loop keeps refers to.
+  absl::Status FreeDead(LoopFrame& frame, absl::Span<const Slot> live,
+                        std::vector<NDArray>* scanned);
+  // Scan output `scan` from its per-iteration values (ScanOutput).
+  absl::StatusOr<Slot> Stack(const ScanOutput& scan, absl::Span<const Slot> parts,
+                             absl::string_view name, int scope);
+  // A copy of `slot` in a new array of this context.
+  absl::StatusOr<Slot> Copy(const Slot& slot, absl::string_view name, int scope);
   // RunNode timed into `profile` (run_profile.h).
   absl::Status RunNodeProfiled(int n, RunProfile& profile);
   // The device buffer of graph value `value` (`what` names it in the error).
@@ -168,6 +195,10 @@ class PredictorContext : private kernels::ScratchAllocator {
   std::shared_ptr<NDManager> host_manager_;
   std::vector<Slot> slots_;  // per graph value
   absl::flat_hash_map<int, bool> conditions_;  // If conditions read in this run
+  // The loops running now, innermost last.
+  std::vector<LoopFrame*> frames_;
+  const std::atomic<bool>* cancel_ = nullptr;
+  int current_scope_ = kNoValue;  // the loop of the node running now
   // The predictor's kernel context with `scratch` pointing at this context.
   kernels::KernelContext node_context_;
   // The same for host-placed nodes: the CPU, with scratch from host_manager_.

@@ -1071,6 +1071,478 @@ def build_if_branches():
     return make_model(graph, 17), reference
 
 
+# ---------------------------------------------------------------------------------------
+# Loop as exporters write it: the loader inlines the body into the graph and the engine
+# runs its nodes once per iteration (PyTorch's lists become scan outputs). Fixtures under
+# tests/fixtures/graphs/loop_*, tested by tests/unit/engine/loop_test.cc.
+
+FLOAT, INT64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+
+def const_node(name, arr):
+    """A Constant node named like its output, as torch.onnx writes them (in bodies too)."""
+    return helper.make_node("Constant", [], [name], name=name,
+                            value=numpy_helper.from_array(np.array(arr, copy=True), name))
+
+
+def build_loop_scan():
+    """`for i in range(x.shape[0])` as torch.onnx writes it: the trip count is x.shape[0]
+    (Shape -> Gather, a host value) and the condition a constant true that the body passes
+    on. The body reads row `i` of the outer x (Gather), an outer initializer `w` and the
+    graph input `bias`, carries a running sum that an outer node reads after the loop, and
+    has two scan outputs: a row per iteration ([M, 4]) and the iteration number itself
+    (a body input passed through, stacked into [M])."""
+    w = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
+    acc0 = np.array([0.1, 0.2, 0.3, 0.4], np.float32)
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["x", "i"], ["row"], name="row", axis=0),
+         helper.make_node("Mul", ["row", "w"], ["scaled"], name="scale"),
+         helper.make_node("Add", ["scaled", "bias"], ["term"], name="add_bias"),
+         helper.make_node("Add", ["acc_in", "term"], ["acc_out"], name="accumulate"),
+         helper.make_node("Cast", ["i"], ["i_f"], name="iter_f", to=FLOAT),
+         helper.make_node("Add", ["acc_out", "i_f"], ["scan_row"], name="scan_row"),
+         helper.make_node("Identity", ["i"], ["scan_iter"], name="scan_iter"),
+         helper.make_node("Identity", ["c_in"], ["c_out"], name="keep_going")],
+        "scan_body",
+        [value_info("i", INT64, []), value_info("c_in", BOOL, []),
+         value_info("acc_in", FLOAT, [4])],
+        [value_info("c_out", BOOL, []), value_info("acc_out", FLOAT, [4]),
+         value_info("scan_row", FLOAT, [4]), value_info("scan_iter", INT64, [])])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "i0"], ["rows"], name="rows", axis=0),
+        const_node("true", np.array(True)),
+        helper.make_node("Loop", ["rows", "true", "acc0"], ["acc", "scan_rows", "iters"],
+                         name="scan_loop", body=body),
+        helper.make_node("Mul", ["acc", "two"], ["sum2"], name="double_sum"),
+    ]
+    graph = helper.make_graph(
+        nodes, "loop_scan",
+        [value_info("x", FLOAT, ["batch", 4]), value_info("bias", FLOAT, [4])],
+        [value_info("sum2", FLOAT, [4]), value_info("scan_rows", FLOAT, ["batch", 4]),
+         value_info("iters", INT64, ["batch"])],
+        initializer=[init("w", w), init("acc0", acc0), init("i0", np.array(0, np.int64)),
+                     init("two", np.array(2.0, np.float32))])
+
+    def reference(x, bias):
+        acc, rows = acc0.copy(), []
+        for i in range(x.shape[0]):
+            acc = acc + (x[i] * w + bias)
+            rows.append(acc + np.float32(i))
+        return [("sum2", acc * np.float32(2.0)),
+                ("scan_rows", np.stack(rows).astype(np.float32).reshape(-1, 4)),
+                ("iters", np.arange(x.shape[0], dtype=np.int64))]
+    return make_model(graph, 17), reference
+
+
+def build_loop_while():
+    """While loops. `doubling` has no trip count (M absent): its condition is computed from
+    the data before the loop and again in the body (double v while its sum is below the
+    graph input `limit`, which the body reads), and it carries a counter and the last
+    iteration number (-1 when no iteration runs). `halving` is what torch.onnx writes for
+    a scripted `while`: M is INT64's largest value, the body ignores its condition input
+    and holds its own Constant nodes. Both start from x and share an initializer."""
+    dbody = helper.make_graph(
+        [helper.make_node("Mul", ["v_in", "two"], ["v_out"], name="double"),
+         helper.make_node("Add", ["n_in", "one"], ["n_out"], name="count"),
+         helper.make_node("Identity", ["i"], ["last_out"], name="last"),
+         helper.make_node("ReduceSum", ["v_out"], ["s"], name="sum", keepdims=0),
+         helper.make_node("Less", ["s", "limit"], ["c_out"], name="below")],
+        "doubling_body",
+        [value_info("i", INT64, []), value_info("c_in", BOOL, []),
+         value_info("v_in", FLOAT, ["rows", 3]), value_info("n_in", INT64, []),
+         value_info("last_in", INT64, [])],
+        [value_info("c_out", BOOL, []), value_info("v_out", FLOAT, ["rows", 3]),
+         value_info("n_out", INT64, []), value_info("last_out", INT64, [])])
+    hbody = helper.make_graph(
+        [const_node("half", np.array(0.5, np.float32)),
+         helper.make_node("Mul", ["h_in", "half"], ["h_out"], name="halve"),
+         const_node("one_step", np.array(1, np.int64)),
+         helper.make_node("Add", ["k_in", "one_step"], ["k_out"], name="count"),
+         helper.make_node("ReduceSum", ["h_out"], ["hs"], name="sum", keepdims=0),
+         helper.make_node("Greater", ["hs", "limit"], ["c2_out"], name="above")],
+        "halving_body",
+        [value_info("8", INT64, []), value_info("cond", BOOL, []),
+         value_info("h_in", FLOAT, ["rows", 3]), value_info("k_in", INT64, [])],
+        [value_info("c2_out", BOOL, []), value_info("h_out", FLOAT, ["rows", 3]),
+         value_info("k_out", INT64, [])])
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["total"], name="total", keepdims=0),
+        helper.make_node("Less", ["total", "limit"], ["go"], name="go"),
+        helper.make_node("Loop", ["", "go", "x", "zero", "minus_one"],
+                         ["doubled", "doublings", "last_iter"], name="doubling", body=dbody),
+        const_node("big", np.array(np.iinfo(np.int64).max, np.int64)),
+        helper.make_node("Greater", ["total", "limit"], ["go2"], name="go2"),
+        helper.make_node("Loop", ["big", "go2", "x", "zero"], ["halved", "halvings"],
+                         name="halving", body=hbody),
+    ]
+    graph = helper.make_graph(
+        nodes, "loop_while",
+        [value_info("x", FLOAT, ["rows", 3]), value_info("limit", FLOAT, [])],
+        [value_info("doubled", FLOAT, ["rows", 3]), value_info("doublings", INT64, []),
+         value_info("last_iter", INT64, []), value_info("halved", FLOAT, ["rows", 3]),
+         value_info("halvings", INT64, [])],
+        initializer=[init("two", np.array(2.0, np.float32)), init("one", np.array(1, np.int64)),
+                     init("zero", np.array(0, np.int64)),
+                     init("minus_one", np.array(-1, np.int64))])
+
+    def reference(x, limit):
+        v, n, last = x.copy(), 0, -1
+        go = x.sum() < limit
+        while go:
+            v = v * np.float32(2.0)
+            n, last = n + 1, n
+            go = v.sum() < limit
+        h, k = x.copy(), 0
+        go = x.sum() > limit
+        while go:
+            h = h * np.float32(0.5)
+            k += 1
+            go = h.sum() > limit
+        return [("doubled", v), ("doublings", np.array(n, np.int64)),
+                ("last_iter", np.array(last, np.int64)), ("halved", h),
+                ("halvings", np.array(k, np.int64))]
+    return make_model(graph, 17), reference
+
+
+def build_loop_growing():
+    """A carried tensor that grows by a row per iteration, the way torchvision's Mask R-CNN
+    pastes masks: it starts empty ([0, 4], ConstantOfShape), the trip count is the INT64
+    scalar input n (cond absent), and the body's input declares it [0, 4] as torch.onnx
+    does although it grows. The body holds an If (even iterations take row 0 of x times k,
+    odd ones row 1 plus k; the branches read x and the body's k) and a nested Loop of k + 1
+    iterations over the chosen row, whose body reads the outer initializer w, its own
+    iteration number and the enclosing body's k, with a scan output the body sums. The
+    outer loop's scan output (each new row's sum, a scalar) is [0] when n is 0."""
+    w = np.array([0.25, -0.5, 1.0, 2.0], np.float32)
+    then_b = helper.make_graph(
+        [helper.make_node("Slice", ["x", "s0", "s1", "ax0"], ["r0"], name="row0"),
+         helper.make_node("Sub", ["r0", "kf"], ["even_row"], name="minus_k")],
+        "even", [], [value_info("even_row", FLOAT, [1, 4])])
+    else_b = helper.make_graph(
+        [helper.make_node("Slice", ["x", "s1", "s2", "ax0"], ["r1"], name="row1"),
+         helper.make_node("Add", ["r1", "kf"], ["odd_row"], name="plus_k")],
+        "odd", [], [value_info("odd_row", FLOAT, [1, 4])])
+    inner = helper.make_graph(
+        [helper.make_node("Mul", ["r_in", "half"], ["rh"], name="halve"),
+         helper.make_node("Cast", ["j"], ["jf"], name="j_f", to=FLOAT),
+         helper.make_node("Mul", ["jf", "w"], ["jw"], name="j_w"),
+         helper.make_node("Add", ["rh", "jw"], ["t"], name="add_jw"),
+         helper.make_node("Add", ["t", "kf"], ["r_out"], name="add_k"),
+         helper.make_node("Identity", ["c2_in"], ["c2_out"], name="keep_going")],
+        "refine_body",
+        [value_info("j", INT64, []), value_info("c2_in", BOOL, []),
+         value_info("r_in", FLOAT, [1, 4])],
+        [value_info("c2_out", BOOL, []), value_info("r_out", FLOAT, [1, 4]),
+         value_info("r_out_scan", FLOAT, [1, 4])])
+    # A body output may not be listed twice: the scan output is its own Identity.
+    inner.node.append(helper.make_node("Identity", ["r_out"], ["r_out_scan"], name="scan"))
+    body = helper.make_graph(
+        [helper.make_node("Mod", ["k", "two_i"], ["parity"], name="parity"),
+         helper.make_node("Equal", ["parity", "zero_i"], ["even"], name="even"),
+         helper.make_node("Cast", ["k"], ["kf"], name="k_f", to=FLOAT),
+         helper.make_node("If", ["even"], ["picked"], name="pick", then_branch=then_b,
+                          else_branch=else_b),
+         helper.make_node("Add", ["k", "one_i"], ["inner_trips"], name="inner_trips"),
+         helper.make_node("Loop", ["inner_trips", "", "picked"], ["refined", "steps"],
+                          name="refine", body=inner),
+         helper.make_node("ReduceSum", ["steps", "ax0"], ["steps_sum"], name="steps_sum",
+                          keepdims=0),
+         helper.make_node("Add", ["refined", "steps_sum"], ["new_row"], name="new_row"),
+         helper.make_node("Concat", ["acc_in", "new_row"], ["acc_out"], name="paste", axis=0),
+         helper.make_node("ReduceSum", ["new_row"], ["row_total"], name="row_total",
+                          keepdims=0),
+         helper.make_node("Identity", ["c_in"], ["c_out"], name="keep_going")],
+        "grow_body",
+        [value_info("k", INT64, []), value_info("c_in", BOOL, []),
+         value_info("acc_in", FLOAT, [0, 4])],
+        [value_info("c_out", BOOL, []), value_info("acc_out", FLOAT, [None, 4]),
+         value_info("row_total", FLOAT, [])])
+    nodes = [
+        helper.make_node("ConstantOfShape", ["empty_shape"], ["acc0"], name="empty",
+                         value=numpy_helper.from_array(np.array([0.0], np.float32), "value")),
+        helper.make_node("Loop", ["n", "", "acc0"], ["rows", "row_totals"], name="grow",
+                         body=body),
+        helper.make_node("ReduceSum", ["rows"], ["total"], name="total", keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "loop_growing",
+        [value_info("x", FLOAT, [2, 4]), value_info("n", INT64, [])],
+        [value_info("rows", FLOAT, [None, 4]), value_info("row_totals", FLOAT, ["n"]),
+         value_info("total", FLOAT, [])],
+        initializer=[init("w", w), init("empty_shape", np.array([0, 4], np.int64)),
+                     init("half", np.array(0.5, np.float32)),
+                     init("two_i", np.array(2, np.int64)), init("zero_i", np.array(0, np.int64)),
+                     init("one_i", np.array(1, np.int64)), init("s0", np.array([0], np.int64)),
+                     init("s1", np.array([1], np.int64)), init("s2", np.array([2], np.int64)),
+                     init("ax0", np.array([0], np.int64))])
+
+    def reference(x, n):
+        acc, totals = np.zeros((0, 4), np.float32), []
+        for k in range(int(n)):
+            kf = np.float32(k)
+            r = x[0:1] - kf if k % 2 == 0 else x[1:2] + kf
+            steps = []
+            for j in range(k + 1):
+                r = (r * np.float32(0.5) + np.float32(j) * w) + kf
+                steps.append(r)
+            new_row = r + np.stack(steps).astype(np.float64).sum(axis=0).astype(np.float32)
+            acc = np.concatenate([acc, new_row], axis=0)
+            totals.append(new_row.astype(np.float64).sum())
+        return [("rows", acc.astype(np.float32)),
+                ("row_totals", np.array(totals, np.float32).reshape(-1)),
+                ("total", np.array(acc.astype(np.float64).sum(), np.float32))]
+    return make_model(graph, 17), reference
+
+
+def seq_value_info(name, dtype, rank):
+    """A sequence of tensors of unknown dims, as torch.onnx declares its lists."""
+    return helper.make_tensor_sequence_value_info(name, dtype, [None] * rank)
+
+
+def build_loop_sequence():
+    """A scripted RNN-style loop with Python lists, node for node what torch.onnx 1.13
+    writes for `outs.append(h)` / `torch.stack(outs, 1)` and `rows.append(h * 2)` /
+    `torch.cat(rows, 0)` over x of [T, 2, 3]: SequenceEmpty initial values, one
+    SequenceInsert per list in the body (a body output), ConcatFromSequence after the loop
+    (axis 1 new_axis 1: [2, T, 3]; axis 0 new_axis absent: [2T, 3]). The trip count is
+    x.shape[0], the condition an outer Constant true the body returns through an Identity,
+    the carried h is an output nobody reads, and the outputs' declared dims are torch's
+    made-up names, shared between outputs whose dims differ."""
+    body = helper.make_graph(
+        [const_node("/Constant_3_output_0", np.array(0.5, np.float32)),
+         helper.make_node("Mul", ["h.13", "/Constant_3_output_0"], ["/Mul_output_0"],
+                          name="/Mul"),
+         helper.make_node("Gather", ["x", "i.1"], ["/Gather_2_output_0"], name="/Gather_2",
+                          axis=0),
+         helper.make_node("Add", ["/Mul_output_0", "/Gather_2_output_0"], ["/Add_output_0"],
+                          name="/Add"),
+         helper.make_node("SequenceInsert", ["16", "/Add_output_0"],
+                          ["/SequenceInsert_output_0"], name="/SequenceInsert"),
+         const_node("/Constant_4_output_0", np.array(2.0, np.float32)),
+         helper.make_node("Mul", ["/Add_output_0", "/Constant_4_output_0"],
+                          ["/Mul_1_output_0"], name="/Mul_1"),
+         helper.make_node("SequenceInsert", ["17", "/Mul_1_output_0"],
+                          ["/SequenceInsert_1_output_0"], name="/SequenceInsert_1"),
+         helper.make_node("Identity", ["/Constant_1_output_0"], ["/Identity_output_0"],
+                          name="/Identity")],
+        "torch_jit1",
+        [value_info("i.1", INT64, []), value_info("cond", BOOL, []),
+         value_info("h.13", FLOAT, [2, 3]), seq_value_info("16", FLOAT, 2),
+         seq_value_info("17", FLOAT, 2)],
+        [value_info("/Identity_output_0", BOOL, []),
+         value_info("/Add_output_0", FLOAT, ["Add/Add_output_0_dim_0",
+                                             "Add/Add_output_0_dim_1"]),
+         seq_value_info("/SequenceInsert_output_0", FLOAT, 2),
+         seq_value_info("/SequenceInsert_1_output_0", FLOAT, 2)])
+    nodes = [
+        const_node("/Constant_output_0", np.array(0, np.int64)),
+        const_node("/Constant_1_output_0", np.array(True)),
+        helper.make_node("SequenceEmpty", [], ["/SequenceEmpty_output_0"], name="/SequenceEmpty",
+                         dtype=FLOAT),
+        helper.make_node("SequenceEmpty", [], ["/SequenceEmpty_1_output_0"],
+                         name="/SequenceEmpty_1", dtype=FLOAT),
+        helper.make_node("Gather", ["x", "/Constant_output_0"], ["/Gather_output_0"],
+                         name="/Gather", axis=0),
+        helper.make_node("Shape", ["x"], ["/Shape_output_0"], name="/Shape"),
+        const_node("/Constant_2_output_0", np.array(0, np.int64)),
+        helper.make_node("Gather", ["/Shape_output_0", "/Constant_2_output_0"],
+                         ["/Gather_1_output_0"], name="/Gather_1", axis=0),
+        helper.make_node("Loop", ["/Gather_1_output_0", "/Constant_1_output_0",
+                                  "/Gather_output_0", "/SequenceEmpty_output_0",
+                                  "/SequenceEmpty_1_output_0"],
+                         ["/Loop_output_0", "/Loop_output_1", "/Loop_output_2"], name="/Loop",
+                         body=body),
+        helper.make_node("ConcatFromSequence", ["/Loop_output_1"], ["stacked"],
+                         name="/ConcatFromSequence", axis=1, new_axis=1),
+        helper.make_node("ConcatFromSequence", ["/Loop_output_2"], ["concatenated"],
+                         name="/ConcatFromSequence_1", axis=0),
+    ]
+    dims = ["ConcatFromSequence29_dim_0", "ConcatFromSequence29_dim_1",
+            "ConcatFromSequence29_dim_2"]
+    graph = helper.make_graph(
+        nodes, "torch_jit", [value_info("x", FLOAT, ["T", 2, 3])],
+        [value_info("stacked", FLOAT, dims), value_info("concatenated", FLOAT, dims[:2])])
+
+    def reference(x):
+        h, outs, rows = x[0], [], []
+        for i in range(x.shape[0]):
+            h = h * np.float32(0.5) + x[i]
+            outs.append(h)
+            rows.append(h * np.float32(2.0))
+        return [("stacked", np.stack(outs, 1)), ("concatenated", np.concatenate(rows, 0))]
+    return make_model(graph, 17), reference
+
+
+def build_loop_sequence_reread():
+    """One list read twice after the loop, as torch.onnx writes `torch.stack(outs, -1)` and
+    `torch.stack(outs)` of the same list: two ConcatFromSequence (axis -1 and axis 0, both
+    new_axis 1) of one SequenceInsert'ed sequence, over x of [T, 2, 4]."""
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["x", "i"], ["xi"], name="xi", axis=0),
+         helper.make_node("Mul", ["h_in", "half"], ["hh"], name="halve"),
+         helper.make_node("Add", ["hh", "xi"], ["pre"], name="add_x"),
+         helper.make_node("Relu", ["pre"], ["h_out"], name="relu"),
+         helper.make_node("SequenceInsert", ["outs_in", "h_out"], ["outs_out"], name="append"),
+         helper.make_node("Identity", ["true"], ["c_out"], name="keep_going")],
+        "reread_body",
+        [value_info("i", INT64, []), value_info("cond", BOOL, []),
+         value_info("h_in", FLOAT, [2, 4]), seq_value_info("outs_in", FLOAT, 2)],
+        [value_info("c_out", BOOL, []), value_info("h_out", FLOAT, [2, 4]),
+         seq_value_info("outs_out", FLOAT, 2)])
+    nodes = [
+        const_node("true", np.array(True)),
+        helper.make_node("SequenceEmpty", [], ["outs0"], name="outs0", dtype=FLOAT),
+        helper.make_node("Gather", ["x", "i0"], ["h0"], name="h0", axis=0),
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "i0"], ["steps"], name="steps", axis=0),
+        helper.make_node("Loop", ["steps", "true", "h0", "outs0"], ["h_last", "outs"],
+                         name="rnn", body=body),
+        helper.make_node("ConcatFromSequence", ["outs"], ["stack_last"], name="stack_last",
+                         axis=-1, new_axis=1),
+        helper.make_node("ConcatFromSequence", ["outs"], ["stack_first"], name="stack_first",
+                         axis=0, new_axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "loop_sequence_reread", [value_info("x", FLOAT, ["T", 2, 4])],
+        [value_info("stack_last", FLOAT, [2, 4, "T"]),
+         value_info("stack_first", FLOAT, ["T", 2, 4]),
+         value_info("h_last", FLOAT, [2, 4])],
+        initializer=[init("i0", np.array(0, np.int64)), init("half", np.array(0.5, np.float32))])
+
+    def reference(x):
+        h, outs = x[0], []
+        for i in range(x.shape[0]):
+            h = relu(h * np.float32(0.5) + x[i])
+            outs.append(h)
+        return [("stack_last", np.stack(outs, -1)), ("stack_first", np.stack(outs, 0)),
+                ("h_last", h)]
+    return make_model(graph, 17), reference
+
+
+def build_loop_ragged_scan():
+    """A scan output whose shape can change between iterations: the carried value grows by
+    x's rows in an iteration whose If takes its then branch (the BOOL input `grow`) and is
+    passed on unchanged otherwise, and every iteration's value is a scan output. With grow
+    false (or one iteration) the scan stacks; with grow true and n > 1 it cannot, and the
+    request fails (loop_test.cc builds that request)."""
+    then_b = helper.make_graph(
+        [helper.make_node("Concat", ["acc_in", "x"], ["grown"], name="append_x", axis=0)],
+        "grow", [], [value_info("grown", FLOAT, [None, 4])])
+    else_b = helper.make_graph(
+        [helper.make_node("Identity", ["acc_in"], ["same"], name="same")],
+        "keep", [], [value_info("same", FLOAT, [None, 4])])
+    body = helper.make_graph(
+        [helper.make_node("If", ["grow"], ["acc_out"], name="maybe_grow", then_branch=then_b,
+                          else_branch=else_b),
+         helper.make_node("Cast", ["i"], ["i_f"], name="i_f", to=FLOAT),
+         helper.make_node("Add", ["acc_out", "i_f"], ["scan"], name="scan"),
+         helper.make_node("Identity", ["c_in"], ["c_out"], name="keep_going")],
+        "ragged_body",
+        [value_info("i", INT64, []), value_info("c_in", BOOL, []),
+         value_info("acc_in", FLOAT, [None, 4])],
+        [value_info("c_out", BOOL, []), value_info("acc_out", FLOAT, [None, 4]),
+         value_info("scan", FLOAT, [None, 4])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "x"], ["final", "scans"], name="ragged", body=body)],
+        "loop_ragged_scan",
+        [value_info("x", FLOAT, ["rows", 4]), value_info("n", INT64, []),
+         value_info("grow", BOOL, [])],
+        [value_info("final", FLOAT, [None, 4]), value_info("scans", FLOAT, [None, None, 4])])
+
+    def reference(x, n, grow):
+        acc, scans = x.copy(), []
+        for i in range(int(n)):
+            if grow:
+                acc = np.concatenate([acc, x], axis=0)
+            scans.append(acc + np.float32(i))
+        assert all(s.shape == scans[0].shape for s in scans), "ragged"
+        stacked = np.stack(scans) if scans else np.zeros((0, 0, 4), np.float32)
+        return [("final", acc), ("scans", stacked.astype(np.float32))]
+    return make_model(graph, 17), reference
+
+
+def write_loop_models(w):
+    base = "tests/fixtures/graphs"
+    r = np.random.default_rng(114)
+
+    model, ref = build_loop_scan()
+    w.write_model(f"{base}/loop_scan/model.onnx", model)
+    for batch in (1, 3, 5):
+        x = r.standard_normal((batch, 4)).astype(np.float32)
+        bias = r.standard_normal(4).astype(np.float32)
+        write_graph_case(w, "loop_scan", f"batch{batch}", [("x", x), ("bias", bias)],
+                         ref(x, bias))
+
+    model, ref = build_loop_while()
+    w.write_model(f"{base}/loop_while/model.onnx", model)
+    # Doubling and halving are exact in binary, so sums cross the limit at known steps:
+    # limit = total * 0.3: no doubling, two halvings (0.5, 0.25); * 1.5: one doubling, no
+    # halving; * 20: five doublings (32).
+    for case, rows, factor in (("zero_doublings", 2, 0.3), ("one_doubling", 3, 1.5),
+                               ("five_doublings", 1, 20.0)):
+        x = r.uniform(0.1, 1.0, (rows, 3)).astype(np.float32)
+        limit = np.array(np.float32(x.astype(np.float64).sum() * factor), np.float32)
+        write_graph_case(w, "loop_while", case, [("x", x), ("limit", limit)], ref(x, limit))
+
+    model, ref = build_loop_growing()
+    w.write_model(f"{base}/loop_growing/model.onnx", model)
+    for n in (0, 1, 4):
+        x = r.standard_normal((2, 4)).astype(np.float32)
+        nv = np.array(n, np.int64)
+        write_graph_case(w, "loop_growing", f"n{n}", [("x", x), ("n", nv)], ref(x, nv))
+
+    model, ref = build_loop_sequence()
+    w.write_model(f"{base}/loop_sequence/model.onnx", model)
+    for steps in (1, 2, 5):
+        x = r.standard_normal((steps, 2, 3)).astype(np.float32)
+        write_graph_case(w, "loop_sequence", f"steps{steps}", [("x", x)], ref(x))
+
+    model, ref = build_loop_sequence_reread()
+    w.write_model(f"{base}/loop_sequence_reread/model.onnx", model)
+    for steps in (1, 4):
+        x = r.standard_normal((steps, 2, 4)).astype(np.float32)
+        write_graph_case(w, "loop_sequence_reread", f"steps{steps}", [("x", x)], ref(x))
+
+    model, ref = build_loop_ragged_scan()
+    w.write_model(f"{base}/loop_ragged_scan/model.onnx", model)
+    # No iteration: the scan output is [0, 0, 4], its unknown dim 0 (as onnxruntime has it).
+    for case, n, grow in (("steady_n3", 3, False), ("grow_n1", 1, True), ("none_n0", 0, True)):
+        x = r.standard_normal((2, 4)).astype(np.float32)
+        nv, gv = np.array(n, np.int64), np.array(grow)
+        write_graph_case(w, "loop_ragged_scan", case, [("x", x), ("n", nv), ("grow", gv)],
+                         ref(x, nv, gv))
+
+    # A body with one output too few (cond, one carried value, no scan output for the
+    # node's second output), and a list read by SequenceAt (not a scan output).
+    xv, yv = value_info("x", FLOAT, [2]), value_info("y", FLOAT, [2])
+    short = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Neg", ["v_in"], ["v_out"])], "short",
+        [value_info("i", INT64, []), value_info("c_in", BOOL, []), value_info("v_in", FLOAT, [2])],
+        [value_info("c_out", BOOL, []), value_info("v_out", FLOAT, [2])])
+    w.write_model("tests/fixtures/bad/loop_output_count.onnx", make_model(helper.make_graph(
+        [helper.make_node("Loop", ["trips", "", "x"], ["y", "ys"], name="short_body",
+                          body=short)],
+        "loop_output_count", [xv], [yv, value_info("ys", FLOAT, [3, 2])],
+        initializer=[init("trips", np.array(3, np.int64))]), 13))
+    collect = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Mul", ["x", "x"], ["sq"], name="square"),
+         helper.make_node("SequenceInsert", ["s_in", "sq"], ["s_out"], name="append")],
+        "collect_body",
+        [value_info("i", INT64, []), value_info("c_in", BOOL, []),
+         seq_value_info("s_in", FLOAT, 1)],
+        [value_info("c_out", BOOL, []), seq_value_info("s_out", FLOAT, 1)])
+    w.write_model("tests/fixtures/bad/loop_sequence_at.onnx", make_model(helper.make_graph(
+        [helper.make_node("SequenceEmpty", [], ["s0"], name="empty_list", dtype=FLOAT),
+         helper.make_node("Loop", ["trips", "", "s0"], ["s"], name="collect", body=collect),
+         helper.make_node("SequenceAt", ["s", "first"], ["y"], name="first_item")],
+        "loop_sequence_at", [xv], [yv],
+        initializer=[init("trips", np.array(3, np.int64)),
+                     init("first", np.array(0, np.int64))]), 13))
+
+
 def write_graph_models(w):
     r = np.random.default_rng(111)
     base = "tests/fixtures/graphs"
@@ -1137,7 +1609,9 @@ def write_graph_models(w):
     w.write_model("tests/fixtures/bad/constant_string.onnx", make_model(helper.make_graph(
         [helper.make_node("Constant", [], ["c"], name="string_c", value_string="hello"),
          helper.make_node("Identity", ["x"], ["y"])], "constant_string", [xv], [yv]), 13))
-    # An If whose branch has one output too many, and a Loop (control flow not served).
+    # An If whose branch has one output too many, and a Loop named 'repeat' (three Negs:
+    # y = -x), refused before Loop was served and kept as the smallest Loop that loads
+    # (tests/unit/engine/loop_test.cc).
     one = helper.make_graph([helper.make_node("Neg", ["x"], ["a"])], "one", [],
                             [value_info("a", TensorProto.FLOAT, [2])])
     two = helper.make_graph([helper.make_node("Neg", ["x"], ["b"]),
@@ -1160,6 +1634,7 @@ def write_graph_models(w):
     w.write_model("tests/fixtures/bad/dropout_mask.onnx", make_model(helper.make_graph(
         [helper.make_node("Dropout", ["x"], ["y", "mask"], name="drop")], "dropout_mask", [xv],
         [yv, value_info("mask", TensorProto.BOOL, [2])]), 13))
+    write_loop_models(w)
 
 
 # ---------------------------------------------------------------------------------------

@@ -51,8 +51,10 @@ def table():
         if "kOpDataShape" in flags:
             notes = (notes + "; " if notes else "") + "output dims depend on the data"
         if "kOpControl" in flags:
-            # No kernel: the loader inlines the branches and the engine runs the taken one.
-            notes = (notes + "; " if notes else "") + "branches inlined at load"
+            # No kernel: the loader inlines the subgraphs and the engine runs them.
+            what = "body inlined at load, run per iteration" if name == "Loop" \
+                else "branches inlined at load"
+            notes = (notes + "; " if notes else "") + what
             cpu = cuda = True
         lines.append(f"| {name} | {since}–{last} | {'yes' if cpu else '—'} | "
                      f"{'yes' if cuda else '—'} | {notes} |")

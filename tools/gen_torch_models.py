@@ -31,6 +31,7 @@ Writes, under DIR (a model repository the daemon can serve as it is):
 
   <model>/1/model.onnx               the export; no config.pbtxt
   <model>/ops.txt                    '<OpType> <count>' per operator type of the export
+                                     (nodes of Loop bodies and If branches included)
   <model>/cases/<set>/case.txt       one input set and PyTorch's outputs for it
   <model>/cases/<set>/{in,out}_*.bin
   DONE                               versions of torch, torchvision and onnx; seconds taken
@@ -58,6 +59,7 @@ import os
 import shutil
 import sys
 import time
+from typing import List
 
 import numpy as np
 import onnx
@@ -421,6 +423,200 @@ class LengthMaskedPool(nn.Module):
         return self.proj(pooled)
 
 
+class EmbeddingBagRanker(nn.Module):
+    """Two bag-of-ids features as recommender models read them, each a flat list of ids and
+    the offset where each bag starts (nn.EmbeddingBag with offsets): item ids averaged
+    (mode 'mean'), tag ids summed (mode 'sum'), both into a small MLP head. PyTorch exports
+    each bag as a Loop over the bags whose body slices the ids between two offsets read
+    from data, gathers the rows and reduces them (ReduceMean, ReduceSum). The bag count
+    and both id counts are dynamic. No bag is empty: PyTorch gives an empty mean bag
+    zeros, and so does ONNX Runtime's ReduceMean of nothing, where ndserve's (like
+    numpy's mean) is NaN."""
+
+    def __init__(self, items=1000, tags=200):
+        super().__init__()
+        self.items = nn.EmbeddingBag(items, 32, mode="mean")
+        self.tags = nn.EmbeddingBag(tags, 16, mode="sum")
+        self.head = nn.Sequential(nn.Linear(48, 32), nn.ReLU(), nn.Linear(32, 4))
+
+    def forward(self, item_ids, item_offsets, tag_ids, tag_offsets):
+        return self.head(torch.cat([self.items(item_ids, item_offsets),
+                                    self.tags(tag_ids, tag_offsets)], 1))
+
+
+def bags_set(bags, longest_item_bag, longest_tag_bag, items=1000, tags=200):
+    """Flat INT64 ids and bag offsets for EmbeddingBagRanker: `bags` bags of each feature,
+    every bag 1..longest ids long (never empty), one of each as long as allowed."""
+    def ids_and_offsets(rng, longest, vocab):
+        lengths = rng.integers(1, longest + 1, size=(bags,))
+        lengths[rng.integers(0, bags)] = longest
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        return rng.integers(0, vocab, size=(int(lengths.sum()),), dtype=np.int64), offsets
+
+    def make(rng):
+        return [*ids_and_offsets(rng, longest_item_bag, items),
+                *ids_and_offsets(rng, longest_tag_bag, tags)]
+
+    return make
+
+
+def elman_stack(x, h, w_ih, w_hh, b, w_out, b_out):
+    """A stacked Elman RNN written as a TorchScript loop over time steps with a nested loop
+    over layers: x [batch, steps, hidden], h [layers, batch, hidden]. Returns the top
+    layer's states stacked along time (torch.stack of a list), per-step logits joined by
+    torch.cat of a list, and the last hidden state of every layer."""
+    states: List[torch.Tensor] = []
+    logits: List[torch.Tensor] = []
+    for t in range(x.size(1)):
+        inp = x[:, t]
+        layers: List[torch.Tensor] = []
+        for layer in range(w_ih.size(0)):
+            inp = torch.tanh(torch.matmul(inp, w_ih[layer].t()) +
+                             torch.matmul(h[layer], w_hh[layer].t()) + b[layer])
+            layers.append(inp)
+        h = torch.stack(layers, 0)
+        states.append(inp)
+        logits.append((torch.matmul(inp, w_out.t()) + b_out).unsqueeze(1))
+    return torch.stack(states, 1), torch.cat(logits, 1), h
+
+
+class ScriptedRnnLoop(nn.Module):
+    """A hand-written RNN as research code writes one: forward calls a torch.jit.script
+    function (elman_stack) that loops `for t in range(x.size(1))` over a dynamic sequence,
+    with a nested loop over two layers, and appends to lists. The export keeps the loops
+    as ONNX Loop (the outer one's trip count is the sequence length, read from the input's
+    shape) and each list as SequenceEmpty carried through the Loop, one SequenceInsert
+    per iteration and a ConcatFromSequence after it (stack: new_axis 1; cat: new_axis 0),
+    the inner list inside the outer body."""
+
+    def __init__(self, features=8, hidden=16, layers=2, classes=5):
+        super().__init__()
+        self.inp = nn.Linear(features, hidden)
+        self.h0 = nn.Linear(features, hidden)
+        scale = hidden ** -0.5
+        self.w_ih = nn.Parameter(torch.randn(layers, hidden, hidden) * scale)
+        self.w_hh = nn.Parameter(torch.randn(layers, hidden, hidden) * scale)
+        self.b = nn.Parameter(torch.randn(layers, hidden) * 0.1)
+        self.out = nn.Linear(hidden, classes)
+        self.layers = layers
+        self.loop = torch.jit.script(elman_stack)
+
+    def forward(self, features):
+        h0 = torch.tanh(self.h0(features.mean(1))).unsqueeze(0).expand(self.layers, -1, -1)
+        return self.loop(self.inp(features), h0, self.w_ih, self.w_hh, self.b,
+                         self.out.weight, self.out.bias)
+
+
+def gru_decode_step(prev, h, emb, w_ih, w_hh, b_ih, b_hh, w_out, b_out, eos_bonus,
+                    step: int):
+    """One GRU decoder step (nn.GRUCell's equations) from the previous token ids: the new
+    hidden state and log-probabilities, with an EOS bonus growing with the step."""
+    gi = torch.matmul(emb[prev], w_ih.t()) + b_ih
+    gh = torch.matmul(h, w_hh.t()) + b_hh
+    i_r, i_z, i_n = gi.chunk(3, 1)
+    h_r, h_z, h_n = gh.chunk(3, 1)
+    r = torch.sigmoid(i_r + h_r)
+    z = torch.sigmoid(i_z + h_z)
+    n = torch.tanh(i_n + r * h_n)
+    h = (1.0 - z) * n + z * h
+    logits = torch.matmul(h, w_out.t()) + b_out + eos_bonus * float(step)
+    return h, torch.log_softmax(logits, 1)
+
+
+def greedy_decode(h, emb, w_ih, w_hh, b_ih, b_hh, w_out, b_out, eos_bonus, max_len: int,
+                  bos: int, eos: int):
+    """Greedy decoding until every row has produced EOS or max_len steps have run: the
+    tokens so far grow by one column per step (a carried value whose shape changes), the
+    chosen log-probabilities go to a list, and a finished batch breaks out of the loop."""
+    prev = torch.full([h.size(0)], bos, dtype=torch.long)
+    tokens = prev.unsqueeze(1)
+    done = torch.zeros([h.size(0)], dtype=torch.bool)
+    scores: List[torch.Tensor] = []
+    for step in range(max_len):
+        h, logp = gru_decode_step(prev, h, emb, w_ih, w_hh, b_ih, b_hh, w_out, b_out,
+                                  eos_bonus, step)
+        best, nxt = logp.max(1)
+        # masked_fill, not torch.where(done, full_like(...)): the exporter types a scripted
+        # full_like as FLOAT, and the Where then mixes FLOAT and INT64.
+        nxt = nxt.masked_fill(done, eos)
+        scores.append(best.masked_fill(done, 0.0))
+        tokens = torch.cat([tokens, nxt.unsqueeze(1)], 1)
+        done = done | (nxt == eos)
+        prev = nxt
+        if bool(done.all()):
+            break
+    return tokens, torch.stack(scores, 1)
+
+
+class GreedyDecoder(nn.Module):
+    """A tiny GRU decoder run greedily from an encoded vector, as seq2seq and captioning
+    models decode: forward calls a torch.jit.script function whose `for step in
+    range(max_len)` loop breaks once every row has emitted EOS (the export's Loop has a
+    data-dependent condition, with an If inside the body), feeds each argmax back as the
+    next input, grows the INT64 token matrix by a torch.cat per step and stacks the
+    chosen log-probabilities. Rows that finish early are padded with EOS. Random weights
+    would rarely say EOS, so its logit starts lower and gains EOS_BONUS per step; the
+    reference's argmax margins are checked (`check`) so float rounding cannot pick
+    another token. Input sets: b2 runs all MAX_LEN steps (a row never says EOS), b1
+    breaks out after 9, b5 ends on the last step with a row that says EOS at once. The
+    export declares the carried token matrix [batch, 1] in the body's inputs, as traced;
+    it is [batch, 1 + step] at each step."""
+
+    MAX_LEN, BOS, EOS = 10, 1, 0
+    EOS_BONUS = 0.08
+    MIN_MARGIN = 1e-4
+
+    def __init__(self, features=16, hidden=32, vocab=16, embed=16):
+        super().__init__()
+        self.init = nn.Linear(features, hidden)
+        self.emb = nn.Embedding(vocab, embed)
+        self.cell = nn.GRUCell(embed, hidden)
+        self.out = nn.Linear(hidden, vocab)
+        with torch.no_grad():
+            self.out.weight.mul_(1.5)
+        self.register_buffer("eos_bonus", F.one_hot(torch.tensor(self.EOS), vocab).float()
+                             * self.EOS_BONUS)
+        self.decode = torch.jit.script(greedy_decode)
+
+    def weights(self):
+        c = self.cell
+        return (self.emb.weight, c.weight_ih, c.weight_hh, c.bias_ih, c.bias_hh,
+                self.out.weight, self.out.bias, self.eos_bonus)
+
+    def forward(self, encoded):
+        return self.decode(torch.tanh(self.init(encoded)), *self.weights(), self.MAX_LEN,
+                           self.BOS, self.EOS)
+
+    @classmethod
+    def check(cls, outputs, inputs, model):
+        """Replays the decode on the reference tokens: every argmax of an unfinished row
+        wins by MIN_MARGIN in log-probability, and it is the reference's token."""
+        tokens = torch.from_numpy(outputs[0])
+        with torch.no_grad():
+            h = torch.tanh(model.init(torch.from_numpy(inputs[0])))
+            done = torch.zeros(tokens.shape[0], dtype=torch.bool)
+            prev = tokens[:, 0]
+            for step in range(tokens.shape[1] - 1):
+                h, logp = gru_decode_step(prev, h, *model.weights(), step)
+                top = logp.topk(2, 1).values
+                margin = (top[:, 0] - top[:, 1])[~done]
+                if margin.numel() and float(margin.min()) < cls.MIN_MARGIN:
+                    return f"step {step}: an argmax wins by {float(margin.min()):g} only"
+                nxt = logp.argmax(1).masked_fill(done, cls.EOS)
+                if not bool((nxt == tokens[:, step + 1]).all()):
+                    return f"step {step}: the replay picks other tokens"
+                done = done | (nxt == cls.EOS)
+                prev = nxt
+        return None
+
+
+def encoded_set(batch, features=16):
+    def make(rng):
+        return [rng.standard_normal((batch, features)).astype(np.float32)]
+
+    return make
+
+
 class SsdliteDetector(nn.Module):
     """torchvision's SSDlite (MobileNetV3-Large backbone, 320 x 320) on one image, four
     classes: its export holds the detection post-processing torchvision writes for every
@@ -455,7 +651,7 @@ class SsdliteDetector(nn.Module):
         return out["boxes"], out["scores"], out["labels"]
 
     @classmethod
-    def check(cls, outputs):
+    def check(cls, outputs, inputs, model):
         """Scores at least 1e-4 apart and from the threshold, and some boxes found."""
         scores = np.sort(outputs[1])[::-1]
         if scores.size == 0:
@@ -479,7 +675,8 @@ class Spec:
         self.sets = sets  # [(set name, (rng) -> [np.ndarray per input])]
         self.calibrate = calibrate  # (rng) -> inputs for BN calibration, or None
         self.fp16 = fp16  # also write the FP16 twin <name>_fp16 (its first two input sets)
-        self.check = check  # (reference outputs) -> None, or why the set is unusable
+        self.check = check  # (reference outputs, inputs, model) -> None, or why the set
+        #                     is unusable
 
 
 def image_set(batch, size=224):
@@ -637,6 +834,21 @@ MODELS = [
           "scores": {0: "detections"}, "labels": {0: "detections"}},
          [("h320_w320", unit_image_set(320, 320)), ("h240_w288", unit_image_set(240, 288))],
          check=SsdliteDetector.check),
+    Spec("embedding_bag_offsets", EmbeddingBagRanker,
+         ["item_ids", "item_offsets", "tag_ids", "tag_offsets"], ["scores"],
+         {"item_ids": {0: "items"}, "item_offsets": {0: "batch"}, "tag_ids": {0: "tags"},
+          "tag_offsets": {0: "batch"}, "scores": {0: "batch"}},
+         [("b3", bags_set(3, 5, 3)), ("b1", bags_set(1, 4, 2)), ("b8", bags_set(8, 9, 6))]),
+    Spec("scripted_rnn_loop", ScriptedRnnLoop, ["features"], ["states", "logits", "last"],
+         {"features": {0: "batch", 1: "sequence"}, "states": {0: "batch", 1: "sequence"},
+          "logits": {0: "batch", 1: "sequence"}, "last": {1: "batch"}},
+         [("b2_s5", feature_set(2, 5, 8)), ("b3_s11", feature_set(3, 11, 8)),
+          ("b1_s1", feature_set(1, 1, 8))]),
+    Spec("greedy_decoder", GreedyDecoder, ["encoded"], ["tokens", "scores"],
+         {"encoded": {0: "batch"}, "tokens": {0: "batch", 1: "length"},
+          "scores": {0: "batch", 1: "steps"}},
+         [("b2", encoded_set(2)), ("b1", encoded_set(1)), ("b5", encoded_set(5))],
+         check=GreedyDecoder.check),
 ]
 
 
@@ -729,8 +941,15 @@ def write_model(model_dir, proto):
     write_file(os.path.join(model_dir, "1", "model.onnx"),
                proto.SerializeToString(deterministic=True))
     counts = {}
-    for node in proto.graph.node:
-        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+
+    def count(graph):  # the nodes of Loop bodies and If branches too
+        for node in graph.node:
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+            for a in node.attribute:
+                for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                    count(g)
+
+    count(proto.graph)
     write_file(os.path.join(model_dir, "ops.txt"),
                "".join(f"{op} {n}\n" for op, n in sorted(counts.items())))
     return counts
@@ -747,6 +966,7 @@ def generate(spec, out_dir):
     sets = [(name, make(rng)) for name, make in spec.sets]
     proto = export(model, spec, sets[0][1])
     model_dir = os.path.join(out_dir, spec.name)
+    shutil.rmtree(model_dir, ignore_errors=True)  # --only: no input set of an older version
     counts = write_model(model_dir, proto)
 
     names = [vi.name for vi in proto.graph.input]
@@ -760,7 +980,7 @@ def generate(spec, out_dir):
         outputs = run_reference(model, arrays)
         if len(outputs) != len(spec.outputs):
             raise SystemExit(f"{spec.name}: {len(outputs)} outputs, want {len(spec.outputs)}")
-        problem = spec.check(outputs) if spec.check else None
+        problem = spec.check(outputs, arrays, model) if spec.check else None
         if problem:
             raise SystemExit(f"{spec.name}: input set {set_name}: {problem}")
         write_case(os.path.join(model_dir, "cases", set_name), spec, arrays, outputs)
@@ -807,6 +1027,7 @@ def generate_fp16_twin(spec, model, proto, sets, out_dir):
             if t.is_floating_point():
                 t.copy_(t.half().float())
     model_dir = os.path.join(out_dir, spec.name + "_fp16")
+    shutil.rmtree(model_dir, ignore_errors=True)
     write_model(model_dir, to_fp16(copy.deepcopy(proto)))
     for set_name, arrays in sets:
         inputs = [fp16_array(a) if a.dtype == np.float32 else a for a in arrays]

@@ -40,7 +40,7 @@ TEST(TorchFixtures, ArePresentAndListedModelsExist) {
       << tf::FixtureDir() << " is not complete: build the target torch_fixtures "
       << "(/usr/bin/python3 tools/gen_torch_models.py)";
   const std::vector<std::string> models = tf::ModelNames();
-  EXPECT_GE(models.size(), 23u) << absl::StrJoin(models, ",");
+  EXPECT_GE(models.size(), 26u) << absl::StrJoin(models, ",");
   for (const std::string& m : models) {
     EXPECT_GE(tf::CaseDirs(m).size(), 2u) << m << ": the dynamic shapes need two input sets";
     EXPECT_FALSE(tf::OpTypes(m).empty()) << m;

@@ -98,12 +98,7 @@ TEST(IfInliningTest, ABranchWithTheWrongOutputCountIsInvalidNamingTheNode) {
   EXPECT_THAT(g.status().message(), HasSubstr("else_branch has 2 outputs"));
 }
 
-TEST(IfInliningTest, ALoopIsUnimplementedNamingTheNode) {
-  absl::StatusOr<Graph> g = LoadOnnxGraph((SourceDir() / "tests/fixtures/bad/loop.onnx").string());
-  ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(g.status().message(), HasSubstr("node 'repeat' (Loop)"));
-}
+// Loop: tests/unit/engine/loop_test.cc.
 
 }  // namespace
 }  // namespace ndserve::engine
