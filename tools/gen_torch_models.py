@@ -429,9 +429,9 @@ class EmbeddingBagRanker(nn.Module):
     (mode 'mean'), tag ids summed (mode 'sum'), both into a small MLP head. PyTorch exports
     each bag as a Loop over the bags whose body slices the ids between two offsets read
     from data, gathers the rows and reduces them (ReduceMean, ReduceSum). The bag count
-    and both id counts are dynamic. No bag is empty: PyTorch gives an empty mean bag
-    zeros, and so does ONNX Runtime's ReduceMean of nothing, where ndserve's (like
-    numpy's mean) is NaN."""
+    and both id counts are dynamic. One input set has empty bags: PyTorch gives an empty
+    bag zeros, and so do ReduceMean and ReduceSum of nothing (ONNX Runtime's and
+    ndserve's)."""
 
     def __init__(self, items=1000, tags=200):
         super().__init__()
@@ -444,12 +444,15 @@ class EmbeddingBagRanker(nn.Module):
                                     self.tags(tag_ids, tag_offsets)], 1))
 
 
-def bags_set(bags, longest_item_bag, longest_tag_bag, items=1000, tags=200):
+def bags_set(bags, longest_item_bag, longest_tag_bag, items=1000, tags=200, empty=()):
     """Flat INT64 ids and bag offsets for EmbeddingBagRanker: `bags` bags of each feature,
-    every bag 1..longest ids long (never empty), one of each as long as allowed."""
+    every bag 1..longest ids long, one of each as long as allowed, except the bags listed
+    in `empty`, which have none."""
     def ids_and_offsets(rng, longest, vocab):
         lengths = rng.integers(1, longest + 1, size=(bags,))
         lengths[rng.integers(0, bags)] = longest
+        for e in empty:
+            lengths[e] = 0
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         return rng.integers(0, vocab, size=(int(lengths.sum()),), dtype=np.int64), offsets
 
@@ -838,7 +841,8 @@ MODELS = [
          ["item_ids", "item_offsets", "tag_ids", "tag_offsets"], ["scores"],
          {"item_ids": {0: "items"}, "item_offsets": {0: "batch"}, "tag_ids": {0: "tags"},
           "tag_offsets": {0: "batch"}, "scores": {0: "batch"}},
-         [("b3", bags_set(3, 5, 3)), ("b1", bags_set(1, 4, 2)), ("b8", bags_set(8, 9, 6))]),
+         [("b3", bags_set(3, 5, 3)), ("b1", bags_set(1, 4, 2)), ("b8", bags_set(8, 9, 6)),
+          ("b4_empty_bags", bags_set(4, 6, 4, empty=(1, 3)))]),
     Spec("scripted_rnn_loop", ScriptedRnnLoop, ["features"], ["states", "logits", "last"],
          {"features": {0: "batch", 1: "sequence"}, "states": {0: "batch", 1: "sequence"},
           "logits": {0: "batch", 1: "sequence"}, "last": {1: "batch"}},

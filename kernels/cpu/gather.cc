@@ -66,7 +66,7 @@ absl::Status BagMean(const TensorView& data, const TensorView& indices, const Te
   const I* ids = first;
   const float* table = data.as<const float>();
   float* y = out.as<float>();
-  const float scale = 1.0f / static_cast<float>(bag);
+  const float scale = bag == 0 ? 0.0f : 1.0f / static_cast<float>(bag);  // as ReduceMean
   for (int64_t b = 0; b < batch; ++b, ids += features * bag, y += dim) {
     if (bag == 0) std::fill(y, y + dim, 0.0f);
     for (int64_t k = 0; k < bag; ++k) {
@@ -79,7 +79,7 @@ absl::Status BagMean(const TensorView& data, const TensorView& indices, const Te
         for (int64_t i = 0; i < dim; ++i) y[i] += row[i];
       }
     }
-    // An empty bag gives 0 * inf = NaN, as the unfused ReduceMean does.
+    // An empty bag gives 0, as the unfused ReduceMean does.
     for (int64_t i = 0; i < dim; ++i) y[i] *= scale;
   }
   return absl::OkStatus();

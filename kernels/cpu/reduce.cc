@@ -44,7 +44,9 @@ absl::Status Reduce(OpKind op, absl::Span<const TensorView> in, absl::Span<const
     return absl::OkStatus();
   }
   const ReducePlan p = MakeReducePlan(in[0].shape, axes);
-  const float mean_scale = 1.0f / static_cast<float>(p.reduce_numel);
+  // The mean of nothing is 0, as in ONNX Runtime and PyTorch (an empty EmbeddingBag),
+  // not numpy's NaN.
+  const float mean_scale = p.reduce_numel == 0 ? 0.0f : 1.0f / static_cast<float>(p.reduce_numel);
   // Merged dims [reduced, kept] or [kept, reduced, kept]: the plan's dims are contiguous.
   const std::size_t nd = p.dims.size();
   if (in[0].numel() > 0 && nd >= 2 && nd <= 3 && !p.reduced[nd - 1] && p.reduced[nd - 2] &&
@@ -74,7 +76,6 @@ absl::Status Reduce(OpKind op, absl::Span<const TensorView> in, absl::Span<const
     }
   }
   if (op == OpKind::kReduceMean) {
-    // An empty reduction gives 0 * inf = NaN, as numpy's mean of nothing does.
     for (int64_t i = 0; i < p.out_numel; ++i) y[i] *= mean_scale;
   }
   return absl::OkStatus();

@@ -67,7 +67,7 @@ __global__ void BagMeanKernel(const float* table, const I* ids, float* out, int6
       *error_flag = 1;
       continue;
     }
-    out[i] = sum * scale;  // an empty bag: 0 * inf = NaN, as ReduceMean gives
+    out[i] = sum * scale;  // an empty bag: 0, as ReduceMean gives
   }
 }
 
@@ -78,7 +78,7 @@ cudaError_t LaunchBagMean(const float* table, const void* ids, bool int64_ids, f
                           int32_t* error_flag, cudaStream_t stream) {
   const int64_t total = batch * dim;
   if (total == 0) return cudaSuccess;
-  const float scale = 1.0f / static_cast<float>(bag);
+  const float scale = bag == 0 ? 0.0f : 1.0f / static_cast<float>(bag);  // as ReduceMean
   const unsigned grid = GridFor(total);
   if (int64_ids) {
     BagMeanKernel<int64_t><<<grid, kBlock, 0, stream>>>(table, static_cast<const int64_t*>(ids),

@@ -46,7 +46,10 @@ absl::Status Reduce(const KernelContext& ctx, OpKind op, absl::Span<const Tensor
   NDS_ASSIGN_OR_RETURN(IndexMap kept, MakeIndexMap(OpKindName(op), s.kept_dims, s.kept_strides));
   NDS_ASSIGN_OR_RETURN(IndexMap reduced,
                        MakeIndexMap(OpKindName(op), s.reduced_dims, s.reduced_strides));
-  const float scale = op == OpKind::kReduceMean ? 1.0f / static_cast<float>(p.reduce_numel) : 1.0f;
+  // The mean of nothing is 0, as on the CPU (kernels/cpu/reduce.cc).
+  const float scale = op != OpKind::kReduceMean ? 1.0f
+                      : p.reduce_numel == 0   ? 0.0f
+                                              : 1.0f / static_cast<float>(p.reduce_numel);
   // An empty input reduces to zeros (or NaN means): reduce_numel is then 0.
   const int64_t reduce_n = in[0].numel() == 0 ? 0 : p.reduce_numel;
   if (in[0].dtype != DType::kFp32) {  // ReduceSum of INT32 or INT64

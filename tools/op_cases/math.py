@@ -460,3 +460,8 @@ def _trig_compare_class_cases(add, gen):
         [("input", "data", c32), ("const", "axes", np.array([-1], np.int64))],
         [("reduced", c32.astype(np.int64).sum(axis=1).astype(np.uint64).astype(np.uint32)
           .view(np.int32))], attrs={"keepdims": ("int", 0)}, tol=REDUCE_TOL)
+    # ReduceMean of nothing (an empty EmbeddingBag's bag, as torch exports it): 0, as
+    # ONNX Runtime and PyTorch give, not numpy's NaN.
+    add("reducemean_empty_axis", "ReduceMean", 13, [("input", "data", np.zeros((0, 3), np.float32))],
+        [("reduced", np.zeros((3,), np.float32))],
+        attrs={"axes": ("ints", [0]), "keepdims": ("int", 0)}, tol=REDUCE_TOL)
