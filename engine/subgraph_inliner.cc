@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -207,11 +209,8 @@ class SubgraphInliner {
         continue;
       }
       if (IsSequenceOp(n)) {
-        return absl::UnimplementedError(absl::StrCat(
-            "node '", n.name(), "' (", n.op_type(),
-            "): sequences are not supported, except a list that a Loop appends to and "
-            "ConcatFromSequence reads after it (torch's outs.append(x) then "
-            "torch.stack(outs) or torch.cat(outs))"));
+        NDS_RETURN_IF_ERROR(AddSequenceOp(n, scope));
+        continue;
       }
       NodeDef nd;
       nd.name = n.name().empty() ? n.name() : scope.prefix + n.name();
@@ -338,6 +337,212 @@ class SubgraphInliner {
     return absl::OkStatus();
   }
 
+  // The value of a one-element initializer named `name` (a graph name), as int64.
+  std::optional<int64_t> ConstantScalar(const std::string& name) const {
+    for (auto it = def_->initializers.rbegin(); it != def_->initializers.rend(); ++it) {
+      if (it->name != name) continue;
+      if (kernels::NumElements(it->shape) != 1) return std::nullopt;
+      if (it->dtype == DType::kInt64 && it->bytes.size() == 8) {
+        int64_t v;
+        std::memcpy(&v, it->bytes.data(), 8);
+        return v;
+      }
+      if (it->dtype == DType::kInt32 && it->bytes.size() == 4) {
+        int32_t v;
+        std::memcpy(&v, it->bytes.data(), 4);
+        return v;
+      }
+      if (it->dtype == DType::kBool && it->bytes.size() == 1) return it->bytes[0] != 0;
+      return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  std::string FreshName(const Scope& scope, absl::string_view what) {
+    return absl::StrCat(scope.prefix, "ndserve.", what, "_", fresh_++);
+  }
+
+  void AddPlainNode(const Scope& scope, std::string name, std::string op,
+                    std::vector<std::string> inputs, std::string output,
+                    kernels::AttrMap attrs = {}) {
+    NodeDef nd;
+    nd.name = std::move(name);
+    nd.op_type = std::move(op);
+    nd.inputs = std::move(inputs);
+    nd.outputs = {std::move(output)};
+    nd.attrs = std::move(attrs);
+    nd.guards = scope.guards;
+    nd.loop = scope.loop;
+    def_->nodes.push_back(std::move(nd));
+  }
+
+  // [x0, x1, ...] stacked along a new axis or concatenated along `axis`: Unsqueezes and
+  // one Concat.
+  void AddConcat(const Scope& scope, const std::string& label,
+                 const std::vector<std::string>& parts, int64_t axis, bool new_axis,
+                 const std::string& out) {
+    std::vector<std::string> inputs;
+    if (new_axis) {
+      const std::string axes = FreshName(scope, "axes");
+      Initializer init = ScalarInitializer(axes, DType::kInt64, &axis, sizeof(axis));
+      init.shape = {1};
+      def_->initializers.push_back(std::move(init));
+      for (const std::string& p : parts) {
+        inputs.push_back(FreshName(scope, "unsqueezed"));
+        AddPlainNode(scope, absl::StrCat(label, "/unsqueeze_", inputs.size()), "Unsqueeze",
+                     {p, axes}, inputs.back());
+      }
+    } else {
+      inputs = parts;
+    }
+    kernels::AttrMap attrs;
+    attrs["axis"] = axis;
+    AddPlainNode(scope, absl::StrCat(label, "/concat"), "Concat", std::move(inputs), out,
+                 std::move(attrs));
+  }
+
+  // Sequences whose length and elements the loader knows (SequenceEmpty, SequenceConstruct,
+  // SequenceInsert, an unrolled Loop's appends): each is a list of tensor names, and the
+  // ops that read one become plain nodes. torch.tensor_split and lists of a fixed length
+  // export so (torchvision's MViT).
+  absl::Status AddSequenceOp(onnx::NodeProto& n, const Scope& scope) {
+    const std::string label = scope.prefix + (n.name().empty() ? n.op_type() : n.name());
+    const std::string where = absl::StrCat("node '", n.name(), "' (", n.op_type(), ")");
+    const absl::Status unsupported = absl::UnimplementedError(absl::StrCat(
+        where,
+        ": sequences are supported only as a list a Loop appends to and ConcatFromSequence "
+        "reads after it (torch's outs.append(x) then torch.stack(outs) or torch.cat(outs)), "
+        "or as a list of a length known at load"));
+    auto list_of = [&](const std::string& local) -> const std::vector<std::string>* {
+      auto it = sequences_.find(Name(scope, local));
+      return it == sequences_.end() ? nullptr : &it->second;
+    };
+    auto int_attr = [&](const char* name, int64_t fallback) {
+      for (const onnx::AttributeProto& a : n.attribute()) {
+        if (a.name() == name) return static_cast<int64_t>(a.i());
+      }
+      return fallback;
+    };
+    if (n.output_size() != 1 || n.output(0).empty()) return unsupported;
+    const std::string out = Name(scope, n.output(0));
+    const std::string& op = n.op_type();
+    if (op == "SequenceEmpty") {
+      sequences_[out] = {};
+      return absl::OkStatus();
+    }
+    if (op == "SequenceConstruct") {
+      std::vector<std::string> items;
+      for (const std::string& in : n.input()) items.push_back(Name(scope, in));
+      sequences_[out] = std::move(items);
+      return absl::OkStatus();
+    }
+    if (n.input_size() < 1) return unsupported;
+    const std::vector<std::string>* list = list_of(n.input(0));
+    if (list == nullptr) return unsupported;
+    const int64_t size = static_cast<int64_t>(list->size());
+    auto position = [&](int input, int64_t fallback, int64_t limit) -> std::optional<int64_t> {
+      if (n.input_size() <= input || n.input(input).empty()) return fallback;
+      std::optional<int64_t> v = ConstantScalar(Name(scope, n.input(input)));
+      if (!v.has_value()) return std::nullopt;
+      const int64_t p = *v < 0 ? *v + size : *v;
+      if (p < 0 || p > limit) return std::nullopt;
+      return p;
+    };
+    if (op == "SequenceInsert" && n.input_size() >= 2) {
+      std::optional<int64_t> at = position(2, size, size);
+      if (!at.has_value()) return unsupported;
+      std::vector<std::string> items = *list;
+      items.insert(items.begin() + *at, Name(scope, n.input(1)));
+      sequences_[out] = std::move(items);
+      return absl::OkStatus();
+    }
+    if (op == "SequenceAt" && n.input_size() == 2) {
+      std::optional<int64_t> at = position(1, 0, size - 1);
+      if (!at.has_value() || size == 0) return unsupported;
+      AddPlainNode(scope, label, "Identity", {(*list)[*at]}, out);
+      return absl::OkStatus();
+    }
+    if (op == "SequenceLength") {
+      def_->initializers.push_back(ScalarInitializer(out, DType::kInt64, &size, sizeof(size)));
+      return absl::OkStatus();
+    }
+    if (op == "ConcatFromSequence" && size > 0) {
+      AddConcat(scope, label, *list, int_attr("axis", 0), int_attr("new_axis", 0) != 0, out);
+      return absl::OkStatus();
+    }
+    return unsupported;
+  }
+
+  // A Loop with a trip count and conditions known at load that carries a list of a known
+  // length: its iterations are inlined one after the other (names under
+  // "<Loop>/iter<t>/"), so the list stays one the loader knows.
+  absl::StatusOr<bool> TryUnroll(onnx::NodeProto& n, const Scope& scope, const std::string& label,
+                                 onnx::GraphProto& body) {
+    const int carried = n.input_size() - 2;
+    bool carries_list = false;
+    for (int j = 0; j < carried; ++j) {
+      carries_list = carries_list || sequences_.contains(Name(scope, n.input(2 + j)));
+    }
+    if (!carries_list) return false;
+    std::optional<int64_t> trips =
+        n.input(0).empty() ? std::nullopt : ConstantScalar(Name(scope, n.input(0)));
+    std::optional<int64_t> cond =
+        n.input(1).empty() ? std::optional<int64_t>(1) : ConstantScalar(Name(scope, n.input(1)));
+    constexpr int64_t kMaxUnrolledNodes = 20000;
+    if (!trips.has_value() || *trips < 1 || !cond.has_value() || *cond == 0 ||
+        *trips * std::max(body.node_size(), 1) > kMaxUnrolledNodes) {
+      return false;
+    }
+    // The body's condition: its own input passed on, or true, directly or via an Identity.
+    std::string cond_out = body.output(0).name();
+    for (const onnx::NodeProto& bn : body.node()) {
+      if (IsOp(bn, "Identity") && bn.output_size() == 1 && bn.output(0) == cond_out) {
+        cond_out = bn.input(0);
+      }
+    }
+    const bool passes_cond = cond_out == body.input(1).name();
+    if (!passes_cond) {
+      std::optional<int64_t> v = ConstantScalar(Name(scope, cond_out));
+      if (!v.has_value() || *v == 0) return false;
+    }
+    const int scans = n.output_size() - carried;
+    std::vector<std::string> state;
+    for (int j = 0; j < carried; ++j) state.push_back(Name(scope, n.input(2 + j)));
+    std::vector<std::vector<std::string>> parts(scans);
+    const std::string where = absl::StrCat("node '", label, "' (Loop)");
+    for (int64_t t = 0; t < *trips; ++t) {
+      onnx::GraphProto g = body;  // each iteration moves its own tensors' bytes
+      Scope inner = Inner(scope, g, absl::StrCat(scope.prefix, label, "/iter", t, "/"));
+      const std::string iter = Name(inner, g.input(0).name());
+      def_->initializers.push_back(ScalarInitializer(iter, DType::kInt64, &t, sizeof(t)));
+      const uint8_t yes = 1;
+      def_->initializers.push_back(
+          ScalarInitializer(Name(inner, g.input(1).name()), DType::kBool, &yes, 1));
+      for (int j = 0; j < carried; ++j) inner.renamed[g.input(2 + j).name()] = state[j];
+      NDS_RETURN_IF_ERROR(AddInitializers(g, inner, where, "its body"));
+      NDS_RETURN_IF_ERROR(AddNodes(g, inner));
+      for (int j = 0; j < carried; ++j) state[j] = Name(inner, g.output(1 + j).name());
+      for (int k = 0; k < scans; ++k) parts[k].push_back(Name(inner, g.output(1 + carried + k).name()));
+    }
+    for (int j = 0; j < carried; ++j) {
+      if (n.output(j).empty()) continue;
+      const std::string out = Name(scope, n.output(j));
+      if (auto it = sequences_.find(state[j]); it != sequences_.end()) {
+        std::vector<std::string> items = it->second;
+        sequences_[out] = std::move(items);
+      } else {
+        AddPlainNode(scope, absl::StrCat(scope.prefix, label, "/out_", j), "Identity", {state[j]},
+                     out);
+      }
+    }
+    for (int k = 0; k < scans; ++k) {
+      if (n.output(carried + k).empty()) continue;
+      AddConcat(scope, absl::StrCat(scope.prefix, label, "/scan_", k), parts[k], 0, true,
+                Name(scope, n.output(carried + k)));
+    }
+    return true;
+  }
+
   absl::Status AddLoop(onnx::NodeProto& n, const Scope& scope) {
     const std::string label = n.name().empty() ? absl::StrCat("Loop_", loops_) : n.name();
     ++loops_;
@@ -390,6 +595,15 @@ class SubgraphInliner {
       if (n.input(2 + j).empty()) {
         return absl::InvalidArgumentError(
             absl::StrFormat("%s: carried value %d has no initial value", where, j));
+      }
+    }
+    NDS_ASSIGN_OR_RETURN(const bool unrolled, TryUnroll(n, scope, label, *body));
+    if (unrolled) return absl::OkStatus();
+    for (int j = 0; j < carried; ++j) {
+      if (sequences_.contains(Name(scope, n.input(2 + j)))) {
+        return absl::UnimplementedError(absl::StrCat(
+            where, ": carries a sequence through iterations whose number is known only at run "
+                   "time, other than a list it appends to and ConcatFromSequence reads after it"));
       }
     }
 
@@ -502,6 +716,9 @@ class SubgraphInliner {
   GraphDef* def_;
   int ifs_ = 0;
   int loops_ = 0;
+  int fresh_ = 0;
+  // Sequences of a length known at load: graph name -> its elements' graph names.
+  absl::flat_hash_map<std::string, std::vector<std::string>> sequences_;
 };
 
 }  // namespace

@@ -1462,6 +1462,52 @@ def build_loop_ragged_scan():
     return make_model(graph, 17), reference
 
 
+def build_loop_tensor_split():
+    """torch.tensor_split as torchvision's MViT exports it: a Loop with a constant trip
+    count appends slices of x to a list, one more slice is appended after it, and the
+    pieces are read back by SequenceAt at constant positions, SequenceLength and a
+    ConcatFromSequence. The list's length is known at load, so the loader unrolls the
+    loop and the sequence ops become plain nodes."""
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["starts", "i"], ["lo"], name="lo", axis=0),
+         helper.make_node("Add", ["i", "one"], ["i1"], name="next"),
+         helper.make_node("Gather", ["starts", "i1"], ["hi"], name="hi", axis=0),
+         helper.make_node("Unsqueeze", ["lo", "axes0"], ["lo1"], name="lo1"),
+         helper.make_node("Unsqueeze", ["hi", "axes0"], ["hi1"], name="hi1"),
+         helper.make_node("Slice", ["x", "lo1", "hi1", "axes1"], ["piece"], name="piece"),
+         helper.make_node("SequenceInsert", ["s_in", "piece"], ["s_out"], name="append"),
+         helper.make_node("Identity", ["true"], ["c_out"], name="keep_going")],
+        "split_body",
+        [value_info("i", INT64, []), value_info("cond", BOOL, []),
+         seq_value_info("s_in", FLOAT, 2)],
+        [value_info("c_out", BOOL, []), seq_value_info("s_out", FLOAT, 2)])
+    nodes = [
+        const_node("true", np.array(True)),
+        helper.make_node("SequenceEmpty", [], ["s0"], name="empty", dtype=FLOAT),
+        helper.make_node("Loop", ["two", "true", "s0"], ["s2"], name="split", body=body),
+        helper.make_node("Slice", ["x", "start3", "end3", "axes1"], ["rest"], name="rest"),
+        helper.make_node("SequenceInsert", ["s2", "rest"], ["s3"], name="append_rest"),
+        helper.make_node("SequenceAt", ["s3", "zero"], ["first"], name="first"),
+        helper.make_node("SequenceAt", ["s3", "minus_one"], ["last"], name="last"),
+        helper.make_node("SequenceLength", ["s3"], ["pieces"], name="pieces"),
+        helper.make_node("ConcatFromSequence", ["s3"], ["joined"], name="join", axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "loop_tensor_split", [value_info("x", FLOAT, ["batch", 6])],
+        [value_info("first", FLOAT, ["batch", 1]), value_info("last", FLOAT, ["batch", None]),
+         value_info("pieces", INT64, []), value_info("joined", FLOAT, ["batch", 6])],
+        initializer=[init("two", np.array(2, np.int64)), init("one", np.array(1, np.int64)),
+                     init("starts", np.array([0, 1, 3], np.int64)),
+                     init("axes0", np.array([0], np.int64)), init("axes1", np.array([1], np.int64)),
+                     init("start3", np.array([3], np.int64)), init("end3", np.array([6], np.int64)),
+                     init("zero", np.array(0, np.int64)), init("minus_one", np.array(-1, np.int64))])
+
+    def reference(x):
+        return [("first", x[:, 0:1]), ("last", x[:, 3:6]), ("pieces", np.array(3, np.int64)),
+                ("joined", x.copy())]
+    return make_model(graph, 17), reference
+
+
 def write_loop_models(w):
     base = "tests/fixtures/graphs"
     r = np.random.default_rng(114)
@@ -1513,6 +1559,12 @@ def write_loop_models(w):
         write_graph_case(w, "loop_ragged_scan", case, [("x", x), ("n", nv), ("grow", gv)],
                          ref(x, nv, gv))
 
+    model, ref = build_loop_tensor_split()
+    w.write_model(f"{base}/loop_tensor_split/model.onnx", model)
+    for batch in (1, 3):
+        x = r.standard_normal((batch, 6)).astype(np.float32)
+        write_graph_case(w, "loop_tensor_split", f"batch{batch}", [("x", x)], ref(x))
+
     # A body with one output too few (cond, one carried value, no scan output for the
     # node's second output), and a list read by SequenceAt (not a scan output).
     xv, yv = value_info("x", FLOAT, [2]), value_info("y", FLOAT, [2])
@@ -1538,9 +1590,8 @@ def write_loop_models(w):
         [helper.make_node("SequenceEmpty", [], ["s0"], name="empty_list", dtype=FLOAT),
          helper.make_node("Loop", ["trips", "", "s0"], ["s"], name="collect", body=collect),
          helper.make_node("SequenceAt", ["s", "first"], ["y"], name="first_item")],
-        "loop_sequence_at", [xv], [yv],
-        initializer=[init("trips", np.array(3, np.int64)),
-                     init("first", np.array(0, np.int64))]), 13))
+        "loop_sequence_at", [xv, value_info("trips", INT64, [])], [yv],
+        initializer=[init("first", np.array(0, np.int64))]), 13))
 
 
 def write_graph_models(w):
