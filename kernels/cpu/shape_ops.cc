@@ -2,6 +2,8 @@
 // view), and the byte copy behind Reshape, Flatten, Squeeze, Unsqueeze and Identity. All work on element sizes, so every fixed-size dtype is covered.
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
+
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/strided_gather.h"
 #include "kernels/plans.h"
@@ -24,6 +26,33 @@ absl::Status Concat(const KernelContext&, absl::Span<const TensorView> in,
   const std::size_t elem = DTypeSize(out[0].dtype);
   const std::size_t out_row = static_cast<std::size_t>(po.axis_dim * po.inner) * elem;
   auto* dst = static_cast<unsigned char*>(out[0].data);
+  // A few elements per input and output row (torch.stack(..., -1) of index grids: MViT's
+  // relative positions stack millions of rows of one INT64 each): one pass over the
+  // output, row by row, with typed stores, instead of one memcpy call per input row and a
+  // pass over the whole output per input.
+  bool narrow = out_row <= 16 * elem;
+  for (const TensorView& t : in) {
+    narrow = narrow && MakeAxisPlan(t.shape, axis).axis_dim * MakeAxisPlan(t.shape, axis).inner <= 4;
+  }
+  if (narrow && po.outer > 0) {
+    ForElementSize(out[0].dtype, [&](auto e) {
+      using E = decltype(e);
+      absl::InlinedVector<const E*, 8> src;
+      absl::InlinedVector<int64_t, 8> n;
+      for (const TensorView& t : in) {
+        const AxisPlan pi = MakeAxisPlan(t.shape, axis);
+        src.push_back(t.as<const E>());
+        n.push_back(pi.axis_dim * pi.inner);
+      }
+      E* d = reinterpret_cast<E*>(dst);
+      for (int64_t o = 0; o < po.outer; ++o) {
+        for (std::size_t j = 0; j < src.size(); ++j) {
+          for (int64_t k = 0; k < n[j]; ++k) *d++ = src[j][o * n[j] + k];
+        }
+      }
+    });
+    return absl::OkStatus();
+  }
   std::size_t col = 0;  // byte offset of this input's slice within an output row
   for (const TensorView& t : in) {
     const AxisPlan pi = MakeAxisPlan(t.shape, axis);

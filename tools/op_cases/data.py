@@ -385,3 +385,13 @@ def cases(add, _shared_rng):
     x = np.zeros((3, 4), np.float32)
     x[1, 2] = -0.0
     add("nonzero_all_zero", "NonZero", 13, [("input", "x", x)], [("y", non_zero(x))])
+    # Concat of rows of one or two elements along the last axis (torch.stack(..., -1) of
+    # index grids, as MViT's relative positions write it): the kernel's narrow path.
+    r = rng()
+    g = [r.integers(-50, 50, size=(3, 4, 1)).astype(np.int64) for _ in range(3)]
+    add("concat_last_axis_narrow_int64", "Concat", 13,
+        [("input", "a", g[0]), ("input", "b", g[1]), ("input", "c", g[2])],
+        [("concat_result", np.concatenate(g, axis=-1))], attrs={"axis": ("int", -1)})
+    p, q = float_data(r, (5, 2)), float_data(r, (5, 1))
+    add("concat_last_axis_narrow_fp32", "Concat", 13, [("input", "p", p), ("input", "q", q)],
+        [("concat_result", np.concatenate([p, q], axis=1))], attrs={"axis": ("int", 1)})
