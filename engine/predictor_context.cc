@@ -247,28 +247,9 @@ absl::StatusOr<kernels::OpAttrs> PredictorContext::RequestAttrs(const Node& node
 
 absl::StatusOr<bool> PredictorContext::Condition(int value) {
   if (auto it = conditions_.find(value); it != conditions_.end()) return it->second;
-  const Slot& slot = slots_[value];
-  if (slot.array.is_null()) {
-    return absl::InternalError(
-        absl::StrCat("condition '", model_.graph().values()[value].name, "' was never computed"));
-  }
-  if (slot.array.dtype() != DType::kBool || kernels::NumElements(slot.shape) != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("condition '", model_.graph().values()[value].name,
-                     "' must be one BOOL, it is ", DTypeName(slot.array.dtype()), " ",
-                     kernels::ShapeToString(slot.shape)));
-  }
-  uint8_t byte = 0;
-  if (gpu_ != nullptr && !slot.host) {
-    // A condition computed from device data: the run waits for it here.
-    NDS_ASSIGN_OR_RETURN(void* data, slot.array.Data());
-    NDS_RETURN_IF_ERROR(gpu_->CopyToHost(&byte, data, 1));
-    NDS_RETURN_IF_ERROR(gpu_->Synchronize());
-  } else {
-    NDS_RETURN_IF_ERROR(slot.array.CopyToHost(absl::MakeSpan(&byte, 1)));
-  }
-  conditions_[value] = byte != 0;
-  return byte != 0;
+  NDS_ASSIGN_OR_RETURN(const int64_t v, HostScalar(value, DType::kBool, "condition"));
+  conditions_[value] = v != 0;
+  return v != 0;
 }
 
 absl::StatusOr<bool> PredictorContext::GuardsHold(const Node& node) {
